@@ -1,0 +1,71 @@
+// The tape: every op run with gradients on records a Node holding the edges to its inputs,
+// the tensors its backward needs (an explicit, countable list), and the backward function,
+// written in the op's file right under its forward.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace glm4 {
+
+// Where an input's gradient goes: into the node that produced it, or into a leaf's grad.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  bool active() const { return node || leaf; }
+};
+
+struct Node {
+  // Returns one gradient per input (undefined where needs_grad(i) is false).
+  using Backward = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_out)>;
+
+  const char* op = "";
+  std::vector<Edge> inputs;
+  std::vector<Tensor> saved;
+  Backward backward;
+
+  bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].active(); }
+  void release() {  // after backward ran: free what it kept
+    saved.clear();
+    saved.shrink_to_fit();
+    backward = nullptr;
+  }
+};
+
+// Gradient recording is on unless a NoGradGuard is alive on this thread.
+struct GradMode {
+  static bool enabled();
+  static void set_enabled(bool on);
+};
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Records `out` as the result of `op` when grad mode is on and some input requires grad;
+// otherwise returns `out` unchanged (no node, no saved tensors). `saved` is what backward needs.
+Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
+              std::vector<Tensor> saved, Node::Backward backward);
+
+// True when some input requires grad and grad mode is on (an op may skip work otherwise).
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// Set whenever an op sees an input that requires grad while grad mode is off; checkpoint()
+// uses it to learn whether a block touches trainable parameters.
+bool& saw_trainable_in_no_grad();
+
+// Reverse-mode pass from `roots`, seeded with `grads` (a scalar root may pass an undefined
+// seed, meaning 1). Leaf gradients accumulate into their grad(); the graph is freed.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {});
+inline void backward(const Tensor& loss) { backward(std::vector<Tensor>{loss}); }
+
+}  // namespace glm4

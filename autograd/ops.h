@@ -1,0 +1,85 @@
+// Every differentiable op, one line each: shape contract, and what its backward saves.
+// Ops record a Node only when grad mode is on and an input requires grad.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "autograd/attention_mask.h"
+#include "autograd/tensor.h"
+
+namespace glm4 {
+class Weight;
+
+namespace ops {
+
+// --- elementwise (ops/elementwise.cpp); numpy broadcasting, backward reduces with sum_to ---
+Tensor add(const Tensor& a, const Tensor& b);   // saves nothing
+Tensor sub(const Tensor& a, const Tensor& b);   // saves nothing
+Tensor mul(const Tensor& a, const Tensor& b);   // saves a, b
+Tensor scale(const Tensor& a, float s);         // saves nothing
+// Sums `g` over broadcast dimensions down to `shape` (the one broadcast-reduction helper).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+// y = x * mask / (1 - p) with a mask drawn from `seed`; identity when p == 0. saves the mask.
+Tensor dropout(const Tensor& x, float p, uint64_t seed);
+
+// --- unary math (ops/unary.cpp); primitives that the fused ops' reference compositions use ---
+Tensor exp(const Tensor& x);                    // saves y
+Tensor log(const Tensor& x);                    // saves x
+Tensor rsqrt(const Tensor& x);                  // 1/sqrt(x); saves y
+Tensor sigmoid(const Tensor& x);                // saves y
+
+// --- activations (ops/activation.cpp) ---
+Tensor silu(const Tensor& x);                   // saves x
+Tensor swiglu(const Tensor& gate_up);           // [..., 2I] -> silu(gate) * up [..., I]; saves input
+Tensor softmax(const Tensor& x);                // over the last dim; saves y
+
+// --- reductions (ops/reduce.cpp) ---
+Tensor sum(const Tensor& x);                    // -> scalar; saves nothing
+Tensor mean(const Tensor& x);                   // -> scalar; saves nothing
+Tensor sum_last(const Tensor& x);               // [..., N] -> [..., 1]; saves nothing
+
+// --- shape (ops/shape.cpp); results are contiguous copies except reshape (a view) ---
+Tensor reshape(const Tensor& x, const Shape& shape);                  // saves nothing
+Tensor transpose(const Tensor& x, int d0, int d1);                   // saves nothing
+Tensor slice(const Tensor& x, int dim, int64_t begin, int64_t end);  // saves nothing
+Tensor concat(const std::vector<Tensor>& xs, int dim);               // saves nothing
+std::vector<Tensor> split(const Tensor& x, int dim, const std::vector<int64_t>& sizes);
+
+// --- matmul (ops/matmul.cpp) ---
+// a [..., M, K] @ b [..., K, N] (b may be 2-D and shared by the batch); saves a, b.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., K] W^T + bias: W [N, K] trainable fp32, bias [N] or undefined; saves x, W.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
+// Same with a frozen weight in its stored dtype: only x (and bias) get gradients; saves nothing
+// but the weight handle.
+Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias);
+
+// --- embedding (ops/embedding.cpp) ---
+// ids [N] -> rows of table [V, H] as [N, H]; the backward scatter-adds into the table.
+Tensor embedding(std::span<const int32_t> ids, const Tensor& table);
+Tensor embedding(std::span<const int32_t> ids, const Weight& table);  // frozen: no graph
+
+// --- norms (ops/norm.cpp) ---
+// y = w * x / sqrt(mean(x^2) + eps) over the last dim (fp32 accumulation); saves x, w, rstd.
+Tensor rms_norm(const Tensor& x, const Tensor& w, float eps);
+
+// --- rotary embedding (ops/rope.cpp) ---
+// x [B, T, H, D]: pairs (2i, 2i+1), i < rotary_dim/2, at position positions[b*T + t] rotate by
+// pos * theta^(-2i/rotary_dim); dims rotary_dim..D pass through. Backward: the inverse rotation.
+Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_dim, double theta);
+
+// --- attention (ops/attention.cpp) ---
+// Causal scaled-dot-product attention with GQA, flash-style (online softmax over key tiles).
+// q [B, T, Hq, D], k, v [B, S, Hkv, D] -> [B, T, Hq, D]; scale 1/sqrt(D); query head h reads kv
+// head h / (Hq / Hkv). Saves q, k, v, out and the per-row log-sum-exp [B, Hq, T].
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask);
+
+// --- loss (ops/loss.cpp) ---
+// logits [N, V], labels [N] (-100 = ignored) -> mean cross-entropy over non-ignored rows (0 if
+// none); `divide_by` > 0 replaces the count of non-ignored rows as the divisor (gradient
+// accumulation). Saves logits and the per-row log-sum-exp.
+Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, double divide_by = 0);
+
+}  // namespace ops
+}  // namespace glm4

@@ -1,0 +1,118 @@
+// silu, fused swiglu on a gate_up tensor, softmax over the last dimension.
+#include <cmath>
+
+#include "autograd/check.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+
+namespace glm4::ops {
+
+namespace {
+constexpr int64_t kGrain = 1 << 13;
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+}  // namespace
+
+Tensor silu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* py = y.data();
+  parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) py[i] = px[i] * sigmoid(px[i]);
+  });
+  return record(y, "silu", {x}, {x.detach()}, [](Node& n, const Tensor& g) {
+    const Tensor& x = n.saved[0];
+    Tensor dx = Tensor::empty(x.shape());
+    const float* px = x.data();
+    const float* pg = g.data();
+    float* pd = dx.data();
+    parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        float s = sigmoid(px[i]);
+        pd[i] = pg[i] * s * (1.0f + px[i] * (1.0f - s));
+      }
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor swiglu(const Tensor& gate_up) {
+  GLM4_CHECK(gate_up.rank() >= 1 && gate_up.dim(-1) % 2 == 0, "[swiglu] last dim of ",
+             shape_str(gate_up.shape()), " must be even (gate | up)");
+  int64_t two_i = gate_up.dim(-1), inter = two_i / 2, rows = gate_up.numel() / std::max<int64_t>(two_i, 1);
+  Shape out_shape = gate_up.shape();
+  out_shape.back() = inter;
+  Tensor y = Tensor::empty(out_shape);
+  const float* px = gate_up.data();
+  float* py = y.data();
+  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* gate = px + r * two_i;
+      const float* up = gate + inter;
+      float* out = py + r * inter;
+      for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * sigmoid(gate[j]) * up[j];
+    }
+  });
+  return record(y, "swiglu", {gate_up}, {gate_up.detach()}, [rows, inter](Node& n, const Tensor& g) {
+    const Tensor& x = n.saved[0];
+    Tensor dx = Tensor::empty(x.shape());
+    const float* px = x.data();
+    const float* pg = g.data();
+    float* pd = dx.data();
+    parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* gate = px + r * 2 * inter;
+        const float* up = gate + inter;
+        const float* gr = pg + r * inter;
+        float* dgate = pd + r * 2 * inter;
+        float* dup = dgate + inter;
+        for (int64_t j = 0; j < inter; ++j) {
+          float s = sigmoid(gate[j]);
+          float act = gate[j] * s;
+          dup[j] = gr[j] * act;
+          dgate[j] = gr[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
+        }
+      }
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor softmax(const Tensor& x) {
+  GLM4_CHECK(x.rank() >= 1, "[softmax] needs at least one dimension, got ", shape_str(x.shape()));
+  int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* py = y.data();
+  parallel_for(rows, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* in = px + r * cols;
+      float* out = py + r * cols;
+      float m = -INFINITY;
+      for (int64_t j = 0; j < cols; ++j) m = std::max(m, in[j]);
+      double s = 0;
+      for (int64_t j = 0; j < cols; ++j) s += (out[j] = std::exp(in[j] - m));
+      float inv = float(1.0 / s);
+      for (int64_t j = 0; j < cols; ++j) out[j] *= inv;
+    }
+  });
+  return record(y, "softmax", {x}, {y.detach()}, [rows, cols](Node& n, const Tensor& g) {
+    const Tensor& y = n.saved[0];
+    Tensor dx = Tensor::empty(y.shape());
+    const float* py = y.data();
+    const float* pg = g.data();
+    float* pd = dx.data();
+    parallel_for(rows, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* yr = py + r * cols;
+        const float* gr = pg + r * cols;
+        double dot = 0;
+        for (int64_t j = 0; j < cols; ++j) dot += double(yr[j]) * gr[j];
+        for (int64_t j = 0; j < cols; ++j) pd[r * cols + j] = yr[j] * (gr[j] - float(dot));
+      }
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace glm4::ops

@@ -1,0 +1,94 @@
+// Tensor: fp32, row-major, contiguous, rank 0-4, 64-byte aligned storage shared between views,
+// with the autograd fields (requires_grad, grad, grad_fn). Storage bytes are counted so tests
+// and benchmarks can read live and peak tensor memory.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glm4 {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);  // "(2,3)"
+int64_t shape_numel(const Shape& s);
+
+struct Node;
+
+// Live and peak bytes of all tensor storage in the process.
+struct TensorMemory {
+  static int64_t live_bytes();
+  static int64_t peak_bytes();
+  static void reset_peak();  // peak := live
+};
+
+class Storage {
+ public:
+  explicit Storage(int64_t numel);  // uninitialised
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  float* data() { return data_; }
+  int64_t numel() const { return numel_; }
+
+ private:
+  float* data_;
+  int64_t numel_;
+};
+
+struct TensorImpl {
+  Shape shape;
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in floats, for views into a larger storage
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor (null for leaves)
+  std::string name;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : p_(std::move(impl)) {}
+
+  static Tensor empty(const Shape& shape);
+  static Tensor zeros(const Shape& shape);
+  static Tensor full(const Shape& shape, float value);
+  static Tensor from(const Shape& shape, const std::vector<float>& values);
+  static Tensor scalar(float value) { return full({}, value); }
+
+  bool defined() const { return p_ != nullptr; }
+  const Shape& shape() const { return p_->shape; }
+  int rank() const { return int(p_->shape.size()); }
+  int64_t dim(int i) const;  // negative counts from the end
+  int64_t numel() const { return shape_numel(p_->shape); }
+  float* data() { return p_->storage->data() + p_->offset; }
+  const float* data() const { return p_->storage->data() + p_->offset; }
+  float item() const;  // the value of a one-element tensor
+  std::vector<float> to_vector() const;
+
+  bool requires_grad() const { return p_->requires_grad; }
+  // Marks a leaf as trainable (its gradient accumulates in grad()) or frozen.
+  Tensor& set_requires_grad(bool on);
+  bool is_leaf() const { return p_->grad_fn == nullptr; }
+  Tensor grad() const;  // undefined until a backward pass reached this leaf
+  void zero_grad();     // drops the gradient buffer
+  void set_grad(const Tensor& g);
+  const std::shared_ptr<Node>& grad_fn() const { return p_->grad_fn; }
+
+  Tensor detach() const;  // same storage, no graph
+  Tensor clone() const;   // new storage, no graph
+  // A view with another shape over the same storage (no graph; ops::reshape records one).
+  Tensor view_as_shape(const Shape& shape) const;
+  const std::string& name() const { return p_->name; }
+  Tensor& set_name(std::string n);
+
+  TensorImpl* impl() const { return p_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return p_; }
+
+ private:
+  std::shared_ptr<TensorImpl> p_;
+};
+
+}  // namespace glm4

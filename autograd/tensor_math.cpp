@@ -1,0 +1,58 @@
+#include "autograd/tensor_math.h"
+
+#include <cmath>
+
+#include "autograd/check.h"
+#include "autograd/parallel.h"
+
+namespace glm4 {
+
+namespace {
+constexpr int64_t kGrain = 1 << 15;
+}
+
+Tensor add_values(const Tensor& a, const Tensor& b) {
+  GLM4_CHECK(a.shape() == b.shape(), "[add_values] shapes ", shape_str(a.shape()), " and ",
+             shape_str(b.shape()));
+  Tensor out = Tensor::empty(a.shape());
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* po = out.data();
+  parallel_for(a.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) po[i] = pa[i] + pb[i];
+  });
+  return out;
+}
+
+void add_into(Tensor dst, const Tensor& src) {
+  GLM4_CHECK(dst.shape() == src.shape(), "[add_into] shapes ", shape_str(dst.shape()), " and ",
+             shape_str(src.shape()));
+  float* pd = dst.data();
+  const float* ps = src.data();
+  parallel_for(dst.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) pd[i] += ps[i];
+  });
+}
+
+void scale_into(Tensor dst, float s) {
+  float* pd = dst.data();
+  parallel_for(dst.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) pd[i] *= s;
+  });
+}
+
+double sum_squares(const Tensor& t) {
+  const float* p = t.data();
+  double s = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) s += double(p[i]) * p[i];
+  return s;
+}
+
+bool all_finite(const Tensor& t) {
+  const float* p = t.data();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
+
+}  // namespace glm4

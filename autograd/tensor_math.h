@@ -1,0 +1,14 @@
+// Value-level helpers on tensors that record nothing: used by the engine, the optimizer and
+// backward formulas.
+#pragma once
+#include "autograd/tensor.h"
+
+namespace glm4 {
+
+Tensor add_values(const Tensor& a, const Tensor& b);  // same shapes, new tensor
+void add_into(Tensor dst, const Tensor& src);         // dst += src, same shapes
+void scale_into(Tensor dst, float s);                 // dst *= s
+double sum_squares(const Tensor& t);                  // in double
+bool all_finite(const Tensor& t);
+
+}  // namespace glm4
