@@ -191,7 +191,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
                off->dump(), ", expected [begin, end]");
     int64_t begin, end;
     GLM4_CHECK(as_index((*off)[0], &begin) && as_index((*off)[1], &end), where(name),
-               "'data_offsets' ", off->dump(), " are not two non-negative integers");
+               "'data_offsets' ", off->dump(), " are not two non-negative 64-bit integers");
     GLM4_CHECK(begin <= end, where(name), "'data_offsets' end ", end, " is before begin ", begin);
     GLM4_CHECK(uint64_t(end) <= data_size, where(name), "'data_offsets' [", begin, ", ", end,
                ") run past the data section (", data_size, " bytes): file truncated?");
