@@ -114,6 +114,16 @@ TEST(ModelFiles, ATensorExactlyAtTheLimitFillsAShard) {
   EXPECT_EQ(index["weight_map"]["t2"], "model-00003-of-00003.safetensors");
 }
 
+TEST(ModelFiles, ShardsFillUpToTheLimitExactly) {
+  TempDir dir;
+  Fixture fx({12, 13, 1});  // 48 + 52 = 100 bytes fit a 100-byte shard; 4 more do not
+  write_checkpoint(dir.path(), fx.tensors, 100);
+  auto index = read_json(dir / "model.safetensors.index.json");
+  EXPECT_EQ(index["weight_map"]["t0"], "model-00001-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["t1"], "model-00001-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["t2"], "model-00002-of-00002.safetensors");
+}
+
 TEST(ModelFiles, ANewSaveRemovesTheOldOnesWeightFiles) {
   TempDir dir;
   Fixture big({30, 30, 30}), small({2});
