@@ -1,0 +1,164 @@
+// Model directory weights: single-file or index + shards, read and written as transformers does.
+#include "io/model_files.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "autograd/check.h"
+#include "io/atomic_file.h"
+
+namespace glm4 {
+namespace {
+
+constexpr const char* kSingle = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+nlohmann::json read_index(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  GLM4_CHECK(in, "cannot open ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+}
+
+// A shard name must be a plain file in the directory: no separators, no "..".
+bool plain_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+std::string shard_file_name(size_t index, size_t count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return buf;
+}
+
+CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
+  CheckpointFiles c;
+  c.dir_ = dir;
+  std::error_code ec;
+  GLM4_CHECK(std::filesystem::is_directory(dir, ec), "model directory ", dir,
+             " does not exist or is not a directory");
+  if (std::filesystem::exists(dir / kSingle, ec)) {
+    auto f = SafetensorsFile::open(dir / kSingle);
+    c.files_.push_back(f);
+    for (const auto& t : f->tensors()) c.entries_.emplace(t.name, Entry{&t, f});
+    return c;
+  }
+  const auto index_path = dir / kIndex;
+  GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir,
+             ": looked for ", kSingle, " and ", kIndex);
+  nlohmann::json index = read_index(index_path);
+  GLM4_CHECK(index.is_object(), index_path, ": expected a JSON object");
+  auto wm = index.find("weight_map");
+  GLM4_CHECK(wm != index.end() && wm->is_object(), index_path,
+             ": missing or ill-typed 'weight_map' (expected an object of key -> shard file)");
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+  for (auto& [key, file] : wm->items()) {
+    GLM4_CHECK(file.is_string(), index_path, ": weight_map['", key, "'] is a JSON ",
+               file.type_name(), ", expected a file name");
+    const std::string name = file.get<std::string>();
+    GLM4_CHECK(plain_file_name(name), index_path, ": weight_map['", key, "'] = '", name,
+               "' is not a file name in the directory");
+    auto it = shards.find(name);
+    if (it == shards.end()) {
+      GLM4_CHECK(std::filesystem::is_regular_file(dir / name, ec), index_path, ": weight_map['",
+                 key, "'] names shard '", name, "', which does not exist");
+      it = shards.emplace(name, SafetensorsFile::open(dir / name)).first;
+      c.files_.push_back(it->second);
+    }
+    const TensorInfo* t = it->second->find(key);
+    GLM4_CHECK(t != nullptr, index_path, ": weight_map['", key, "'] names shard '", name,
+               "', which has no such tensor");
+    c.entries_.emplace(key, Entry{t, it->second});
+  }
+  return c;
+}
+
+const TensorInfo* CheckpointFiles::find(const std::string& key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second.info;
+}
+
+const TensorInfo& CheckpointFiles::at(const std::string& key) const {
+  const TensorInfo* t = find(key);
+  GLM4_CHECK(t != nullptr, "model directory ", dir_, ": no tensor '", key, "'");
+  return *t;
+}
+
+std::vector<std::string> CheckpointFiles::keys() const {
+  std::vector<std::string> out;
+  out.reserve(entries_.size());
+  for (const auto& [k, e] : entries_) out.push_back(k);
+  return out;
+}
+
+std::shared_ptr<const void> CheckpointFiles::owner(const std::string& key) const {
+  auto it = entries_.find(key);
+  GLM4_CHECK(it != entries_.end(), "model directory ", dir_, ": no tensor '", key, "'");
+  return it->second.file;
+}
+
+void write_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+                      size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  GLM4_CHECK(!ec, "cannot create model directory ", dir, ": ", ec.message());
+  std::set<std::string> seen;
+  for (const auto& t : tensors)
+    GLM4_CHECK(seen.insert(t.name).second, "write_checkpoint ", dir, ": tensor '", t.name,
+               "' given twice");
+
+  // Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor
+  // would overflow it (so an oversized tensor ends up alone).
+  std::vector<std::vector<TensorToWrite>> shards(1);
+  size_t shard_bytes = 0, total = 0;
+  for (const auto& t : tensors) {
+    if (max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + t.nbytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(t);
+    shard_bytes += t.nbytes;
+    total += t.nbytes;
+  }
+
+  std::set<std::string> written;
+  if (shards.size() == 1) {
+    write_safetensors(dir / kSingle, shards[0], metadata);
+    written.insert(kSingle);
+  } else {
+    nlohmann::json weight_map = nlohmann::json::object();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const std::string name = shard_file_name(i, shards.size());
+      write_safetensors(dir / name, shards[i], metadata);
+      written.insert(name);
+      for (const auto& t : shards[i]) weight_map[t.name] = name;
+    }
+    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_file_atomic(dir / kIndex, index.dump(2) + "\n");
+    written.insert(kIndex);
+  }
+
+  // Remove weight files of an earlier save (a stale model.safetensors would shadow the index).
+  static const std::regex stale(R"(model(-[0-9]+-of-[0-9]+)?\.safetensors(\.index\.json)?)");
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!written.count(name) && std::regex_match(name, stale)) {
+      std::filesystem::remove(e.path(), ec);
+      GLM4_CHECK(!ec, "write_checkpoint: cannot remove stale ", e.path(), ": ", ec.message());
+    }
+  }
+}
+
+}  // namespace glm4

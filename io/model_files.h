@@ -1,0 +1,53 @@
+// The weights of a Hugging Face model directory: one `model.safetensors`, or shards listed by
+// `model.safetensors.index.json`; and the matching writer (sharded the way transformers does).
+#pragma once
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace glm4 {
+
+class CheckpointFiles {
+ public:
+  // Opens `dir`: model.safetensors if present, else the index and every shard it names (each
+  // shard must exist and hold the keys the index gives it). Throws naming the file and key.
+  static CheckpointFiles open(const std::filesystem::path& dir);
+
+  const TensorInfo* find(const std::string& key) const;  // nullptr if absent
+  const TensorInfo& at(const std::string& key) const;    // throws naming the directory and key
+  std::vector<std::string> keys() const;                  // sorted
+  // The mapping that holds `key`'s bytes (its SafetensorsFile); keep it to keep `data` valid.
+  std::shared_ptr<const void> owner(const std::string& key) const;
+  const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  struct Entry {
+    const TensorInfo* info;
+    std::shared_ptr<SafetensorsFile> file;
+  };
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+// HF shard file name: shard_file_name(0, 3) == "model-00001-of-00003.safetensors".
+std::string shard_file_name(size_t index, size_t count);
+
+// Writes `tensors` (in order) into `dir` (created if missing): one `model.safetensors` when
+// max_shard_bytes is 0 or everything fits, else `model-0000N-of-0000M.safetensors` files plus
+// `model.safetensors.index.json` ({"metadata": {"total_size": bytes}, "weight_map": {key:
+// file}}). A shard closes when the next tensor would push it past max_shard_bytes; a tensor
+// larger than that gets a shard of its own. `metadata` goes into every file's __metadata__.
+// Each file is written atomically; weight files of an earlier save that are not part of this
+// one are removed afterwards, so the directory never mixes two checkpoints.
+void write_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+                      size_t max_shard_bytes = 0,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace glm4

@@ -1,0 +1,81 @@
+// Safetensors files: a strict, bounds-checked reader over a read-only memory map (tensors point
+// straight into the mapping, zero copy) and an atomic writer of the standard format.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/dtype.h"
+
+namespace glm4 {
+
+// Bytes per element of a safetensors dtype ("F32", "BF16", "I64", "BOOL", ...); 0 if unknown.
+size_t safetensors_dtype_size(std::string_view dtype);
+
+// One tensor of a file. `data` points into the owner's mapping (valid while the owner lives)
+// and need not be aligned when the writer did not pad its header; copy with memcpy.
+struct TensorInfo {
+  std::string name;
+  std::string dtype;           // as in the file: "F32", "BF16", "F16", "I32", "I64", "U8", ...
+  std::vector<int64_t> shape;  // empty for a 0-d tensor
+  const std::byte* data = nullptr;
+  size_t nbytes = 0;
+
+  int64_t numel() const;  // product of shape (1 for 0-d)
+  DType float_dtype() const;  // F32/BF16/F16, else throws naming the tensor and its dtype
+};
+
+class SafetensorsFile {
+ public:
+  // Maps and validates the file; throws glm4::Error naming the file (and tensor) at fault.
+  static std::shared_ptr<SafetensorsFile> open(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // by data offset
+  const TensorInfo* find(std::string_view name) const;  // nullptr if absent
+  const TensorInfo& at(std::string_view name) const;    // throws naming the file and key
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::filesystem::path path_;
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string_view, size_t> index_;  // name -> position in tensors_
+  std::map<std::string, std::string> metadata_;
+};
+
+// A tensor to write; `data` holds `nbytes` bytes in the file's little-endian layout.
+struct TensorToWrite {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+};
+
+// Writes the standard format atomically (path.tmp, then rename): 8-byte little-endian header
+// length, JSON header padded with spaces to a multiple of 8, then the data, contiguous. Data is
+// laid out by element size, largest first, otherwise in the given order, so every tensor is
+// naturally aligned. Throws on duplicate names, unknown dtypes or nbytes != numel * size.
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// An F32 tensor to write from a float buffer.
+TensorToWrite f32_tensor(std::string name, std::vector<int64_t> shape, const float* data);
+
+// Test helpers: copies of the values, widened to float (F32/BF16/F16) or int64 (I32/I64).
+std::vector<float> read_f32(const TensorInfo& t);
+std::vector<int64_t> read_int(const TensorInfo& t);
+
+}  // namespace glm4
