@@ -1,5 +1,6 @@
 // HDF5 files for training checkpoints: named f32 / i64 / u8 datasets ("a/b/c" makes groups)
 // and string / int64 attributes on the root. Writes are atomic (path.tmp, renamed on commit).
+// Debian's HDF5 is not thread-safe: use these objects from one thread at a time.
 #pragma once
 #include <cstdint>
 #include <filesystem>
