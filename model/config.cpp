@@ -245,7 +245,9 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   if (!(factor > 0.0 && factor <= 1.0))
     fail(src, ": field \"partial_rotary_factor\" (", factor, ") must be in (0, 1]");
   // Python's int(head_dim * partial_rotary_factor): truncation, applied once.
-  c.rotary_dim = c.head_dim > 0 ? int64_t(double(c.head_dim) * factor) : 0;
+  // (sizes past int32 are rejected by validation; 0 stands in until then)
+  const bool sane = c.head_dim > 0 && c.head_dim <= std::numeric_limits<int32_t>::max();
+  c.rotary_dim = sane ? int64_t(double(c.head_dim) * factor) : 0;
 
   c.rms_norm_eps = f.number("rms_norm_eps", 1.5625e-07);
   c.attention_bias = f.boolean("attention_bias", true);
