@@ -1,0 +1,74 @@
+// The one normalized description of a GLM-family model (glm4, glm, chatglm) that every C++
+// module uses, read from and written back to a Hugging Face config.json.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+
+namespace glm4 {
+
+struct ModelConfig {
+  // Glm4: GLM-4-0414 (Glm4ForCausalLM, four norms a layer). Glm: glm-4-9b-chat-hf
+  // (GlmForCausalLM). ChatGlm: ChatGLM2/3 and the original glm-4-9b-chat (remote code).
+  enum class Family { Glm4, Glm, ChatGlm };
+
+  Family family = Family::Glm4;
+  std::string model_type = "glm4";  // the family's Hugging Face model_type
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // the MLP width (gate_up_proj has twice this many rows)
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // leading dims of each head that RoPE rotates, in interleaved pairs
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1.5625e-07;
+  bool attention_bias = true;  // bias on q/k/v (never on o_proj)
+  bool tie_word_embeddings = false;
+  bool post_norms = true;  // post_self_attn_layernorm + post_mlp_layernorm: glm4 only
+  int64_t max_position_embeddings = 0;
+  std::vector<int32_t> eos_token_ids;
+  std::optional<int32_t> pad_token_id;
+  DType torch_dtype = DType::F32;
+  nlohmann::json raw;  // the file as read, to write back on fuse
+
+  // Equal when they describe the same model: every field above except `raw`, which only
+  // records where a config came from.
+  bool operator==(const ModelConfig& other) const;
+};
+
+// "glm4" / "glm" / "chatglm".
+const char* family_name(ModelConfig::Family family);
+
+// Reads DIR/config.json, or the file itself when given a file. The family comes from
+// `architectures` (Glm4ForCausalLM, GlmForCausalLM, ChatGLMModel, ChatGLMForConditionalGeneration)
+// or else `model_type` (glm4, glm, chatglm). Missing optional fields take the defaults of the
+// reference config classes (transformers Glm4Config / GlmConfig, THUDM ChatGLMConfig). Throws
+// glm4::Error naming the file and the field for invalid JSON, missing required fields, wrong
+// types and inconsistent values. Unknown fields are ignored.
+ModelConfig load_model_config(const std::filesystem::path& model_dir_or_config_json);
+
+// The same from parsed JSON; `source` names the file in error messages.
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+
+// Throws glm4::Error when `c` is inconsistent (sizes, heads, rotary dims, eps, token ids),
+// naming each field by the name the family's config.json uses.
+void validate_model_config(const ModelConfig& c, const std::string& source);
+
+// A config.json with the family's real field names. Keys of `c.raw` that this struct does not
+// model are kept when `c.raw` is of the same family (keys starting with "_comment" are dropped).
+nlohmann::json to_hf_json(const ModelConfig& c);
+
+// Writes DIR/config.json atomically (temporary file in DIR, then rename).
+void write_model_config(const ModelConfig& c, const std::filesystem::path& dir);
+
+// The stop set: generation_config.json's eos_token_id when the file has one, else config.json's.
+std::vector<int32_t> load_eos_ids(const std::filesystem::path& model_dir);
+
+}  // namespace glm4

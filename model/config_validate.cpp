@@ -1,0 +1,106 @@
+// Consistency checks on a ModelConfig, reported with the field names of the family's config.json.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "autograd/check.h"
+#include "model/config.h"
+#include "model/config_detail.h"
+
+namespace glm4 {
+namespace {
+
+using Family = ModelConfig::Family;
+
+struct FieldNames {
+  const char* vocab;
+  const char* hidden;
+  const char* intermediate;
+  const char* layers;
+  const char* heads;
+  const char* kv_heads;
+  const char* head_dim;
+  const char* eps;
+  const char* max_positions;
+};
+
+FieldNames names_for(Family family) {
+  if (family == Family::ChatGlm)
+    return {"padded_vocab_size", "hidden_size",         "ffn_hidden_size",
+            "num_layers",        "num_attention_heads", "multi_query_group_num",
+            "kv_channels",       "layernorm_epsilon",   "seq_length"};
+  return {"vocab_size",        "hidden_size",         "intermediate_size",
+          "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+          "head_dim",          "rms_norm_eps",        "max_position_embeddings"};
+}
+
+void check_size(const std::string& src, const char* name, int64_t v) {
+  if (v <= 0) fail(src, ": field \"", name, "\" (", v, ") must be positive");
+  if (v > std::numeric_limits<int32_t>::max())
+    fail(src, ": field \"", name, "\" (", v, ") must be at most ",
+         std::numeric_limits<int32_t>::max());
+}
+
+void check_token(const std::string& src, const char* name, int32_t id, int64_t vocab,
+                 const char* vocab_name) {
+  if (id < 0 || id >= vocab)
+    fail(src, ": field \"", name, "\" has token id ", id, " outside the vocabulary [0, ", vocab,
+         ") of \"", vocab_name, "\"");
+}
+
+}  // namespace
+
+void validate_model_config(const ModelConfig& c, const std::string& src) {
+  const FieldNames n = names_for(c.family);
+  const bool chatglm = c.family == Family::ChatGlm;
+  if (c.model_type != family_name(c.family))
+    fail(src, ": model_type \"", c.model_type, "\" does not match the ", family_name(c.family),
+         " family");
+
+  check_size(src, n.vocab, c.vocab_size);
+  check_size(src, n.hidden, c.hidden_size);
+  check_size(src, n.intermediate, c.intermediate_size);
+  check_size(src, n.layers, c.num_hidden_layers);
+  check_size(src, n.heads, c.num_attention_heads);
+  check_size(src, n.kv_heads, c.num_key_value_heads);
+  check_size(src, n.head_dim, c.head_dim);
+  check_size(src, n.max_positions, c.max_position_embeddings);
+  // hidden_size need not equal heads * head_dim (o_proj maps heads * head_dim back to hidden).
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(src, ": field \"", n.kv_heads, "\" (", c.num_key_value_heads, ") must divide \"", n.heads,
+         "\" (", c.num_attention_heads, ")");
+
+  const char* rotary_from =
+      chatglm ? "\"kv_channels\" / 2" : "int(\"head_dim\" * \"partial_rotary_factor\")";
+  if (c.rotary_dim <= 0)
+    fail(src, ": rotary dimension ", c.rotary_dim, " (", rotary_from, ") must be positive");
+  if (c.rotary_dim % 2 != 0)
+    fail(src, ": rotary dimension ", c.rotary_dim, " (", rotary_from, ", ", n.head_dim, " ",
+         c.head_dim, ") must be even: RoPE rotates pairs");
+  if (c.rotary_dim > c.head_dim)
+    fail(src, ": rotary dimension ", c.rotary_dim, " (", rotary_from, ") exceeds \"", n.head_dim,
+         "\" (", c.head_dim, ")");
+
+  if (!(c.rms_norm_eps > 0.0 && c.rms_norm_eps < 1.0))
+    fail(src, ": field \"", n.eps, "\" (", c.rms_norm_eps, ") must be in (0, 1)");
+  if (!(c.rope_theta > 0.0 && std::isfinite(c.rope_theta))) {
+    if (chatglm)
+      fail(src, ": field \"rope_ratio\" (", c.rope_theta / config_detail::kChatGlmRopeBase,
+           ") must be positive");
+    fail(src, ": field \"rope_theta\" (", c.rope_theta, ") must be positive");
+  }
+
+  for (int32_t id : c.eos_token_ids) check_token(src, "eos_token_id", id, c.vocab_size, n.vocab);
+  if (c.pad_token_id) check_token(src, "pad_token_id", *c.pad_token_id, c.vocab_size, n.vocab);
+
+  if (c.post_norms != (c.family == Family::Glm4))
+    fail(src, ": post_norms is ", c.post_norms ? "true" : "false", " but the ",
+         family_name(c.family), " family ", c.post_norms ? "has no" : "always has",
+         " post_self_attn/post_mlp layer norms");
+  if (chatglm && c.tie_word_embeddings)
+    fail(src,
+         ": tie_word_embeddings must be false for chatglm: its checkpoints keep a separate "
+         "transformer.output_layer");
+}
+
+}  // namespace glm4

@@ -1,0 +1,187 @@
+// Writes a ModelConfig back as the config.json its family's checkpoints carry (real field names),
+// keeping the keys of the original file that ModelConfig does not model.
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "autograd/check.h"
+#include "model/config.h"
+#include "model/config_detail.h"
+
+namespace glm4 {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Family = ModelConfig::Family;
+
+namespace {
+
+const char* dtype_torch_name(DType d) {
+  switch (d) {
+    case DType::F32:
+      return "float32";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+  }
+  return "float32";
+}
+
+json token_ids_json(const std::vector<int32_t>& ids) {
+  if (ids.empty()) return nullptr;
+  if (ids.size() == 1) return ids[0];
+  return ids;
+}
+
+// The keys of `raw` worth keeping: only when it describes the same family, never comments.
+json carried_over(const ModelConfig& c) {
+  json j = json::object();
+  if (config_detail::family_of(c.raw) != c.family) return j;
+  for (auto it = c.raw.begin(); it != c.raw.end(); ++it) {
+    if (it.key().rfind("_comment", 0) == 0) continue;
+    j[it.key()] = it.value();
+  }
+  return j;
+}
+
+void set_default(json& j, const char* key, json value) {
+  if (!j.contains(key)) j[key] = std::move(value);
+}
+
+json glm_json(const ModelConfig& c) {
+  json j = carried_over(c);
+  // A factor whose int(head_dim * factor) gives back rotary_dim, exactly as transformers computes
+  // it.
+  double factor = double(c.rotary_dim) / double(c.head_dim);
+  if (int64_t(double(c.head_dim) * factor) != c.rotary_dim)
+    fail("to_hf_json: rotary_dim ", c.rotary_dim,
+         " cannot be written as a partial_rotary_factor of head_dim ", c.head_dim);
+  if (c.eos_token_ids.empty())
+    fail("to_hf_json: ", c.model_type,
+         " needs eos_token_id: transformers replaces an empty one with ",
+         "its default [151329, 151336, 151338]");
+  // One place for each setting: top-level keys, read by transformers 4 and 5 alike.
+  j.erase("rope_parameters");
+  j.erase("rope_scaling");
+  j.erase("dtype");
+  j["architectures"] =
+      json::array({c.family == Family::Glm4 ? "Glm4ForCausalLM" : "GlmForCausalLM"});
+  j["model_type"] = c.model_type;
+  j["attention_bias"] = c.attention_bias;
+  j["eos_token_id"] = token_ids_json(c.eos_token_ids);
+  j["head_dim"] = c.head_dim;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+  j["partial_rotary_factor"] = factor;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = dtype_torch_name(c.torch_dtype);
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_act"] = "silu";
+  set_default(j, "attention_dropout", 0.0);
+  set_default(j, "initializer_range", 0.02);
+  set_default(j, "use_cache", true);
+  // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51.
+  set_default(j, "transformers_version", c.family == Family::Glm4 ? "4.51.3" : "4.46.0");
+  return j;
+}
+
+json chatglm_json(const ModelConfig& c) {
+  json j = carried_over(c);
+  if (c.rotary_dim != c.head_dim / 2 || c.head_dim % 2 != 0)
+    fail("to_hf_json: chatglm always rotates kv_channels / 2 dims; rotary_dim ", c.rotary_dim,
+         " with head_dim ", c.head_dim, " cannot be written");
+  double ratio = c.rope_theta / config_detail::kChatGlmRopeBase;
+  if (config_detail::kChatGlmRopeBase * ratio != c.rope_theta)
+    fail("to_hf_json: rope_theta ", c.rope_theta,
+         " is not 10000 * rope_ratio for any representable rope_ratio");
+  json ratio_json = ratio;
+  if (ratio == std::floor(ratio) && ratio < 9.0e15)
+    ratio_json = int64_t(ratio);  // 500, as THUDM writes it
+  bool mqa = c.num_key_value_heads != c.num_attention_heads ||
+             (j.contains("multi_query_attention") && j["multi_query_attention"] == true);
+  bool arch_ok = false;
+  if (auto a = j.find("architectures"); a != j.end() && a->is_array()) {
+    for (const json& e : *a)
+      arch_ok |= e == "ChatGLMModel" || e == "ChatGLMForConditionalGeneration";
+  }
+  if (!arch_ok) j["architectures"] = json::array({"ChatGLMModel"});
+  j["model_type"] = c.model_type;
+  j["add_bias_linear"] = false;
+  j["add_qkv_bias"] = c.attention_bias;
+  j["apply_residual_connection_post_layernorm"] = false;
+  j["ffn_hidden_size"] = c.intermediate_size;
+  j["hidden_size"] = c.hidden_size;
+  j["kv_channels"] = c.head_dim;
+  j["layernorm_epsilon"] = c.rms_norm_eps;
+  j["multi_query_attention"] = mqa;
+  j["multi_query_group_num"] = c.num_key_value_heads;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_layers"] = c.num_hidden_layers;
+  if (j.contains("num_hidden_layers"))
+    j["num_hidden_layers"] = c.num_hidden_layers;  // glm-4-9b-chat has both
+  if (j.contains("vocab_size")) j["vocab_size"] = c.vocab_size;
+  j["original_rope"] = true;
+  j["padded_vocab_size"] = c.vocab_size;
+  j["post_layer_norm"] = true;
+  j["rmsnorm"] = true;
+  j["rope_ratio"] = ratio_json;
+  j["seq_length"] = c.max_position_embeddings;
+  j["tie_word_embeddings"] = false;
+  j["torch_dtype"] = dtype_torch_name(c.torch_dtype);
+  j.erase("dtype");
+  j["eos_token_id"] = token_ids_json(c.eos_token_ids);
+  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+  set_default(j, "transformers_version", "4.30.2");
+  return j;
+}
+
+// DIR/NAME written through a temporary file in DIR and a rename, so readers never see half a file.
+void write_file_atomic(const fs::path& dir, const std::string& name, const std::string& text) {
+  static std::atomic<uint64_t> counter{0};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir.string(), ": cannot create directory: ", ec.message());
+  const fs::path target = dir / name;
+  const fs::path tmp = dir / str_cat(".", name, ".tmp.", ::getpid(), ".", counter++);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(tmp.string(), ": cannot create");
+    out.write(text.data(), std::streamsize(text.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      fail(tmp.string(), ": write failed");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    fail(target.string(), ": cannot rename ", tmp.filename().string(),
+         " into place: ", ec.message());
+  }
+}
+
+}  // namespace
+
+json to_hf_json(const ModelConfig& c) {
+  validate_model_config(c, "to_hf_json");
+  return c.family == Family::ChatGlm ? chatglm_json(c) : glm_json(c);
+}
+
+void write_model_config(const ModelConfig& c, const fs::path& dir) {
+  write_file_atomic(dir, "config.json", to_hf_json(c).dump(2) + "\n");
+}
+
+}  // namespace glm4
