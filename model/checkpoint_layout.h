@@ -1,0 +1,24 @@
+// Where each of our tensors lives in a family's checkpoint: glm4/glm use our names directly;
+// ChatGLM keeps q|k|v in one query_key_value matrix and uses its own names. This is the one
+// place that knows ChatGLM's layout, for loading and for writing back.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+
+namespace glm4 {
+
+struct SourceSlice {
+  std::string key;        // key in the checkpoint file
+  int64_t row_begin = 0;  // our tensor is rows [row_begin, row_begin + rows) of that tensor
+  int64_t total_rows = -1;  // rows of the file tensor; -1 = same as ours (no slicing)
+};
+
+// `name` is our key (model.layers.3.self_attn.q_proj.weight, ...).
+SourceSlice checkpoint_source(const ModelConfig& c, const std::string& name);
+
+// Keys that a family's checkpoints carry but that hold nothing we use.
+bool is_ignorable_checkpoint_key(const ModelConfig& c, const std::string& key);
+
+}  // namespace glm4

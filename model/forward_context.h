@@ -1,0 +1,31 @@
+// What one forward pass needs besides the hidden states: positions, the attention mask, the
+// KV cache when decoding, and the training switches.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "autograd/attention_mask.h"
+#include "autograd/tensor.h"
+
+namespace glm4 {
+
+class KvCache;
+
+struct ForwardContext {
+  int64_t batch = 1, seq = 1;       // B, T of this call
+  std::vector<int32_t> positions;  // [B * T] RoPE positions
+  AttentionMask mask;
+  KvCache* cache = nullptr;        // decoding: keys/values appended and attended from here
+  bool training = false;           // enables LoRA dropout
+  uint64_t dropout_seed = 0;       // with the layer and module, seeds each dropout mask
+  bool checkpoint_layers = false;  // recompute each decoder layer in the backward pass
+  std::vector<Tensor>* layer_outputs = nullptr;  // when set, receives each layer's output
+
+  // Distinct, reproducible seeds for the dropout of each module call.
+  uint64_t seed_for(int64_t layer, int64_t module) const {
+    return dropout_seed * 1000003ull + uint64_t(layer) * 131ull + uint64_t(module);
+  }
+  int64_t layer_index = 0;  // set by the model for the layer being run
+};
+
+}  // namespace glm4

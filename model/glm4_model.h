@@ -1,0 +1,48 @@
+// The GLM-4 family model: embed_tokens, decoder layers, final norm, lm_head. Fields are named
+// after the checkpoint keys (model.embed_tokens, model.layers.N..., model.norm, lm_head).
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/config.h"
+#include "model/embedding.h"
+#include "model/forward_context.h"
+#include "model/glm4_decoder_layer.h"
+#include "model/lora.h"
+
+namespace glm4 {
+
+class Glm4Model {
+ public:
+  explicit Glm4Model(const ModelConfig& config);
+
+  // ids [B * T] -> hidden states after the final norm [B, T, hidden]. With ctx.cache set the
+  // keys/values are appended at the cache's length and attended from there (ctx.mask.q_offset
+  // must be that length); the caller commits the cache afterwards.
+  Tensor forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx) const;
+  Tensor logits(const Tensor& hidden, const ForwardContext& ctx) const;  // [..., vocab]
+
+  // Every tensor, named by its key in a glm4/glm checkpoint.
+  void visit(const ParamVisitor& fn);
+  // Every LoRA tensor, with the module path (e.g. "model.layers.0.self_attn.q_proj").
+  void visit_lora(const LoraVisitor& fn);
+  // Adds PEFT-initialised adapters to the configured modules; returns how many.
+  int64_t add_lora(const LoraConfig& lora, uint64_t seed);
+  // The linear module at a path such as "model.layers.3.mlp.down_proj", or nullptr.
+  Linear* find_linear(const std::string& path);
+  const Param& lm_head_weight() const { return tie() ? embed_tokens.weight : lm_head.weight; }
+  bool tie() const { return config.tie_word_embeddings; }
+
+  ModelConfig config;
+  Embedding embed_tokens;
+  std::vector<Glm4DecoderLayer> layers;
+  RmsNorm norm;
+  Linear lm_head;  // unused (its weight unloaded) when tie_word_embeddings
+};
+
+// Builds the model of DIR/config.json and loads DIR's safetensors (strict name walk).
+std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir);
+
+}  // namespace glm4

@@ -1,0 +1,43 @@
+// The linear layer, and the only place that knows LoRA:
+// y = x W^T + b + scale * (dropout(x) A^T) B^T.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "model/param.h"
+
+namespace glm4 {
+
+struct LoraWeights {
+  Tensor lora_A;  // [r, in]
+  Tensor lora_B;  // [out, r]
+  float scale = 1.0f;
+  float dropout = 0.0f;
+};
+
+struct ForwardContext;
+
+class Linear {
+ public:
+  // seed_slot tells this layer's dropout masks apart from the other linears of its layer.
+  Linear(int64_t in_features, int64_t out_features, bool bias, int seed_slot);
+
+  Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // x [..., in] -> [..., out]
+  void visit(const std::string& prefix, const ParamVisitor& fn);
+  void visit_lora(const std::string& prefix, const LoraVisitor& fn);
+
+  // PEFT initialisation: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform, a = sqrt(5)), B = 0.
+  void add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng);
+  // W + scale * B A, rounded once to `dtype`; the adapter is dropped.
+  void merge_lora(DType dtype);
+
+  int64_t in_features, out_features;
+  int seed_slot;
+  Param weight;  // [out, in]
+  Param bias;    // [out], shape empty when the layer has none
+  std::unique_ptr<LoraWeights> lora;
+};
+
+}  // namespace glm4
