@@ -81,5 +81,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 // accumulation). Saves logits and the per-row log-sum-exp.
 Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, double divide_by = 0);
 
+// Fused lm_head + cross_entropy: hidden [N, H], weight [V, H] (frozen, or trainable fp32 when
+// `trainable_w` is defined), labels [N]. Processes rows in chunks so [N, V] logits never exist
+// whole; the gradients are formed in the forward pass (the loss is the last op) and saved:
+// d_hidden [N, H] (and d_weight [V, H] when trainable); backward only scales them.
+Tensor linear_cross_entropy(const Tensor& hidden, const Weight& w, const Tensor& trainable_w,
+                            std::span<const int32_t> labels, double divide_by = 0);
+
 }  // namespace ops
 }  // namespace glm4

@@ -120,6 +120,11 @@ std::vector<GradCase> all_cases() {
                  std::vector<int32_t> labels{1, 2, -100};
                  return ops::cross_entropy(x[0], labels, 5.0);
                }});
+  c.push_back({"linear_cross_entropy", {{300, 4}, {7, 4}}, [](const V& x) {
+                 std::vector<int32_t> labels;
+                 for (int i = 0; i < 300; ++i) labels.push_back(i % 5 == 0 ? -100 : i % 7);
+                 return ops::linear_cross_entropy(x[0], Weight(), x[1], labels);
+               }});
   // checkpointed block: input and a parameter used inside both get gradients
   c.push_back({"checkpoint", {{3, 4}, {4, 4}}, [](const V& x) {
                  Tensor w = x[1];
