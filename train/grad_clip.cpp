@@ -1,0 +1,64 @@
+// Deterministic global gradient norm: fixed chunks summed in parallel, partials added in order.
+#include "train/grad_clip.h"
+
+#include <cmath>
+
+#include "autograd/check.h"
+#include "autograd/parallel.h"
+
+namespace glm4 {
+
+namespace {
+
+constexpr int64_t kChunk = 1 << 16;
+
+double sum_squares_fixed_order(const Tensor& t) {
+  const float* p = t.data();
+  const int64_t n = t.numel();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(size_t(chunks), 0.0);
+  parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double s = 0;
+      for (int64_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i)
+        s += double(p[i]) * double(p[i]);
+      partial[size_t(c)] = s;
+    }
+  });
+  double s = 0;
+  for (double x : partial) s += x;
+  return s;
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  double total = 0;
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    Tensor g = p.grad();
+    if (g.defined()) total += sum_squares_fixed_order(g);
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(std::vector<Tensor>& params, double max_norm) {
+  GLM4_CHECK(max_norm >= 0, "[clip_grad_norm] max_norm must be >= 0, got ", max_norm);
+  const double norm = grad_norm(params);
+  if (!std::isfinite(norm)) return norm;
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale >= 1.0) return norm;
+  const float s = float(scale);
+  for (Tensor& p : params) {
+    if (!p.defined()) continue;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    float* d = g.data();
+    parallel_for(g.numel(), kChunk, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] *= s;
+    });
+  }
+  return norm;
+}
+
+}  // namespace glm4
