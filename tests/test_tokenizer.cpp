@@ -442,6 +442,7 @@ TEST(SpTrainer, TrainedTokenizerRoundTripsAndKnowsSpecials) {
 }
 
 TEST(SpTrainer, IsDeterministic) {
+  const auto first = testing::trained_sp_dir();  // also writes the corpus
   const auto corpus = testing::scratch_dir("corpus") / "corpus.txt";
   ASSERT_TRUE(std::filesystem::exists(corpus));
   const auto again = testing::scratch_dir("trained_sp_again");
@@ -450,10 +451,11 @@ TEST(SpTrainer, IsDeterministic) {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  EXPECT_EQ(read(again / "tokenizer.model"), read(testing::trained_sp_dir() / "tokenizer.model"));
+  EXPECT_EQ(read(again / "tokenizer.model"), read(first / "tokenizer.model"));
 }
 
 TEST(SpTrainer, ReportsBadInputs) {
+  testing::trained_sp_dir();  // writes the corpus
   const auto out = testing::scratch_dir("trained_bad");
   EXPECT_NE(error_of([&] { train_sentencepiece({out / "missing.txt"}, 320, out); }).find("missing.txt"),
             std::string::npos);

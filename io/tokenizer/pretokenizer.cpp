@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "autograd/check.h"
 #include "io/tokenizer/utf8.h"
 
 namespace glm4 {
@@ -19,6 +20,8 @@ struct Chars {
   std::vector<uint32_t> off;  // byte offset of each char, plus the end
 
   explicit Chars(std::string_view text) {
+    GLM4_CHECK(text.size() < (size_t(1) << 32), "pre-tokenizer: text of ", text.size(),
+               " bytes is too long (limit 4 GiB)");
     cp.reserve(text.size());
     cls.reserve(text.size());
     off.reserve(text.size() + 1);
