@@ -14,6 +14,8 @@
 namespace glm4 {
 namespace {
 
+constexpr size_t kMaxRank = size_t(1) << 24;
+
 // glm-4-9b-chat tokenization_chatglm.py: ids len(ranks) + i.
 const char* const kGlm4Specials[] = {
     "<|endoftext|>", "[MASK]",          "[gMASK]",           "[sMASK]",
@@ -99,8 +101,8 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::filesystem::path& file) {
     const auto bytes = base64_decode(line.substr(0, sp));
     GLM4_CHECK(bytes, where, ":", line_no, ": malformed base64 '", line.substr(0, sp), "'");
     const std::string_view rank_text = line.substr(sp + 1);
-    GLM4_CHECK(rank_text.size() <= 9, where, ":", line_no, ": rank ", rank_text, " is too large");
-    const size_t rank = std::stoul(std::string(rank_text));
+    const size_t rank = rank_text.size() <= 9 ? std::stoul(std::string(rank_text)) : kMaxRank;
+    GLM4_CHECK(rank < kMaxRank, where, ":", line_no, ": rank ", rank_text, " is too large");
     if (rank >= tokens.size()) tokens.resize(rank + 1);
     GLM4_CHECK(!tokens[rank], where, ":", line_no, ": rank ", rank, " appears twice");
     tokens[rank] = *bytes;

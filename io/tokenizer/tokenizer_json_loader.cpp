@@ -128,7 +128,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
     for (const auto& [token, id_json] : vocab.items()) {
       GLM4_CHECK(id_json.is_number_integer(), where, ": model.vocab['", token, "'] is not an id");
       const int64_t id = id_json.get<int64_t>();
-      GLM4_CHECK(id >= 0 && id < (int64_t(1) << 30), where, ": model.vocab['", token, "'] = ", id,
+      GLM4_CHECK(id >= 0 && id < (int64_t(1) << 24), where, ": model.vocab['", token, "'] = ", id,
                  " is out of range");
       auto bytes = byte_level.bytes(token);
       GLM4_CHECK(bytes, where, ": model.vocab token '", token,
@@ -178,6 +178,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
         GLM4_CHECK(t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
                        t["content"].is_string(),
                    at, " needs an integer id and a string content");
+        GLM4_CHECK(t["id"].get<int64_t>() >= 0 && t["id"].get<int64_t>() < (int64_t(1) << 24), at,
+                   " has id ", t["id"].get<int64_t>(), " out of range");
         for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
           GLM4_CHECK(!t.value(flag, false), at, " ('", t["content"].get<std::string>(), "'): ", flag,
                      "=true is not supported");
