@@ -1,0 +1,45 @@
+// Chat prompts as token ids for GLM-4, ChatGLM3 and ChatGLM2, with a per-token training target
+// mask, and the ids that end a generated reply.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/tokenizer/tokenizer.h"
+
+namespace glm4 {
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant | observation
+  std::string content;
+};
+
+enum class ChatFormat { Glm4, ChatGlm3, ChatGlm2 };
+
+const char* chat_format_name(ChatFormat format);  // "glm4", "chatglm3", "chatglm2"
+
+// Glm4 when [gMASK], <sop> and <|user|> are single tokens (GLM-4 files and our trained
+// sentencepiece models); ChatGlm3 for a sentencepiece model with <|user|>; else ChatGlm2.
+ChatFormat detect_chat_format(const Tokenizer& tokenizer);
+
+struct RenderedChat {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> target;  // target[i] = 1 where ids[i] is something the model should produce
+};
+
+// Glm4 / ChatGlm3: [gMASK] <sop>, then per message <|role|> + "\n" + content; generation prompt
+// <|assistant|>. Targets: an assistant turn's content tokens and the token that ends the turn (the
+// next role token, or the end-of-text token appended after a final assistant turn); never the "\n"
+// after <|assistant|>. GLM-4 encodes "\n" + content as one text (as the HF chat template does);
+// ChatGLM3 encodes "\n" and content apart (as its build_single_message does).
+// ChatGlm2: [gMASK] sop + the text "[Round N]\n\n问：{q}\n\n答：{a}\n\n..."; a final assistant
+// answer is encoded apart and followed by </s>, both targets (earlier answers are prompt text, as
+// in the official fine-tuning code). Throws glm4::Error for an unknown role or a missing token.
+RenderedChat render_chat(const Tokenizer& tokenizer, ChatFormat format,
+                         const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+
+// Ids that end a generated reply. Glm4: <|endoftext|>, <|user|>, <|observation|>;
+// ChatGlm3: </s>, <|user|>, <|observation|>; ChatGlm2: </s>.
+std::vector<int32_t> stop_ids(const Tokenizer& tokenizer, ChatFormat format);
+
+}  // namespace glm4
