@@ -1,7 +1,10 @@
-// Chat turns and a rendered conversation with its training-target mask. The tokenizer branch
-// declares the same two structs in io/chat_template.h; once both are merged, this header should
-// just include that one.
+// Chat turns and a rendered conversation with its training-target mask. The tokenizer layer
+// declares the same two structs in io/chat_template.h; when that header is present it is the one
+// definition, so train/ compiles before and after the two are merged.
 #pragma once
+#if __has_include("io/chat_template.h")
+#include "io/chat_template.h"
+#else
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,3 +22,4 @@ struct RenderedChat {
 };
 
 }  // namespace glm4
+#endif
