@@ -94,8 +94,7 @@ TEST(AdamWFixture, FiveStepsMatchTorchBitForBitGivenTorchsClippedGradients) {
     const json& st = fx.j["final_state"][fx.names[i]];
     EXPECT_EQ(opt.param_steps()[i], st["step"].get<int64_t>()) << fx.names[i];
     EXPECT_EQ(expect_close(opt.exp_avg()[i], st["exp_avg"], fx.names[i] + ".exp_avg"), 0);
-    EXPECT_EQ(expect_close(opt.exp_avg_sq()[i], st["exp_avg_sq"], fx.names[i] + ".exp_avg_sq"),
-              0);
+    EXPECT_EQ(expect_close(opt.exp_avg_sq()[i], st["exp_avg_sq"], fx.names[i] + ".exp_avg_sq"), 0);
   }
   EXPECT_EQ(opt.param_steps()[2], 4);  // "c" had no gradient on step 3
 }

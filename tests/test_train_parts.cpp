@@ -67,7 +67,11 @@ TEST(LrSchedule, ValidationNamesTheField) {
   expect_error([] { (LrSchedule{"constant", 1e-3, -1, 10, 0}).validate(); }, "warmup must be >= 0");
   expect_error([] { (LrSchedule{"constant", 1e-3, 0, -5, 0}).validate(); }, "total_steps must be");
   expect_error([] { (LrSchedule{"constant", 1e-3, 0, 10, -1e-6}).validate(); }, "min_lr must be");
-  expect_error([] { (LrSchedule{"cosine", 1e-3, 0, 10, 1e-2}).validate(); }, "min_lr (0.01) exceeds");
+  expect_error(
+      [] {
+        (LrSchedule{"cosine", 1e-3, 0, 10, 1e-2}).validate();
+      },
+      "min_lr (0.01) exceeds");
   expect_error([] { (LrSchedule{"cosine", 1e-3, 20, 10, 0}).validate(); }, "warmup (20) exceeds");
   expect_error([] { (LrSchedule{"cosine", 1e-3, 0, 0, 0}).validate(); }, "total_steps > 0");
   expect_error([] { (LrSchedule{"constant", 1e-3, 0, 0, 0}).at(-1); }, "step must be >= 0");
@@ -177,13 +181,21 @@ TEST(AdamW, ErrorsNameTheParameter) {
   expect_error([&] { opt.step(-1.0); }, "learning rate must be finite and >= 0");
   a.set_grad(Tensor::zeros({3, 2}));
   expect_error([&] { opt.step(1e-3); }, "gradient of 'w' has shape (3,2), parameter has (2,3)");
-  expect_error([&] { opt.load_state(1, {Tensor::zeros({6})}, {Tensor::zeros({2, 3})}); },
-               "exp_avg of 'w' has shape (6), parameter has (2,3)");
-  expect_error([&] { opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({3, 2})}); },
-               "exp_avg_sq of 'w' has shape (3,2)");
+  expect_error(
+      [&] {
+        opt.load_state(1, {Tensor::zeros({6})}, {Tensor::zeros({2, 3})});
+      },
+      "exp_avg of 'w' has shape (6), parameter has (2,3)");
+  expect_error(
+      [&] {
+        opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({3, 2})});
+      },
+      "exp_avg_sq of 'w' has shape (3,2)");
   expect_error([&] { opt.load_state(1, {}, {}); }, "1 parameters but 0 exp_avg");
   expect_error(
-      [&] { opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({2, 3})}, {5}); },
+      [&] {
+        opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({2, 3})}, {5});
+      },
       "step 5 of 'w' is outside [0, 1]");
 }
 

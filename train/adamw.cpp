@@ -16,7 +16,7 @@ constexpr int64_t kGrain = 1 << 14;
 
 // The scalars torch 1.13 hands its float kernels: Python doubles, each cast to float once.
 struct StepConstants {
-  float decay;       // 1 - lr * wd
+  float decay;  // 1 - lr * wd
   float beta1, one_minus_beta1;
   float beta2, one_minus_beta2;
   float neg_step_size;  // -(lr / (1 - beta1^t))
@@ -29,9 +29,14 @@ StepConstants step_constants(const AdamWOptions& o, double lr, int64_t t) {
   const double bias_correction1 = 1.0 - std::pow(o.beta1, step);
   const double bias_correction2 = 1.0 - std::pow(o.beta2, step);
   const double step_size = lr / bias_correction1;
-  return {float(1.0 - lr * o.weight_decay), float(o.beta1), float(1.0 - o.beta1),
-          float(o.beta2), float(1.0 - o.beta2), float(-step_size),
-          float(std::sqrt(bias_correction2)), float(o.eps)};
+  return {float(1.0 - lr * o.weight_decay),
+          float(o.beta1),
+          float(1.0 - o.beta1),
+          float(o.beta2),
+          float(1.0 - o.beta2),
+          float(-step_size),
+          float(std::sqrt(bias_correction2)),
+          float(o.eps)};
 }
 
 // Elements [lo, hi): the operations of torch's
@@ -40,8 +45,8 @@ StepConstants step_constants(const AdamWOptions& o, double lr, int64_t t) {
 //   exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1-b2) vector kernel: fmadd(value*g, g, v)
 //   denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
 //   param.addcdiv_(exp_avg, denom, value=-step_size)     computed as p + (value*m) / denom
-void update_range(const StepConstants& c, float* p, const float* g, float* m, float* v,
-                  int64_t lo, int64_t hi) {
+void update_range(const StepConstants& c, float* p, const float* g, float* m, float* v, int64_t lo,
+                  int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {
     const float pi = p[i] * c.decay;
     const float mi = std::fma(g[i], c.one_minus_beta1, m[i] * c.beta1);
@@ -77,8 +82,8 @@ AdamW::AdamW(std::vector<std::pair<std::string, Tensor>> params, AdamWOptions op
 }
 
 void AdamW::step(double lr) {
-  GLM4_CHECK(lr >= 0 && std::isfinite(lr), "[AdamW] step: learning rate must be finite and >= 0, got ",
-             lr);
+  GLM4_CHECK(lr >= 0 && std::isfinite(lr),
+             "[AdamW] step: learning rate must be finite and >= 0, got ", lr);
   ++step_count_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();

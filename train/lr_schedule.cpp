@@ -19,8 +19,8 @@ void LrSchedule::validate() const {
              min_lr);
   if (kind == "cosine") {
     GLM4_CHECK(total_steps > 0, "[lr_schedule] cosine needs total_steps > 0");
-    GLM4_CHECK(warmup <= total_steps, "[lr_schedule] warmup (", warmup,
-               ") exceeds total_steps (", total_steps, ")");
+    GLM4_CHECK(warmup <= total_steps, "[lr_schedule] warmup (", warmup, ") exceeds total_steps (",
+               total_steps, ")");
     GLM4_CHECK(min_lr <= lr, "[lr_schedule] min_lr (", min_lr, ") exceeds learning_rate (", lr,
                ")");
   }
