@@ -1,0 +1,21 @@
+// Internal to gemm*.cpp: the small-M (decode) kernels and the tuning constants they share.
+#pragma once
+#include <cstdint>
+
+#include "autograd/dtype.h"
+
+namespace glm4::gemm_detail {
+
+// Rows of X up to which linear_forward / linear_input_grad use the bandwidth kernels below
+// instead of sgemm tiles.
+constexpr int64_t kSmallM = 4;
+
+// Y[M, N] (+)= X[M, K] W[N, K]^T for M <= kSmallM; W row-major in `dtype` with row stride K.
+void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const void* W, int64_t N,
+                     float* Y, bool accumulate);
+
+// dX[M, K] (+)= dY[M, N] W[N, K] for M <= kSmallM.
+void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,
+                        int64_t K, float* dX, bool accumulate);
+
+}  // namespace glm4::gemm_detail

@@ -1,0 +1,113 @@
+// Weight: owned 64-byte aligned buffers (counted) or views of external memory (not counted).
+#include "autograd/weight.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "autograd/check.h"
+#include "autograd/gemm_convert.h"
+
+namespace glm4 {
+
+namespace {
+
+std::atomic<size_t> g_live_bytes{0};
+
+// An owned, 64-byte aligned block whose size is counted in weight_bytes_live while it lives.
+struct OwnedBuffer {
+  void* ptr = nullptr;
+  size_t size = 0;
+  explicit OwnedBuffer(size_t n) : size(n) {
+    size_t rounded = (n + 63) / 64 * 64;
+    ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (ptr == nullptr) throw std::bad_alloc();
+    g_live_bytes += size;
+  }
+  ~OwnedBuffer() {
+    std::free(ptr);
+    g_live_bytes -= size;
+  }
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
+};
+
+void check_shape(const char* op, DType dtype, int64_t rows, int64_t cols) {
+  GLM4_CHECK(rows >= 0 && cols >= 0, "[Weight::", op, "] negative shape (", rows, ", ", cols, ")");
+  GLM4_CHECK(cols == 0 || rows <= std::numeric_limits<int64_t>::max() / 8 / cols,
+             "[Weight::", op, "] shape (", rows, ", ", cols, ") is too large");
+  (void)dtype;
+}
+
+}  // namespace
+
+size_t weight_bytes_live() { return g_live_bytes.load(); }
+
+Weight Weight::copy_of(DType dtype, const void* data, int64_t rows, int64_t cols) {
+  check_shape("copy_of", dtype, rows, cols);
+  Weight w;
+  w.dtype_ = dtype;
+  w.rows_ = rows;
+  w.cols_ = cols;
+  GLM4_CHECK(data != nullptr || w.bytes() == 0, "[Weight::copy_of] null data for shape (", rows,
+             ", ", cols, ")");
+  auto buf = std::make_shared<OwnedBuffer>(w.bytes());
+  if (w.bytes() > 0) std::memcpy(buf->ptr, data, w.bytes());
+  w.data_ = buf->ptr;
+  w.owned_ = true;
+  w.keep_ = std::move(buf);
+  return w;
+}
+
+Weight Weight::from_f32(const float* data, int64_t rows, int64_t cols, DType store_as) {
+  check_shape("from_f32", store_as, rows, cols);
+  if (store_as == DType::F32) return copy_of(DType::F32, data, rows, cols);
+  Weight w;
+  w.dtype_ = store_as;
+  w.rows_ = rows;
+  w.cols_ = cols;
+  GLM4_CHECK(data != nullptr || w.bytes() == 0, "[Weight::from_f32] null data for shape (", rows,
+             ", ", cols, ")");
+  auto buf = std::make_shared<OwnedBuffer>(w.bytes());
+  auto* out = static_cast<uint16_t*>(buf->ptr);
+  const int64_t n = w.numel();
+  if (store_as == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(data[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(data[i]);
+  }
+  w.data_ = buf->ptr;
+  w.owned_ = true;
+  w.keep_ = std::move(buf);
+  return w;
+}
+
+Weight Weight::view(DType dtype, const void* data, int64_t rows, int64_t cols,
+                    std::shared_ptr<const void> owner) {
+  check_shape("view", dtype, rows, cols);
+  Weight w;
+  w.dtype_ = dtype;
+  w.rows_ = rows;
+  w.cols_ = cols;
+  GLM4_CHECK(data != nullptr || w.bytes() == 0, "[Weight::view] null data for shape (", rows,
+             ", ", cols, ")");
+  GLM4_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0,
+             "[Weight::view] ", dtype_name(dtype), " data at ", data,
+             " is not aligned to its element size; use Weight::copy_of");
+  w.data_ = data;
+  w.owned_ = false;
+  w.keep_ = std::move(owner);
+  return w;
+}
+
+void Weight::row_to_f32(int64_t r, float* out) const {
+  GLM4_CHECK(r >= 0 && r < rows_, "[Weight::row_to_f32] row ", r, " out of range [0, ", rows_,
+             ")");
+  convert_to_f32(dtype_, element_ptr(dtype_, data_, r * cols_), cols_, out);
+}
+
+void Weight::to_f32(float* out) const { convert_to_f32(dtype_, data_, numel(), out); }
+
+}  // namespace glm4

@@ -1,0 +1,322 @@
+// GEMM kernels and Weight storage against a plain double-precision triple loop, on odd shapes.
+#include <gtest/gtest.h>
+
+#include <cblas.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "autograd/check.h"
+#include "autograd/gemm.h"
+#include "autograd/parallel.h"
+#include "autograd/weight.h"
+
+namespace glm4 {
+namespace {
+
+std::vector<float> random_vec(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// C = alpha op(A) op(B) + beta C in double; also returns per element the magnitude
+// sum |alpha a b| + |beta c| that bounds the rounding error.
+void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, double beta,
+                    const float* C0, int64_t ldc, std::vector<double>* C,
+                    std::vector<double>* scale) {
+  C->assign(size_t(M * N), 0.0);
+  scale->assign(size_t(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = ta ? A[k * lda + i] : A[i * lda + k];
+        double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+        mag += std::fabs(a * b);
+      }
+      double c0 = beta == 0.0 ? 0.0 : beta * C0[i * ldc + j];
+      (*C)[size_t(i * N + j)] = alpha * s + c0;
+      (*scale)[size_t(i * N + j)] = std::fabs(alpha) * mag + std::fabs(c0);
+    }
+}
+
+// Every element within the rigorous bound of a K-term fp32 sum: (K + 4) u * magnitude.
+void expect_close(const std::vector<double>& ref, const std::vector<double>& scale,
+                  const float* C, int64_t M, int64_t N, int64_t ldc, int64_t K,
+                  const std::string& what) {
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  int bad = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double r = ref[size_t(i * N + j)], got = C[i * ldc + j];
+      double tol = double(K + 4) * u * scale[size_t(i * N + j)] + 1e-30;
+      if (!(std::fabs(got - r) <= tol) && bad++ < 5)
+        ADD_FAILURE() << what << " at (" << i << ", " << j << "): got " << got << " want " << r
+                      << " tol " << tol;
+    }
+}
+
+std::string shape_name(int64_t M, int64_t N, int64_t K) {
+  return str_cat("M=", M, " N=", N, " K=", K);
+}
+
+const int64_t kMs[] = {1, 3, 17, 130};
+const int64_t kNs[] = {1, 5, 33, 300};
+const int64_t kKs[] = {1, 7, 65, 520};
+
+TEST(Gemm, SgemmAllTransposesMatchReference) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t M : {int64_t{1}, int64_t{17}, int64_t{300}})
+        for (int64_t N : {int64_t{1}, int64_t{33}, int64_t{300}})
+          for (int64_t K : {int64_t{1}, int64_t{65}, int64_t{520}})
+            for (float beta : {0.0f, 1.3f}) {
+              // Padded leading dimensions, so strides are exercised too.
+              const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+              auto A = random_vec((ta ? K : M) * lda, 1);
+              auto B = random_vec((tb ? N : K) * ldb, 2);
+              auto C = random_vec(M * ldc, 3);
+              if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // overwritten
+              std::vector<double> ref, scale;
+              reference_gemm(ta, tb, M, N, K, 0.7, A.data(), lda, B.data(), ldb, beta, C.data(),
+                             ldc, &ref, &scale);
+              sgemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+              expect_close(ref, scale, C.data(), M, N, ldc, K,
+                           str_cat("sgemm ta=", ta, " tb=", tb, " beta=", beta, " ",
+                                   shape_name(M, N, K)));
+            }
+}
+
+TEST(Gemm, SgemmWithEmptyReductionScalesC) {
+  std::vector<float> C = {1, 2, 3, 4, 5, 6};
+  float dummy = 0;
+  sgemm(false, false, 2, 3, 0, 1.0f, &dummy, 1, &dummy, 3, 2.0f, C.data(), 3);
+  EXPECT_EQ(C, (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  sgemm(false, false, 2, 3, 0, 1.0f, &dummy, 1, &dummy, 3, 0.0f, C.data(), 3);
+  EXPECT_EQ(C, (std::vector<float>(6, 0.0f)));
+}
+
+TEST(Gemm, SgemmRejectsBadStrides) {
+  std::vector<float> A(12), B(12), C(12);
+  EXPECT_THROW(sgemm(false, false, 3, 4, 4, 1, A.data(), 3, B.data(), 4, 0, C.data(), 4), Error);
+  EXPECT_THROW(sgemm(false, true, 3, 4, 4, 1, A.data(), 4, B.data(), 3, 0, C.data(), 4), Error);
+  EXPECT_THROW(sgemm(false, false, 3, 4, 4, 1, A.data(), 4, B.data(), 4, 0, C.data(), 3), Error);
+  EXPECT_THROW(sgemm(false, false, -1, 4, 4, 1, A.data(), 4, B.data(), 4, 0, C.data(), 4), Error);
+}
+
+// Runs linear_forward and linear_input_grad for every shape, dtype and accumulate flag against
+// the double loop on the widened weights.
+TEST(Gemm, LinearProductsMatchReference) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t M : kMs)
+      for (int64_t N : kNs)
+        for (int64_t K : kKs)
+          for (bool acc : {false, true}) {
+            auto w32 = random_vec(N * K, 11);
+            Weight W = Weight::from_f32(w32.data(), N, K, dt);
+            std::vector<float> wide(size_t(N * K));
+            W.to_f32(wide.data());
+            const std::string name =
+                str_cat(dtype_name(dt), " acc=", acc, " ", shape_name(M, N, K));
+            std::vector<double> ref, scale;
+
+            auto X = random_vec(M * K, 12);
+            auto Y = random_vec(M * N, 13);
+            reference_gemm(false, true, M, N, K, 1.0, X.data(), K, wide.data(), K,
+                           acc ? 1.0 : 0.0, Y.data(), N, &ref, &scale);
+            linear_forward(X.data(), M, K, W, Y.data(), acc);
+            expect_close(ref, scale, Y.data(), M, N, N, K, "linear_forward " + name);
+
+            auto dY = random_vec(M * N, 14);
+            auto dX = random_vec(M * K, 15);
+            reference_gemm(false, false, M, K, N, 1.0, dY.data(), N, wide.data(), K,
+                           acc ? 1.0 : 0.0, dX.data(), K, &ref, &scale);
+            linear_input_grad(dY.data(), M, N, W, dX.data(), acc);
+            expect_close(ref, scale, dX.data(), M, K, K, N, "linear_input_grad " + name);
+          }
+}
+
+TEST(Gemm, LinearWeightGradMatchesReference) {
+  for (int64_t M : kMs)
+    for (int64_t N : kNs)
+      for (int64_t K : kKs)
+        for (bool acc : {false, true}) {
+          auto dY = random_vec(M * N, 21), X = random_vec(M * K, 22), dW = random_vec(N * K, 23);
+          std::vector<double> ref, scale;
+          reference_gemm(true, false, N, K, M, 1.0, dY.data(), N, X.data(), K, acc ? 1.0 : 0.0,
+                         dW.data(), K, &ref, &scale);
+          linear_weight_grad(dY.data(), X.data(), M, N, K, dW.data(), acc);
+          expect_close(ref, scale, dW.data(), N, K, K, M,
+                       str_cat("linear_weight_grad acc=", acc, " ", shape_name(M, N, K)));
+        }
+}
+
+// A bf16 / f16 weight gives the f32 result of its widened copy (same blocking, same order).
+TEST(Gemm, StoredDtypesEqualF32PathOnWidenedWeights) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int64_t M : {int64_t{1}, int64_t{3}, int64_t{130}})
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{300, 1100}, {1000, 777}, {5, 1}}) {
+        auto w32 = random_vec(N * K, 31);
+        Weight W = Weight::from_f32(w32.data(), N, K, dt);
+        std::vector<float> wide(size_t(N * K));
+        W.to_f32(wide.data());
+        Weight W32 = Weight::from_f32(wide.data(), N, K);
+        auto X = random_vec(M * K, 32), dY = random_vec(M * N, 33);
+        std::vector<float> y(size_t(M * N)), y32(y.size()), dx(size_t(M * K)), dx32(dx.size());
+        linear_forward(X.data(), M, K, W, y.data(), false);
+        linear_forward(X.data(), M, K, W32, y32.data(), false);
+        linear_input_grad(dY.data(), M, N, W, dx.data(), false);
+        linear_input_grad(dY.data(), M, N, W32, dx32.data(), false);
+        auto max_rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+          double big = 0, diff = 0;
+          for (size_t i = 0; i < a.size(); ++i) {
+            big = std::max(big, double(std::fabs(b[i])));
+            diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+          }
+          return diff / std::max(big, 1e-30);
+        };
+        EXPECT_LE(max_rel(y, y32), 1e-6) << dtype_name(dt) << " forward " << shape_name(M, N, K);
+        EXPECT_LE(max_rel(dx, dx32), 1e-6)
+            << dtype_name(dt) << " input grad " << shape_name(M, N, K);
+      }
+}
+
+TEST(Gemm, ResultsDoNotDependOnThreadCount) {
+  const int64_t M = 130, N = 700, K = 600;
+  auto X = random_vec(M * K, 41), w = random_vec(N * K, 42);
+  Weight W = Weight::from_f32(w.data(), N, K, DType::BF16);
+  std::vector<float> y1(size_t(M * N)), y2(y1.size()), d1(static_cast<size_t>(K)), d2(d1.size());
+  set_max_threads(1);
+  linear_forward(X.data(), M, K, W, y1.data(), false);
+  linear_input_grad(X.data(), 1, N, W, d1.data(), false);
+  set_max_threads(2);
+  linear_forward(X.data(), M, K, W, y2.data(), false);
+  linear_input_grad(X.data(), 1, N, W, d2.data(), false);
+  set_max_threads(0);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(d1, d2);
+}
+
+TEST(Gemm, LinearRejectsMismatchedShapes) {
+  auto w = random_vec(12, 1);
+  Weight W = Weight::from_f32(w.data(), 3, 4);
+  std::vector<float> x(20), y(20);
+  EXPECT_THROW(linear_forward(x.data(), 2, 5, W, y.data(), false), Error);
+  EXPECT_THROW(linear_input_grad(x.data(), 2, 4, W, y.data(), false), Error);
+}
+
+TEST(Gemm, OpenBlasRunsSingleThreadedUnderTbb) {
+  init_blas();
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  EXPECT_NE(blas_core_name(), nullptr);
+}
+
+TEST(Weight, FromF32RoundsOnceToStoredDtype) {
+  std::vector<float> v = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 1e-6f, 70000.0f, 0.1f};
+  Weight b = Weight::from_f32(v.data(), 2, 3, DType::BF16);
+  Weight h = Weight::from_f32(v.data(), 2, 3, DType::F16);
+  Weight f = Weight::from_f32(v.data(), 2, 3);
+  ASSERT_EQ(b.bytes(), 12u);
+  ASSERT_EQ(f.bytes(), 24u);
+  std::vector<float> row(3);
+  for (int64_t r = 0; r < 2; ++r) {
+    b.row_to_f32(r, row.data());
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(row[c], bf16_to_f32(f32_to_bf16(v[r * 3 + c])));
+    h.row_to_f32(r, row.data());
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(row[c], f16_to_f32(f32_to_f16(v[r * 3 + c])));
+    f.row_to_f32(r, row.data());
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(row[c], v[r * 3 + c]);
+  }
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  EXPECT_THROW(b.row_to_f32(2, row.data()), Error);
+}
+
+// Widening covers every bf16 / f16 bit pattern (the vector and the scalar paths).
+TEST(Weight, WideningIsExactForEveryValue) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = uint16_t(i);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    Weight w = Weight::copy_of(dt, all.data(), 1, 65536);
+    std::vector<float> out(65536);
+    w.to_f32(out.data());
+    for (uint32_t i = 0; i < 65536; ++i) {
+      float want = dt == DType::BF16 ? bf16_to_f32(uint16_t(i)) : f16_to_f32(uint16_t(i));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[i])) << i;
+      } else {
+        EXPECT_EQ(out[i], want) << dtype_name(dt) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(Weight, ViewKeepsOwnerAliveAndCopiesShareIt) {
+  bool freed = false;
+  auto* raw = new std::vector<uint16_t>(6, f32_to_bf16(1.5f));
+  const void* data = raw->data();
+  std::shared_ptr<const void> owner(raw, [&freed](const std::vector<uint16_t>* p) {
+    freed = true;
+    delete p;
+  });
+  const size_t live = weight_bytes_live();
+  {
+    Weight copy;
+    {
+      Weight w = Weight::view(DType::BF16, data, 2, 3, owner);
+      owner.reset();
+      EXPECT_FALSE(freed);
+      EXPECT_EQ(w.data(), data);
+      EXPECT_FALSE(w.owns_buffer());
+      EXPECT_EQ(weight_bytes_live(), live);  // views are not counted
+      copy = w;
+    }
+    EXPECT_FALSE(freed);
+    std::vector<float> row(3);
+    copy.row_to_f32(1, row.data());
+    EXPECT_EQ(row[2], 1.5f);
+  }
+  EXPECT_TRUE(freed);
+}
+
+TEST(Weight, ViewRejectsMisalignedData) {
+  alignas(4) uint8_t bytes[16] = {};
+  EXPECT_THROW(Weight::view(DType::BF16, bytes + 1, 1, 2, nullptr), Error);
+  EXPECT_THROW(Weight::view(DType::F32, bytes + 2, 1, 2, nullptr), Error);
+  EXPECT_NO_THROW(Weight::view(DType::F32, bytes + 4, 1, 2, nullptr));
+}
+
+TEST(Weight, LiveBytesCountOwnedBuffers) {
+  const size_t before = weight_bytes_live();
+  std::vector<float> v(35, 0.5f);
+  {
+    Weight a = Weight::from_f32(v.data(), 5, 7, DType::BF16);
+    EXPECT_EQ(weight_bytes_live(), before + 70);
+    Weight shared = a;  // no new buffer
+    EXPECT_EQ(shared.data(), a.data());
+    EXPECT_EQ(weight_bytes_live(), before + 70);
+    Weight b = Weight::copy_of(DType::F32, v.data(), 5, 7);
+    EXPECT_EQ(weight_bytes_live(), before + 70 + 140);
+    std::vector<float> row(7);
+    b.row_to_f32(4, row.data());
+    EXPECT_EQ(row[6], 0.5f);
+  }
+  EXPECT_EQ(weight_bytes_live(), before);
+}
+
+TEST(Weight, RejectsBadShapes) {
+  std::vector<float> v(4);
+  EXPECT_THROW(Weight::from_f32(v.data(), -1, 4), Error);
+  EXPECT_THROW(Weight::copy_of(DType::F32, nullptr, 2, 2), Error);
+  EXPECT_NO_THROW(Weight::copy_of(DType::F32, nullptr, 0, 2));
+}
+
+}  // namespace
+}  // namespace glm4
