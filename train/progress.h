@@ -1,0 +1,41 @@
+// Reporting a run: JSON lines to OUT/metrics.jsonl always, and a progress bar (step, loss, lr,
+// tokens/s, ETA) on a terminal, or plain report lines when stderr is not one.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace glm4 {
+
+double peak_rss_mb();  // of this process so far
+
+class MetricsLog {
+ public:
+  // Appends when `append` (a resumed run), else starts the file afresh.
+  MetricsLog(const std::filesystem::path& path, bool append);
+  ~MetricsLog();
+  void write(const nlohmann::json& line);  // one line, flushed
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::filesystem::path path_;
+};
+
+class ProgressBar {
+ public:
+  ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every);
+  void update(int64_t step, double loss, double lr, double tokens_per_s);
+  void message(const std::string& text);  // a line of its own above the bar
+  void finish();
+
+ private:
+  int64_t first_, total_, every_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace glm4
