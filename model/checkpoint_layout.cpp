@@ -1,5 +1,6 @@
 #include "model/checkpoint_layout.h"
 
+#include <cmath>
 #include <regex>
 
 #include "autograd/check.h"
@@ -43,6 +44,17 @@ SourceSlice checkpoint_source(const ModelConfig& c, const std::string& name) {
 bool is_ignorable_checkpoint_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
   return c.family == ModelConfig::Family::ChatGlm && ends_with(key, "rotary_pos_emb.inv_freq");
+}
+
+std::vector<DerivedTensor> derived_checkpoint_tensors(const ModelConfig& c) {
+  if (c.family != ModelConfig::Family::ChatGlm) return {};
+  // 1 / 10000^(2i / dim) in fp32, dim = the rotated dims (kv_channels / 2), as the reference's
+  // RotaryEmbedding(kv_channels // 2) computes it.
+  const int64_t dim = c.rotary_dim;
+  DerivedTensor t{"transformer.rotary_pos_emb.inv_freq", {dim / 2}, {}};
+  for (int64_t i = 0; i < dim / 2; ++i)
+    t.values.push_back(1.0f / std::pow(10000.0f, float(2 * i) / float(dim)));
+  return {t};
 }
 
 }  // namespace glm4

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 
@@ -20,5 +21,15 @@ SourceSlice checkpoint_source(const ModelConfig& c, const std::string& name);
 
 // Keys that a family's checkpoints carry but that hold nothing we use.
 bool is_ignorable_checkpoint_key(const ModelConfig& c, const std::string& key);
+
+// Tensors a family's checkpoints carry that follow from the config rather than training:
+// ChatGLM's rotary_pos_emb.inv_freq (a persistent buffer of the reference code, computed at
+// base 10000 whatever rope_ratio says). Writers add them so the reference code loads the file.
+struct DerivedTensor {
+  std::string key;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+std::vector<DerivedTensor> derived_checkpoint_tensors(const ModelConfig& c);
 
 }  // namespace glm4

@@ -1,0 +1,96 @@
+// Token-level generation with a KV cache: batched prefill, one token per next(), multi-turn
+// continuation without recomputing earlier turns, an optional sliding KV window, and batched
+// generation of several prompts in lock step.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "infer/sampler.h"
+#include "model/forward_context.h"
+#include "model/glm4_model.h"
+#include "model/kv_cache.h"
+
+namespace glm4 {
+
+struct GenerationConfig {
+  int max_tokens = 256;  // tokens generated per start()/append(), stop token included
+  SamplerConfig sampling;
+  std::vector<int32_t> stop_ids;
+  // 0 = unbounded; else the cache keeps a window: the first keep_first tokens and the most
+  // recent ones. RoPE positions stay absolute across evictions.
+  int64_t max_kv_size = 0;
+  int64_t keep_first = 4;
+  int64_t prefill_chunk = 512;  // prompt tokens per forward pass
+};
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;     // tokens fed by start() and append()
+  double prefill_seconds = 0;
+  int64_t generated_tokens = 0;  // tokens returned by next()
+  double decode_seconds = 0;
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
+  double decode_tokens_per_second() const { return decode_seconds > 0 ? generated_tokens / decode_seconds : 0; }
+};
+
+// Throws glm4::Error naming the first invalid field.
+void validate_generation_config(const GenerationConfig& config);
+
+class Generator {
+ public:
+  using Stats = GenerationStats;
+
+  // `model` must outlive the generator.
+  Generator(const Glm4Model& model, GenerationConfig config);
+
+  // Forgets any earlier context, prefills `prompt` (non-empty) in chunks of prefill_chunk.
+  void start(std::span<const int32_t> prompt);
+  // The next token, or std::nullopt once a stop id was drawn (it is neither returned nor fed
+  // to the cache; see stop_token()) or max_tokens were drawn since the last start()/append().
+  std::optional<int32_t> next();
+  // Continues the context (a multi-turn chat): feeds the last returned token and `tokens` after
+  // what the cache holds, without recomputing earlier turns, and re-arms next().
+  void append(std::span<const int32_t> tokens);
+
+  // The logits [vocab] the most recent token was drawn from; right after start()/append(), the
+  // logits of the last position fed.
+  const std::vector<float>& last_logits() const { return logits_; }
+  std::optional<int32_t> stop_token() const { return stop_token_; }
+  // Every token of the context, oldest first: prompts, returned tokens, appended tokens.
+  const std::vector<int32_t>& history() const { return history_; }
+  int64_t cache_length() const { return cache_.length(); }
+  int64_t next_position() const { return position_; }
+  Stats stats() const { return stats_; }
+  const GenerationConfig& config() const { return config_; }
+
+ private:
+  void feed(std::span<const int32_t> tokens);  // prefill or decode step; updates logits_
+
+  const Glm4Model& model_;
+  GenerationConfig config_;
+  Sampler sampler_;
+  KvCache cache_;
+  ForwardContext ctx_;
+  std::vector<float> logits_;       // [vocab]
+  std::vector<int32_t> history_;
+  std::vector<int32_t> feed_buf_;   // pending token + appended tokens
+  std::optional<int32_t> pending_;  // returned by next() but not yet in the cache
+  std::optional<int32_t> stop_token_;
+  int64_t position_ = 0;            // absolute position of the next token fed
+  int drawn_ = 0;                   // tokens drawn since the last start()/append()
+  bool started_ = false, done_ = true;
+  Stats stats_;
+};
+
+// Generates a continuation of every prompt at once: prompts are left-padded to a common length
+// (masked out, positions counted from each row's first real token) and decode in lock step;
+// each row stops on its own. With greedy sampling every row gets exactly the tokens that
+// Generator gives for that prompt alone; each row samples with its own Sampler seeded with
+// config.sampling.seed. With max_kv_size the window keeps the padding plus keep_first tokens.
+// Returns the generated tokens of each row (stop tokens excluded).
+std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 const GenerationConfig& config);
+
+}  // namespace glm4

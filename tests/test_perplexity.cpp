@@ -1,0 +1,100 @@
+// Perplexity equals exp of the cross-entropy of a plain forward pass, whatever the batching,
+// with labels shifted by one and -100 ignored.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/check.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "infer/perplexity.h"
+#include "io/safetensors.h"
+
+namespace glm4 {
+namespace {
+
+struct Examples {
+  std::vector<std::vector<int32_t>> ids;
+  int64_t T = 0;
+};
+
+Examples fixture_examples(const std::string& dir) {
+  auto file = SafetensorsFile::open(dir + "/fixture.safetensors");
+  const TensorInfo& t = file->at("input_ids");
+  std::vector<int64_t> ids = read_int(t), lengths = read_int(file->at("lengths"));
+  Examples e;
+  e.T = t.shape[1];
+  for (int64_t b = 0; b < t.shape[0]; ++b)
+    e.ids.emplace_back(ids.begin() + b * e.T, ids.begin() + b * e.T + lengths[size_t(b)]);
+  return e;
+}
+
+// Mean next-token loss of one padded forward over every example, via ops::cross_entropy.
+double reference_loss(const Glm4Model& model, const Examples& e, const std::vector<std::vector<int32_t>>& labels) {
+  NoGradGuard no_grad;
+  const int64_t B = int64_t(e.ids.size()), T = e.T;
+  ForwardContext ctx;
+  ctx.batch = B;
+  ctx.seq = T;
+  std::vector<int32_t> ids(size_t(B * T), 0), targets(size_t(B * T), -100);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& x = e.ids[size_t(b)];
+    const auto& y = labels.empty() ? x : labels[size_t(b)];
+    ctx.mask.kv_end.push_back(int32_t(x.size()));
+    for (int64_t t = 0; t < T; ++t) ctx.positions.push_back(int32_t(t));
+    for (size_t t = 0; t < x.size(); ++t) ids[size_t(b * T) + t] = x[t];
+    for (size_t t = 1; t < x.size(); ++t) targets[size_t(b * T) + t - 1] = y[t];
+  }
+  Tensor logits = model.logits(model.forward_hidden(ids, ctx), ctx);  // [B, T, V]
+  return ops::cross_entropy(ops::reshape(logits, {B * T, model.config.vocab_size}), targets).item();
+}
+
+TEST(Perplexity, EqualsExpOfThePlainForwardCrossEntropy) {
+  for (const char* name : {"tiny_glm4", "tiny_chatglm"}) {
+    std::string dir = std::string(GLM4_TEST_DATA) + "/" + name;
+    auto model = load_model(dir);
+    Examples e = fixture_examples(dir);
+    ASSERT_EQ(e.ids.size(), 2u);
+    ASSERT_NE(e.ids[0].size(), e.ids[1].size());
+    double want = reference_loss(*model, e, {});
+    int64_t tokens = int64_t(e.ids[0].size() + e.ids[1].size()) - 2;
+    for (int64_t batch : {1, 2, 5}) {
+      PerplexityResult r = perplexity(*model, e.ids, {}, batch);
+      EXPECT_NEAR(r.loss, want, 1e-5 * want) << name << " batch " << batch;
+      EXPECT_DOUBLE_EQ(r.perplexity, std::exp(r.loss));
+      EXPECT_EQ(r.tokens, tokens);
+    }
+
+    // Labels: -100 on the first half of each example, a different target stream elsewhere.
+    std::vector<std::vector<int32_t>> labels;
+    std::vector<int64_t> scored;
+    for (const auto& x : e.ids) {
+      std::vector<int32_t> y(x.size());
+      for (size_t t = 0; t < x.size(); ++t) y[t] = t < x.size() / 2 ? -100 : (x[t] * 7 + 3) % 512;
+      scored.push_back(std::count_if(y.begin() + 1, y.end(), [](int32_t l) { return l != -100; }));
+      labels.push_back(y);
+    }
+    double want_masked = reference_loss(*model, e, labels);
+    PerplexityResult r = perplexity(*model, e.ids, labels, 2);
+    EXPECT_NEAR(r.loss, want_masked, 1e-5 * want_masked) << name;
+    EXPECT_EQ(r.tokens, scored[0] + scored[1]);
+    EXPECT_GT(std::abs(r.loss - want), 1e-3);  // the labels did matter
+    // An empty label list means "the ids" for that example.
+    std::vector<std::vector<int32_t>> mixed = {labels[0], e.ids[1]};
+    PerplexityResult m = perplexity(*model, e.ids, {labels[0], {}}, 1);
+    EXPECT_NEAR(m.loss, reference_loss(*model, e, mixed), 1e-5 * want) << name;
+    EXPECT_EQ(m.tokens, scored[0] + int64_t(e.ids[1].size()) - 1);
+  }
+}
+
+TEST(Perplexity, RejectsMismatchedInputs) {
+  auto model = load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4");
+  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {{1, 2}}, 1), Error);
+  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {}, 0), Error);
+  EXPECT_THROW(perplexity(*model, {{}}, {}, 1), Error);
+  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {{1, 2, 999}}, 1), Error);
+}
+
+}  // namespace
+}  // namespace glm4
