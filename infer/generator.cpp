@@ -44,7 +44,6 @@ void Generator::start(std::span<const int32_t> prompt) {
   history_.assign(prompt.begin(), prompt.end());
   stats_.prompt_tokens += int64_t(prompt.size());
   stats_.prefill_seconds += seconds_since(t0);
-  started_ = true;
   drawn_ = 0;
   done_ = false;
   stop_token_.reset();
@@ -56,13 +55,11 @@ void Generator::append(std::span<const int32_t> tokens) {
   if (pending_) feed_buf_.push_back(*pending_);
   feed_buf_.insert(feed_buf_.end(), tokens.begin(), tokens.end());
   if (!feed_buf_.empty()) {
-    started_ = false;  // stays false if the forward pass throws: the cache is then unknown
     auto t0 = std::chrono::steady_clock::now();
     feed(feed_buf_);
     history_.insert(history_.end(), tokens.begin(), tokens.end());
     stats_.prompt_tokens += int64_t(tokens.size());
     stats_.prefill_seconds += seconds_since(t0);
-    started_ = true;
   }
   pending_.reset();
   drawn_ = 0;
@@ -79,9 +76,7 @@ std::optional<int32_t> Generator::next() {
   auto t0 = std::chrono::steady_clock::now();
   if (pending_) {
     int32_t token = *pending_;
-    started_ = false;
     feed({&token, 1});
-    started_ = true;
     pending_.reset();
   }
   int32_t token = sampler_.sample(logits_, history_);
@@ -106,6 +101,7 @@ void Generator::feed(std::span<const int32_t> tokens) {
   GLM4_CHECK(position_ + n <= std::numeric_limits<int32_t>::max(), "[generate] position overflow");
   int64_t chunk = config_.prefill_chunk;
   if (config_.max_kv_size > 0) chunk = std::min(chunk, config_.max_kv_size - config_.keep_first);
+  started_ = false;  // stays false if a forward pass throws: the cache is then unknown
   Tensor logits;
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t T = std::min(chunk, n - begin);
@@ -118,6 +114,7 @@ void Generator::feed(std::span<const int32_t> tokens) {
     position_ += T;
   }
   logits_.assign(logits.data(), logits.data() + vocab);
+  started_ = true;
 }
 
 }  // namespace glm4

@@ -44,7 +44,8 @@ class Generator {
   // `model` must outlive the generator.
   Generator(const Glm4Model& model, GenerationConfig config);
 
-  // Forgets any earlier context, prefills `prompt` (non-empty) in chunks of prefill_chunk.
+  // Forgets any earlier context (and re-seeds the sampler), prefills `prompt` (non-empty) in
+  // chunks of prefill_chunk.
   void start(std::span<const int32_t> prompt);
   // The next token, or std::nullopt once a stop id was drawn (it is neither returned nor fed
   // to the cache; see stop_token()) or max_tokens were drawn since the last start()/append().

@@ -195,6 +195,12 @@ TEST(GenerateErrors, BadArgumentsThrow) {
   EXPECT_THROW(gen.next(), Error);
   EXPECT_THROW(gen.start(std::vector<int32_t>{}), Error);
   EXPECT_THROW(gen.start(std::vector<int32_t>{1, 512}), Error);
+  // A bad token in append() leaves the generator usable.
+  gen.start(std::vector<int32_t>{1, 2, 3});
+  ASSERT_TRUE(gen.next().has_value());
+  EXPECT_THROW(gen.append(std::vector<int32_t>{-1}), Error);
+  gen.append(std::vector<int32_t>{4});
+  EXPECT_TRUE(gen.next().has_value());
   cfg.max_kv_size = 4;  // not more than keep_first
   EXPECT_THROW(Generator(*model, cfg), Error);
   cfg = GenerationConfig{};
