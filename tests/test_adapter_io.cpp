@@ -315,6 +315,31 @@ TEST(AdapterChatGlm, MlxLayoutRoundTripsAndPeftIsRefused) {
   EXPECT_LE(max_rel_diff(logits_of(*loaded), logits_of(*model)), 1e-6);
 }
 
+// PEFT saves adapters in the model's dtype: bf16 tensors are widened on load.
+TEST(AdapterLoad, Bf16TensorsAreWidened) {
+  TempDir tmp;
+  auto model = load_model(kTiny);
+  add_random_adapter(*model, test_lora(-1), 6);
+  save_adapter(*model, test_lora(-1), tmp / "a", "peft", "");
+  auto file = SafetensorsFile::open(tmp / "a" / "adapter_model.safetensors");
+  std::vector<std::vector<uint16_t>> halves;
+  std::vector<TensorToWrite> tensors;
+  for (const TensorInfo& t : file->tensors()) {
+    std::vector<float> v = read_f32(t);
+    std::vector<uint16_t>& h = halves.emplace_back(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+    tensors.push_back({t.name, "BF16", t.shape, h.data(), h.size() * 2});
+  }
+  file.reset();
+  write_safetensors(tmp / "a" / "adapter_model.safetensors", tensors);
+  auto loaded = load_model(kTiny);
+  load_adapter(*loaded, tmp / "a");
+  auto want = lora_values(*model), got = lora_values(*loaded);
+  ASSERT_EQ(want.size(), got.size());
+  for (auto& [key, v] : want)
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[key][i], bf16_to_f32(f32_to_bf16(v[i]))) << key;
+}
+
 // An adapter trained on a model of other sizes fails naming the key and both shapes.
 TEST(AdapterErrors, AdapterOfAnotherModel) {
   TempDir tmp;
