@@ -1,5 +1,9 @@
 #include "model/save.h"
 
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+
 #include <cstring>
 #include <map>
 #include <vector>
@@ -106,6 +110,23 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
   ModelConfig written = config;
   written.torch_dtype = dtype;
   write_model_config(written, out_dir);
+}
+
+namespace {
+nlohmann::json generation_config(const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  j["_from_model_config"] = true;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  j["transformers_version"] = c.family == ModelConfig::Family::ChatGlm ? "4.30.2" : "4.51.3";
+  return j;
+}
+}  // namespace
+
+void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype, size_t max_shard_bytes) {
+  save_model(model, model.config, dir, dtype, max_shard_bytes);
+  write_file_atomic(dir / "generation_config.json", generation_config(model.config).dump(2) + "\n");
 }
 
 }  // namespace glm4

@@ -18,4 +18,17 @@ namespace glm4 {
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 DType dtype, size_t max_shard_bytes = 0);
 
+// The same with the model's own config, plus a generation_config.json (eos and pad ids): a
+// complete model directory (glm4 init, --full training).
+void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype,
+                size_t max_shard_bytes = 0);
+
+// Hugging Face's _init_weights: every matrix and the embedding ~ normal(0, initializer_range)
+// (config.json's value, else 0.02), the embedding row of pad_token_id zero (glm4/glm, as
+// nn.Embedding's padding_idx does), norm weights 1, biases 0. Each tensor draws from its own
+// std::mt19937_64 streams keyed by the seed and its name, with a Box-Muller transform, so a
+// seed gives the same model on every machine and thread count. Matrices are stored frozen in
+// `storage` (rounded once from fp32); vectors are fp32. LoRA modules are untouched.
+void init_random(Glm4Model& model, uint64_t seed, DType storage = DType::F32);
+
 }  // namespace glm4

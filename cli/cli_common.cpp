@@ -1,0 +1,91 @@
+// Flag parsing shared by the subcommands.
+#include "cli/cli_common.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+namespace glm4::cli {
+namespace fs = std::filesystem;
+
+namespace {
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag, int64_t vocab) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string item = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    int64_t v = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    GLM4_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size() && v >= 0 &&
+                   v <= INT32_MAX,
+               flag, ": \"", item, "\" is not a token id (expected a list like 1,2,3)");
+    GLM4_CHECK(vocab <= 0 || v < vocab, flag, ": token id ", v, " is outside the vocabulary of ",
+               vocab, " tokens");
+    ids.push_back(int32_t(v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+size_t parse_size(const std::string& text, const std::string& flag) {
+  std::string s = trim(text);
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  std::string number = s.substr(0, i), unit = upper(trim(s.substr(i)));
+  double value = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  bool ok = !number.empty() && ec == std::errc() && end == number.data() + number.size();
+  double mult = 0;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "TB") mult = 1e12;
+  else if (unit == "KIB") mult = 1024.0;
+  else if (unit == "MIB") mult = 1024.0 * 1024;
+  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TIB") mult = 1024.0 * 1024 * 1024 * 1024;
+  double bytes = value * mult;
+  GLM4_CHECK(ok && mult > 0 && std::isfinite(bytes) && bytes < 9e18, flag, ": \"", text,
+             "\" is not a size (examples: 2GB, 500MB, 1.5GiB, 0 for no limit)");
+  return size_t(std::llround(bytes));
+}
+
+DType parse_dtype_flag(const std::string& text, const std::string& flag) {
+  DType d;
+  GLM4_CHECK(parse_dtype(text, &d), flag, ": \"", text, "\" is not a dtype (expected f32, bf16 or f16)");
+  return d;
+}
+
+void check_output_file(const fs::path& path, const std::string& flag) {
+  std::error_code ec;
+  GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(), ": is a directory, expected a file name");
+  fs::path parent = path.parent_path();
+  GLM4_CHECK(parent.empty() || fs::is_directory(parent, ec), flag, " ", path.string(), ": directory ",
+             parent.string(), " does not exist");
+}
+
+void check_output_dir(const fs::path& dir, const std::string& flag, bool force) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  GLM4_CHECK(fs::is_directory(dir, ec), flag, " ", dir.string(), ": exists and is not a directory");
+  GLM4_CHECK(force || fs::is_empty(dir, ec), flag, " ", dir.string(),
+             ": directory is not empty (use --force to write into it anyway)");
+}
+
+}  // namespace glm4::cli

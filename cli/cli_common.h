@@ -1,0 +1,53 @@
+// Helpers shared by the subcommands: the registry of leaf commands, parsing of flag values
+// (token lists, sizes, dtypes) with errors that name the flag, and output-path checks.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/check.h"
+#include "autograd/dtype.h"
+
+namespace glm4::cli {
+
+// A leaf subcommand: main runs `run` when `app` was the one parsed.
+struct Command {
+  CLI::App* app;
+  std::function<void()> run;
+};
+
+void add_init_command(CLI::App& parent, std::vector<Command>& out);
+void add_logits_command(CLI::App& parent, std::vector<Command>& out);
+void add_adapter_command(CLI::App& parent, std::vector<Command>& out);
+
+// "1,2,3" (spaces allowed) -> ids; each must be in [0, vocab) when vocab > 0.
+std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
+                                      int64_t vocab = 0);
+// "2GB", "500MB", "1.5GiB", "123" (bytes), "0": bytes. Decimal units are powers of 1000 and
+// binary ones (KiB, MiB, GiB, TiB) powers of 1024, as transformers' max_shard_size reads them.
+size_t parse_size(const std::string& text, const std::string& flag);
+// "f32" | "bf16" | "f16".
+DType parse_dtype_flag(const std::string& text, const std::string& flag);
+
+// Runs fn; a glm4::Error it throws is rethrown naming the flag in front ("FLAG: " when the
+// message names the value already, else "FLAG VALUE: ").
+template <typename Fn>
+auto with_flag(const std::string& flag, const std::string& value, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    throw Error(flag + (msg.find(value) == std::string::npos ? " " + value : "") + ": " + msg);
+  }
+}
+
+// `path` may be written as a file: not a directory, and its directory exists.
+void check_output_file(const std::filesystem::path& path, const std::string& flag);
+// `dir` is missing or an empty directory, unless `force`.
+void check_output_dir(const std::filesystem::path& dir, const std::string& flag, bool force);
+
+}  // namespace glm4::cli

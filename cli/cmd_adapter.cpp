@@ -1,0 +1,46 @@
+// glm4 adapter: LoRA adapter files. `convert` rewrites an adapter between the PEFT and MLX
+// layouts without loading the base model.
+#include <cstdio>
+#include <memory>
+
+#include "cli/cli_common.h"
+#include "train/adapter_io.h"
+
+namespace glm4::cli {
+
+namespace {
+struct ConvertOptions {
+  std::string in, out, to, model;
+};
+
+void run_convert(const ConvertOptions& o) {
+  with_flag("--to", o.to, [&] { return check_adapter_format(o.to); });
+  AdapterInfo info = with_flag("--in", o.in, [&] { return read_adapter_info(o.in); });
+  with_flag("--out", o.out, [&] { convert_adapter(o.in, o.out, o.to, o.model); });
+  std::printf("wrote %s: %s adapter from %s (%s), rank %lld, targets %zu\n", o.out.c_str(), o.to.c_str(),
+              o.in.c_str(), info.format.c_str(), static_cast<long long>(info.lora.rank),
+              info.lora.targets.size());
+}
+}  // namespace
+
+void add_adapter_command(CLI::App& parent, std::vector<Command>& out) {
+  CLI::App* adapter = parent.add_subcommand("adapter", "LoRA adapter files (PEFT and MLX layouts)");
+  adapter->require_subcommand(1);
+  auto o = std::make_shared<ConvertOptions>();
+  CLI::App* convert = adapter->add_subcommand(
+      "convert", "Rewrite an adapter in the PEFT or MLX layout (no base model needed)");
+  convert->add_option("--in", o->in, "Adapter directory to read (layout detected from its files)")->required();
+  convert->add_option("--out", o->out, "Adapter directory to write")->required();
+  convert->add_option("--to", o->to, "Layout to write: peft or mlx")->required();
+  convert->add_option("--model", o->model,
+                      "Base model directory; only needed to tell whether a PEFT adapter's "
+                      "layers_to_transform are the last layers when writing MLX");
+  convert->footer(
+      "PEFT: adapter_model.safetensors (lora_A [r, in], lora_B [out, r]) + adapter_config.json.\n"
+      "MLX:  adapters.safetensors (lora_a [in, r], lora_b [r, out]) + adapter_config.json;\n"
+      "      its scale is absolute: lora_alpha = scale * r.\n"
+      "Example: glm4 adapter convert --in adapters/peft --out adapters/mlx --to mlx");
+  out.push_back({convert, [o] { run_convert(*o); }});
+}
+
+}  // namespace glm4::cli

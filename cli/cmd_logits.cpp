@@ -1,0 +1,78 @@
+// glm4 logits: one forward pass over a token sequence, writing the logits (and with
+// --dump-layers every layer's hidden states) to a safetensors file, for checks against other
+// implementations.
+#include <cstdio>
+#include <memory>
+
+#include "autograd/node.h"
+#include "cli/cli_common.h"
+#include "io/safetensors.h"
+#include "model/glm4_model.h"
+#include "train/adapter_io.h"
+
+namespace glm4::cli {
+
+namespace {
+struct LogitsOptions {
+  std::string model, tokens, text, out, adapter;
+  bool dump_layers = false;
+};
+
+void run_logits(const LogitsOptions& o) {
+  GLM4_CHECK(!o.tokens.empty() || !o.text.empty(), "give the input as --tokens 1,2,3 or --text \"...\"");
+  check_output_file(o.out, "--out");
+  // TODO(tokenizer): encode --text with load_tokenizer(o.model) once io/tokenizer lands on main.
+  GLM4_CHECK(o.text.empty(), "--text: no tokenizer support yet; pass token ids with --tokens");
+  GLM4_CHECK(std::filesystem::is_directory(o.model), "--model ", o.model, ": not a directory");
+  auto model = with_flag("--model", o.model, [&] { return load_model(o.model); });
+  const ModelConfig& c = model->config;
+  std::vector<int32_t> ids = parse_token_list(o.tokens, "--tokens", c.vocab_size);
+  if (!o.adapter.empty()) {
+    std::string warning = with_flag("--adapter", o.adapter, [&] { return load_adapter(*model, o.adapter, o.model); });
+    if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  }
+
+  NoGradGuard no_grad;
+  const int64_t T = int64_t(ids.size());
+  ForwardContext ctx;
+  ctx.batch = 1;
+  ctx.seq = T;
+  for (int64_t t = 0; t < T; ++t) ctx.positions.push_back(int32_t(t));
+  std::vector<Tensor> layers;
+  if (o.dump_layers) ctx.layer_outputs = &layers;
+  Tensor hidden = model->forward_hidden(ids, ctx);  // [1, T, hidden]
+  Tensor logits = model->logits(hidden, ctx);       // [1, T, vocab]
+
+  std::vector<TensorToWrite> tensors;
+  tensors.push_back(f32_tensor("logits", {T, c.vocab_size}, logits.data()));
+  if (o.dump_layers) {
+    for (size_t l = 0; l < layers.size(); ++l)
+      tensors.push_back(f32_tensor("hidden." + std::to_string(l), {T, c.hidden_size}, layers[l].data()));
+    tensors.push_back(f32_tensor("hidden.final", {T, c.hidden_size}, hidden.data()));
+  }
+  tensors.push_back({"input_ids", "I32", {T}, ids.data(), ids.size() * sizeof(int32_t)});
+  with_flag("--out", o.out, [&] { write_safetensors(o.out, tensors); });
+  std::printf("wrote %s: logits [%lld, %lld]%s\n", o.out.c_str(), static_cast<long long>(T),
+              static_cast<long long>(c.vocab_size), o.dump_layers ? " and hidden states" : "");
+}
+}  // namespace
+
+void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
+  auto o = std::make_shared<LogitsOptions>();
+  CLI::App* sub = parent.add_subcommand(
+      "logits", "Run one forward pass and write the logits (and hidden states) to safetensors");
+  sub->add_option("--model", o->model, "Model directory (config.json + safetensors)")->required();
+  auto* tokens = sub->add_option("--tokens", o->tokens, "Input token ids, comma-separated: 1,2,3");
+  auto* text = sub->add_option("--text", o->text, "Input text, encoded with the model's tokenizer");
+  tokens->excludes(text);
+  sub->add_option("--out", o->out, "Output .safetensors file")->required();
+  sub->add_option("--adapter", o->adapter, "LoRA adapter directory (PEFT or MLX layout) to apply");
+  sub->add_flag("--dump-layers", o->dump_layers,
+                "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");
+  sub->footer(
+      "Writes logits [T, vocab] (F32) and input_ids [T] (I32).\n"
+      "Example: glm4 logits --model models/tiny --tokens 1,2,3 --out logits.safetensors");
+  out.push_back({sub, [o] { run_logits(*o); }});
+}
+
+}  // namespace glm4::cli

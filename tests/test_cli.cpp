@@ -1,0 +1,274 @@
+// The glm4 binary end to end: init writes model directories that load, logits reproduces the
+// PyTorch fixture, adapters apply and convert, and every bad flag or file exits with status 1 and
+// a message that names it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autograd/node.h"
+#include "io/model_files.h"
+#include "io/safetensors.h"
+#include "model/glm4_model.h"
+#include "tests/support/temp_dir.h"
+#include "train/adapter_io.h"
+
+namespace glm4 {
+namespace {
+
+using glm4::testing::TempDir;
+namespace fs = std::filesystem;
+
+const std::string kSource = GLM4_SOURCE_DIR;
+const std::string kTinyConfig = kSource + "/configs/tiny.json";
+const std::string kTinyGlm4 = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result run(const std::vector<std::string>& args) {
+  std::string cmd = quote(GLM4_BINARY);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr) << cmd;
+  if (!p) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+::testing::AssertionResult succeeds(const Result& r) {
+  if (r.status == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "exit status " << r.status << ": " << r.output;
+}
+
+std::vector<float> values(const SafetensorsFile& f, const std::string& name) { return read_f32(f.at(name)); }
+
+TEST(Cli, HelpListsTheSubcommandsAndFlags) {
+  Result top = run({"--help"});
+  ASSERT_TRUE(succeeds(top));
+  for (const char* s : {"init", "logits", "adapter"}) EXPECT_NE(top.output.find(s), std::string::npos) << s;
+  Result init = run({"init", "--help"});
+  ASSERT_TRUE(succeeds(init));
+  for (const char* s : {"--config", "--out", "--seed", "--dtype", "--shard-size", "--force"})
+    EXPECT_NE(init.output.find(s), std::string::npos) << s;
+  Result logits = run({"logits", "--help"});
+  ASSERT_TRUE(succeeds(logits));
+  for (const char* s : {"--model", "--tokens", "--text", "--out", "--adapter", "--dump-layers"})
+    EXPECT_NE(logits.output.find(s), std::string::npos) << s;
+  Result convert = run({"adapter", "convert", "--help"});
+  ASSERT_TRUE(succeeds(convert));
+  for (const char* s : {"--in", "--out", "--to", "peft", "mlx"})
+    EXPECT_NE(convert.output.find(s), std::string::npos) << s;
+}
+
+TEST(Cli, InitThenLogits) {
+  TempDir tmp;
+  const std::string model = (tmp / "m").string(), out = (tmp / "l.safetensors").string();
+  ASSERT_TRUE(succeeds(run({"init", "--config", kTinyConfig, "--out", model, "--seed", "7"})));
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+    EXPECT_TRUE(fs::exists(tmp / "m" / f)) << f;
+  EXPECT_EQ(load_model_config(model), load_model_config(kTinyConfig));
+  EXPECT_EQ(load_eos_ids(model), std::vector<int32_t>{1});
+
+  ASSERT_TRUE(succeeds(run({"logits", "--model", model, "--tokens", "3, 1,4,1,5", "--out", out, "--dump-layers"})));
+  auto file = SafetensorsFile::open(out);
+  EXPECT_EQ(file->at("logits").shape, Shape({5, 512}));
+  EXPECT_EQ(file->at("logits").dtype, "F32");
+  EXPECT_EQ(file->at("hidden.0").shape, Shape({5, 64}));
+  EXPECT_EQ(file->at("hidden.1").shape, Shape({5, 64}));
+  EXPECT_EQ(file->at("hidden.final").shape, Shape({5, 64}));
+  EXPECT_EQ(file->find("hidden.2"), nullptr);
+  EXPECT_EQ(read_int(file->at("input_ids")), (std::vector<int64_t>{3, 1, 4, 1, 5}));
+
+  // The same numbers as the library computes on the written model.
+  auto m = load_model(model);
+  NoGradGuard no_grad;
+  std::vector<int32_t> ids{3, 1, 4, 1, 5};
+  ForwardContext ctx;
+  ctx.seq = 5;
+  ctx.positions = {0, 1, 2, 3, 4};
+  Tensor logits = m->logits(m->forward_hidden(ids, ctx), ctx);
+  EXPECT_EQ(values(*file, "logits"), std::vector<float>(logits.data(), logits.data() + logits.numel()));
+
+  // Without --dump-layers only the logits (and ids).
+  ASSERT_TRUE(succeeds(run({"logits", "--model", model, "--tokens", "2", "--out", out})));
+  EXPECT_EQ(SafetensorsFile::open(out)->find("hidden.0"), nullptr);
+}
+
+TEST(Cli, InitIsReproducibleShardedAndBf16) {
+  TempDir tmp;
+  auto init = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args{"init", "--config", kTinyConfig, "--out", (tmp / name).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_TRUE(succeeds(init("a", {"--seed", "5"})));
+  ASSERT_TRUE(succeeds(init("b", {"--seed", "5"})));
+  ASSERT_TRUE(succeeds(init("c", {"--seed", "6"})));
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(tmp / "a" / "model.safetensors"), bytes(tmp / "b" / "model.safetensors"));
+  EXPECT_NE(bytes(tmp / "a" / "model.safetensors"), bytes(tmp / "c" / "model.safetensors"));
+
+  ASSERT_TRUE(succeeds(init("sharded", {"--seed", "5", "--shard-size", "200KB"})));
+  EXPECT_TRUE(fs::exists(tmp / "sharded" / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(tmp / "sharded" / "model.safetensors"));
+  CheckpointFiles shards = CheckpointFiles::open(tmp / "sharded");
+  EXPECT_GE(shards.files().size(), 3u);
+  for (const auto& f : shards.files()) EXPECT_LE(fs::file_size(f->path()), 200'000u + 70'000u);
+  // Same seed, same tensors, whatever the file layout.
+  CheckpointFiles single = CheckpointFiles::open(tmp / "a");
+  EXPECT_EQ(shards.keys(), single.keys());
+  for (const std::string& k : single.keys()) EXPECT_EQ(read_f32(shards.at(k)), read_f32(single.at(k))) << k;
+  EXPECT_NO_THROW(load_model(tmp / "sharded"));
+
+  ASSERT_TRUE(succeeds(init("bf16", {"--seed", "5", "--dtype", "bf16"})));
+  auto bf16 = SafetensorsFile::open(tmp / "bf16" / "model.safetensors");
+  for (const TensorInfo& t : bf16->tensors()) EXPECT_EQ(t.dtype, "BF16") << t.name;
+  EXPECT_EQ(load_model_config(tmp / "bf16").torch_dtype, DType::BF16);
+  std::vector<float> f32 = read_f32(single.at("lm_head.weight")), half = values(*bf16, "lm_head.weight");
+  ASSERT_EQ(f32.size(), half.size());
+  for (size_t i = 0; i < f32.size(); ++i) ASSERT_EQ(bf16_to_f32(f32_to_bf16(f32[i])), half[i]);
+  EXPECT_EQ(load_model(tmp / "bf16")->lm_head.weight.frozen.dtype(), DType::BF16);
+
+  // --force writes into a non-empty directory.
+  EXPECT_EQ(init("a", {"--seed", "6"}).status, 1);
+  ASSERT_TRUE(succeeds(init("a", {"--seed", "6", "--force"})));
+  EXPECT_EQ(bytes(tmp / "a" / "model.safetensors"), bytes(tmp / "c" / "model.safetensors"));
+}
+
+TEST(Cli, LogitsMatchThePyTorchFixture) {
+  TempDir tmp;
+  auto fixture = SafetensorsFile::open(kTinyGlm4 + "/fixture.safetensors");
+  std::vector<int64_t> ids = read_int(fixture->at("input_ids"));  // [2, 160], row 0 first
+  const int64_t T = 20, V = 512;
+  std::string list;
+  for (int64_t t = 0; t < T; ++t) list += (t ? "," : "") + std::to_string(ids[size_t(t)]);
+  const std::string out = (tmp / "l.safetensors").string();
+  ASSERT_TRUE(succeeds(run({"logits", "--model", kTinyGlm4, "--tokens", list, "--out", out, "--dump-layers"})));
+  auto file = SafetensorsFile::open(out);
+  std::vector<float> got = values(*file, "logits"), want = read_f32(fixture->at("logits"));
+  ASSERT_EQ(got.size(), size_t(T * V));
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {  // row 0 of the fixture: its first T positions
+    worst = std::max(worst, double(std::abs(got[i] - want[i])));
+    scale = std::max(scale, double(std::abs(want[i])));
+  }
+  EXPECT_LE(worst / scale, 1e-4);
+  std::vector<float> h = values(*file, "hidden.1"), href = read_f32(fixture->at("hidden.1"));
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_NEAR(h[i], href[i], 1e-4 * (1 + std::abs(href[i])));
+}
+
+TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
+  TempDir tmp;
+  auto model = load_model(kTinyGlm4);
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.alpha = 4;
+  lora.targets = {"all-linear"};
+  model->add_lora(lora, 1);
+  model->visit_lora([](const std::string&, const char* which, Tensor& t) {
+    if (std::string(which) == "lora_B")
+      for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 0.01f * float(i % 7 - 3);
+  });
+  save_adapter(*model, lora, tmp / "peft", "peft", kTinyGlm4);
+  ASSERT_TRUE(succeeds(run({"adapter", "convert", "--in", (tmp / "peft").string(), "--out",
+                            (tmp / "mlx").string(), "--to", "mlx"})));
+  EXPECT_TRUE(fs::exists(tmp / "mlx" / "adapters.safetensors"));
+  EXPECT_TRUE(fs::exists(tmp / "mlx" / "adapter_config.json"));
+
+  auto logits = [&](const std::string& adapter) {
+    const std::string out = (tmp / ("l_" + adapter + ".safetensors")).string();
+    std::vector<std::string> args{"logits", "--model", kTinyGlm4, "--tokens", "5,6,7,8", "--out", out};
+    if (!adapter.empty()) args.insert(args.end(), {"--adapter", (tmp / adapter).string()});
+    Result r = run(args);
+    EXPECT_TRUE(succeeds(r));
+    EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+    return read_f32(SafetensorsFile::open(out)->at("logits"));
+  };
+  std::vector<float> base = logits(""), peft = logits("peft"), mlx = logits("mlx");
+  EXPECT_NE(base, peft);
+  ASSERT_EQ(peft.size(), mlx.size());
+  for (size_t i = 0; i < peft.size(); ++i) ASSERT_NEAR(peft[i], mlx[i], 1e-6 * (1 + std::abs(peft[i])));
+}
+
+// Each failure: status 1, one message naming the flag or file, never a crash.
+TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
+  TempDir tmp;
+  const std::string out = (tmp / "x.safetensors").string();
+  fs::create_directories(tmp / "full");
+  std::ofstream(tmp / "full" / "something") << "x";
+  {
+    std::ifstream in(kTinyConfig);
+    nlohmann::json bad = nlohmann::json::parse(in);
+    bad["hidden_size"] = -64;
+    std::ofstream(tmp / "bad.json") << bad.dump();
+  }
+  const std::string model_out = (tmp / "new").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  std::vector<Case> cases = {
+      {{}, {"subcommand"}},
+      {{"frobnicate"}, {"frobnicate"}},
+      {{"init", "--out", model_out}, {"--config"}},
+      {{"init", "--config", kTinyConfig}, {"--out"}},
+      {{"init", "--config", (tmp / "missing.json").string(), "--out", model_out}, {"--config", "missing.json"}},
+      {{"init", "--config", (tmp / "bad.json").string(), "--out", model_out}, {"--config", "bad.json", "hidden_size"}},
+      {{"init", "--config", kTinyConfig, "--out", (tmp / "full").string()}, {"--out", "not empty", "--force"}},
+      {{"init", "--config", kTinyConfig, "--out", model_out, "--dtype", "f8"}, {"--dtype", "f8"}},
+      {{"init", "--config", kTinyConfig, "--out", model_out, "--shard-size", "2XB"}, {"--shard-size", "2XB"}},
+      {{"init", "--config", kTinyConfig, "--out", model_out, "--seed", "abc"}, {"--seed"}},
+      {{"init", "--config", kTinyConfig, "--out", model_out, "--bogus"}, {"--bogus"}},
+      {{"logits", "--model", kTinyGlm4, "--out", out}, {"--tokens", "--text"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1,x,3", "--out", out}, {"--tokens", "\"x\""}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1,,3", "--out", out}, {"--tokens"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "9999", "--out", out}, {"--tokens", "9999", "512"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--text", "hi", "--out", out}, {"--tokens", "--text"}},
+      {{"logits", "--model", (tmp / "nomodel").string(), "--tokens", "1", "--out", out}, {"--model", "nomodel"}},
+      {{"logits", "--model", (tmp / "full").string(), "--tokens", "1", "--out", out}, {"--model", "config.json"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", (tmp / "nodir" / "x.safetensors").string()},
+       {"--out", "nodir"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter", (tmp / "noadapter").string()},
+       {"--adapter", "noadapter"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter", (tmp / "full").string()},
+       {"--adapter", "adapter_model.safetensors"}},
+      {{"adapter"}, {"subcommand"}},
+      {{"adapter", "convert", "--in", (tmp / "full").string(), "--out", (tmp / "o").string(), "--to", "gguf"},
+       {"--to", "gguf", "peft or mlx"}},
+      {{"adapter", "convert", "--in", (tmp / "noadapter").string(), "--out", (tmp / "o").string(), "--to", "mlx"},
+       {"--in", "noadapter"}},
+  };
+  for (const Case& c : cases) {
+    std::string cmd;
+    for (const auto& a : c.args) cmd += a + " ";
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << cmd << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cmd << "\nmessage lacks \"" << m << "\": " << r.output;
+    EXPECT_EQ(r.output.find("terminate"), std::string::npos) << cmd << "\n" << r.output;
+    if (std::getenv("GLM4_PRINT_ERRORS")) std::fprintf(stderr, "  %s-> %s", cmd.c_str(), r.output.c_str());
+  }
+  EXPECT_FALSE(fs::exists(model_out));  // no failed init left a directory behind
+}
+
+}  // namespace
+}  // namespace glm4
