@@ -106,7 +106,12 @@ TEST_P(SaveModel, RewritesTheCheckpointByteForByte) {
   size_t compared = 0;
   for (const TensorInfo& t : original->tensors()) {
     if (is_ignorable_checkpoint_key(model->config, t.name)) {
-      EXPECT_EQ(saved->find(t.name), nullptr) << t.name;
+      // Derived buffers (ChatGLM's inv_freq) are written again so the reference code loads the
+      // directory; recomputed, so only their shape must match.
+      const TensorInfo* s = saved->find(t.name);
+      ASSERT_NE(s, nullptr) << t.name;
+      EXPECT_EQ(s->shape, t.shape) << t.name;
+      ++compared;
       continue;
     }
     const TensorInfo& s = saved->at(t.name);
