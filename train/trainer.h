@@ -1,0 +1,22 @@
+// The training loop behind `glm4 train`: LoRA (or full) fine-tuning with periodic evaluation,
+// adapter and checkpoint saves, metrics and progress, early stopping and exact resume.
+#pragma once
+#include <string>
+
+#include "train/train_config.h"
+
+namespace glm4 {
+
+struct TrainSummary {
+  int64_t steps = 0;                 // optimizer steps done in total
+  double last_loss = 0;
+  double first_val_loss = -1;        // before training (-1: no validation set)
+  double best_val_loss = -1;
+  bool stopped_early = false;
+};
+
+// Runs the whole job; throws glm4::Error on bad input (before any work) and when the loss
+// turns NaN/Inf (the last good adapter and checkpoint stay as they were).
+TrainSummary run_training(const TrainConfig& config);
+
+}  // namespace glm4
