@@ -37,6 +37,15 @@ int main(int argc, char** argv) {
     glm4::cli::add_init_command(app, commands);
     glm4::cli::add_logits_command(app, commands);
     glm4::cli::add_adapter_command(app, commands);
+    glm4::cli::add_train_command(app, commands);
+    glm4::cli::add_generate_command(app, commands);
+    glm4::cli::add_chat_command(app, commands);
+    glm4::cli::add_fuse_command(app, commands);
+    glm4::cli::add_perplexity_command(app, commands);
+    glm4::cli::add_evaluate_command(app, commands);
+    glm4::cli::add_tokenize_command(app, commands);
+    glm4::cli::add_tokenizer_command(app, commands);
+    glm4::cli::add_plot_command(app, commands);
     check_subcommand_names(app, argc, argv);
     try {
       app.parse(argc, argv);
