@@ -6,9 +6,9 @@
 
 #include "autograd/node.h"
 #include "cli/cli_common.h"
+#include "cli/model_session.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
-#include "train/adapter_io.h"
 
 namespace glm4::cli {
 
@@ -21,16 +21,13 @@ struct LogitsOptions {
 void run_logits(const LogitsOptions& o) {
   GLM4_CHECK(!o.tokens.empty() || !o.text.empty(), "give the input as --tokens 1,2,3 or --text \"...\"");
   check_output_file(o.out, "--out");
-  // TODO(tokenizer): encode --text with load_tokenizer(o.model) once io/tokenizer lands on main.
-  GLM4_CHECK(o.text.empty(), "--text: no tokenizer support yet; pass token ids with --tokens");
+  GLM4_CHECK(o.tokens.empty() || o.text.empty(), "give either --tokens or --text, not both");
   GLM4_CHECK(std::filesystem::is_directory(o.model), "--model ", o.model, ": not a directory");
-  auto model = with_flag("--model", o.model, [&] { return load_model(o.model); });
-  const ModelConfig& c = model->config;
-  std::vector<int32_t> ids = parse_token_list(o.tokens, "--tokens", c.vocab_size);
-  if (!o.adapter.empty()) {
-    std::string warning = with_flag("--adapter", o.adapter, [&] { return load_adapter(*model, o.adapter, o.model); });
-    if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  }
+  ModelSession s = open_session(o.model, o.adapter);
+  const ModelConfig& c = s.model->config;
+  std::vector<int32_t> ids = o.text.empty() ? parse_token_list(o.tokens, "--tokens", c.vocab_size)
+                                            : (s.require_tokenizer("--text"), s.encode_prompt(o.text));
+  const Glm4Model* model = s.model.get();
 
   NoGradGuard no_grad;
   const int64_t T = int64_t(ids.size());

@@ -117,7 +117,15 @@ TrainSummary run_training(const TrainConfig& config) {
                            .weight_decay = c.weight_decay});
 
   TrainState state;
-  if (!c.resume.empty()) load_train_checkpoint(c.resume, optimizer, &state);
+  if (!c.resume.empty()) {
+    TrainConfig saved = load_train_checkpoint(c.resume, optimizer, &state);
+    if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
+        saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
+      bar.message(str_cat("warning: --resume ", c.resume, " was written by a run with other --seed, --batch-size, ",
+                          "--pack, --max-seq-length or --grad-accum; the data order will differ"));
+    GLM4_CHECK(state.step < c.iters, "--resume ", c.resume, ": already at step ", state.step,
+               "; raise --iters above it to train further");
+  }
   fs::create_directories(c.out);
   MetricsLog metrics(fs::path(c.out) / "metrics.jsonl", !c.resume.empty());
 
