@@ -85,7 +85,8 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
     TrainSummary s = run_training(config);
     std::fprintf(stderr, "trained %lld steps; last loss %.4f", (long long)s.steps, s.last_loss);
     if (s.best_val_loss >= 0) std::fprintf(stderr, "; best val loss %.4f", s.best_val_loss);
-    std::fprintf(stderr, "\nadapter: %s\n", config.out.c_str());
+    std::fprintf(stderr, "\n%s: %s\n", config.full ? "model" : "adapter", config.out.c_str());
+    if (s.best_val_loss >= 0) std::fprintf(stderr, "lowest validation loss: %s/best\n", config.out.c_str());
   }});
 }
 
