@@ -2,7 +2,6 @@
 // PyTorch fixture, adapters apply and convert, and every bad flag or file exits with status 1 and
 // a message that names it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
+#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "train/adapter_io.h"
 
@@ -19,42 +19,14 @@ namespace glm4 {
 namespace {
 
 using glm4::testing::TempDir;
+using glm4::testing::Result;
+using glm4::testing::run;
+using glm4::testing::succeeds;
 namespace fs = std::filesystem;
 
 const std::string kSource = GLM4_SOURCE_DIR;
 const std::string kTinyConfig = kSource + "/configs/tiny.json";
 const std::string kTinyGlm4 = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-Result run(const std::vector<std::string>& args) {
-  std::string cmd = quote(GLM4_BINARY);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-::testing::AssertionResult succeeds(const Result& r) {
-  if (r.status == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "exit status " << r.status << ": " << r.output;
-}
 
 std::vector<float> values(const SafetensorsFile& f, const std::string& name) { return read_f32(f.at(name)); }
 

@@ -1,0 +1,39 @@
+#include "tests/support/run_command.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+
+namespace glm4::testing {
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+Result run_program(const std::string& program, const std::vector<std::string>& args, bool stdout_only) {
+  std::string cmd = quote(program);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += stdout_only ? " 2>/dev/null" : " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr) << cmd;
+  if (!p) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+Result run(const std::vector<std::string>& args) { return run_program(GLM4_BINARY, args); }
+
+::testing::AssertionResult succeeds(const Result& r) {
+  if (r.status == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "exit status " << r.status << ": " << r.output;
+}
+
+}  // namespace glm4::testing
