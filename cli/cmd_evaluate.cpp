@@ -1,7 +1,8 @@
 // glm4 evaluate: score a model (optionally with an adapter) on held-out chat examples: the
 // exact-match rate of its greedy answer to each final assistant turn, and the loss on those
-// answers. Prints one JSON object.
+// answers. Prints one JSON object (with exact match per "task" when the records name one).
 #include <cstdio>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,7 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::string> references;
     std::vector<int64_t> budgets;
+    std::vector<std::string> tasks;
     for_each_record(f->data, [&](const Record& r, int64_t line) {
       GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant", f->data, ":", line,
                  ": evaluate needs a messages record ending with an assistant turn");
@@ -51,11 +53,13 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
       std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
       prompts.push_back(s.render(context));
       references.push_back(trim(r.messages.back().content));
+      tasks.push_back(r.task);
       budgets.push_back(int64_t(s.tokenizer->encode(references.back()).size()) + 8);
     });
     GLM4_CHECK(!prompts.empty(), "--data ", f->data, ": no examples");
     NoGradGuard no_grad;
     int64_t correct = 0;
+    std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, examples)
     for (size_t at = 0; at < prompts.size(); at += size_t(f->batch_size)) {
       size_t end = std::min(prompts.size(), at + size_t(f->batch_size));
       std::vector<std::vector<int32_t>> batch(prompts.begin() + at, prompts.begin() + end);
@@ -67,6 +71,10 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
         std::string answer = trim(s.tokenizer->decode(answers[i], true));
         bool ok = answer == references[at + i];
         correct += ok;
+        if (!tasks[at + i].empty()) {
+          by_task[tasks[at + i]].first += ok;
+          by_task[tasks[at + i]].second += 1;
+        }
         if (f->show)
           std::fprintf(stderr, "%s %s  |  expected: %s\n", ok ? "[ok]  " : "[miss]", answer.c_str(),
                        references[at + i].c_str());
@@ -87,6 +95,11 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
                      {"exact_match", double(correct) / double(prompts.size())},
                      {"answer_loss", p.loss},
                      {"answer_tokens", p.tokens}};
+    if (!by_task.empty()) {
+      nlohmann::json t = nlohmann::json::object();
+      for (const auto& [task, n] : by_task) t[task] = double(n.first) / double(n.second);
+      j["exact_match_by_task"] = t;
+    }
     std::printf("%s\n", j.dump().c_str());
   }});
 }

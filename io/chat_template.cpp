@@ -24,10 +24,6 @@ struct Builder {
   }
 };
 
-bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix) {
-  return ids.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
-}
-
 // GLM-4 and ChatGLM3: role tokens, "\n", content.
 RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
                                 const std::vector<ChatMessage>& messages,
@@ -46,13 +42,12 @@ RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
                "' (system, user, assistant, observation)");
     b.add(need_special(tok, "<|" + m.role + "|>", format), after_assistant);
     const bool assistant = m.role == "assistant";
+    // An assistant turn's "\n" is a target too: the generation prompt ends at <|assistant|>, so
+    // the model has to produce it (as in mlx-lm's prompt masking and the official recipes).
     if (glm4) {
-      const std::vector<int32_t> body = tok.encode("\n" + m.content);
-      // The "\n" is a target only when it merged with the content into one token.
-      const size_t lead = starts_with(body, newline) ? newline.size() : 0;
-      for (size_t k = 0; k < body.size(); ++k) b.add(body[k], assistant && k >= lead);
+      b.add(tok.encode("\n" + m.content), assistant);
     } else {
-      b.add(newline, false);
+      b.add(newline, assistant);
       b.add(tok.encode(m.content), assistant);
     }
     after_assistant = assistant;

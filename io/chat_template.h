@@ -28,9 +28,10 @@ struct RenderedChat {
 };
 
 // Glm4 / ChatGlm3: [gMASK] <sop>, then per message <|role|> + "\n" + content; generation prompt
-// <|assistant|>. Targets: an assistant turn's content tokens and the token that ends the turn (the
-// next role token, or the end-of-text token appended after a final assistant turn); never the "\n"
-// after <|assistant|>. GLM-4 encodes "\n" + content as one text (as the HF chat template does);
+// <|assistant|>. Targets: everything an assistant turn adds after its role token ("\n" and the
+// content, which the model must generate after the prompt's <|assistant|>) and the token that ends
+// the turn (the next role token, or the end-of-text token appended after a final assistant
+// turn). GLM-4 encodes "\n" + content as one text (as the HF chat template does);
 // ChatGLM3 encodes "\n" and content apart (as its build_single_message does).
 // ChatGlm2: [gMASK] sop + the text "[Round N]\n\n问：{q}\n\n答：{a}\n\n..."; a final assistant
 // answer is encoded apart and followed by </s>, both targets (earlier answers are prompt text, as

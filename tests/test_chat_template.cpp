@@ -107,12 +107,9 @@ TEST(ChatMask, Glm4TargetsAssistantContentAndTurnEnds) {
     const auto chat = render_chat(tok, ChatFormat::Glm4, kDialog, false);
     const auto [targets, rest] = split_by_target(tok, chat);
     // The turn ends: the <|user|> after the first answer, <|endoftext|> after the last one. The
-    // second answer starts with "\n": GLM-4's BPE merges it with the template's "\n" into one
-    // token, a target; the trained model keeps them apart, and only the content's is a target.
-    const bool merged = std::string(name) != "trained-sp";
-    EXPECT_EQ(targets, std::string("4, 显然。<|user|>\n") + (merged ? "\n" : "") + "Six 🎲<|endoftext|>");
-    EXPECT_EQ(rest, std::string("[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\n\n"
-                                "And 3+3?<|assistant|>") + (merged ? "" : "\n"));
+    // "\n" after <|assistant|> is a target: generation prompts end at <|assistant|>.
+    EXPECT_EQ(targets, "\n4, 显然。<|user|>\n\nSix 🎲<|endoftext|>");
+    EXPECT_EQ(rest, "[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\nAnd 3+3?<|assistant|>");
     EXPECT_EQ(tok.decode(chat.ids),
               "[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\n4, 显然。<|user|>\n"
               "And 3+3?<|assistant|>\n\nSix 🎲<|endoftext|>");
@@ -120,7 +117,7 @@ TEST(ChatMask, Glm4TargetsAssistantContentAndTurnEnds) {
     const std::vector<ChatMessage> ask(kDialog.begin(), kDialog.begin() + 4);
     const auto prompt = render_chat(tok, ChatFormat::Glm4, ask, true);
     EXPECT_EQ(prompt.ids.back(), *tok.special_id("<|assistant|>"));
-    EXPECT_EQ(split_by_target(tok, prompt).first, "4, 显然。<|user|>");
+    EXPECT_EQ(split_by_target(tok, prompt).first, "\n4, 显然。<|user|>");
   }
 }
 
@@ -133,15 +130,19 @@ TEST(ChatMask, ChatGlm3TargetsAssistantContentAndTurnEnds) {
   for (size_t i = 0; i < chat.ids.size(); ++i) {
     if (chat.target[i]) targets.push_back(chat.ids[i]);
   }
-  // Each answer is sp.encode(content) (its own dummy prefix), then the turn-ending token.
-  std::vector<int32_t> expected = tok.encode("4, 显然。");
+  // Each answer is "\n", sp.encode(content) (its own dummy prefix), then the turn-ending token.
+  const std::vector<int32_t> newline = tok.encode("\n");
+  std::vector<int32_t> expected = newline;
+  for (int32_t id : tok.encode("4, 显然。")) expected.push_back(id);
   expected.push_back(64795);
+  expected.insert(expected.end(), newline.begin(), newline.end());
   for (int32_t id : tok.encode("\nSix 🎲")) expected.push_back(id);
   expected.push_back(2);
   EXPECT_EQ(targets, expected);
-  // The "\n" after each role token ([30910, 13]) is never a target.
+  // The "\n" after <|assistant|> ([30910, 13]) is a target; the role token itself is not.
+  ASSERT_EQ(newline, (std::vector<int32_t>{30910, 13}));
   for (size_t i = 0; i + 2 < chat.ids.size(); ++i) {
-    if (chat.ids[i] == 64796) EXPECT_EQ(chat.target[i] + chat.target[i + 1] + chat.target[i + 2], 0);
+    if (chat.ids[i] == 64796) EXPECT_EQ(chat.target[i] * 100 + chat.target[i + 1] * 10 + chat.target[i + 2], 11);
   }
 }
 

@@ -181,6 +181,11 @@ TEST(Examples, TokenRecordsPassThroughWithLabelsDefaultingToIds) {
   EXPECT_EQ(count_targets(a), 2);  // labels[0] is never a target
 }
 
+TEST(Records, AnOptionalTaskKeyIsKeptForPerTaskScores) {
+  EXPECT_EQ(parse_record(R"({"text": "a", "task": "add"})").task, "add");
+  EXPECT_EQ(parse_record(R"({"text": "a"})").task, "");
+}
+
 // --- loading and errors ---
 
 Dataset load(const TempDir& d, const std::string& content, DatasetOptions o = {}) {
@@ -226,6 +231,7 @@ TEST(LoadDataset, EveryBadRecordIsReportedWithFileAndLine) {
       {"{}", "unknown record shape (keys: none)"},
       {"{\"text\": \"a\", \"input_ids\": [1]}", "record mixes shapes"},
       {"{\"text\": 5}", "\"text\" must be a string, got number"},
+      {"{\"text\": \"a\", \"task\": 1}", "\"task\" must be a string, got number"},
       {"{\"prompt\": \"a\"}", "\"prompt\" without \"completion\""},
       {"{\"completion\": \"a\"}", "\"completion\" without \"prompt\""},
       {"{\"prompt\": \"a\", \"completion\": null}", "\"completion\" must be a string, got null"},

@@ -115,6 +115,7 @@ Record parse_record(std::string_view line) {
              "record mixes shapes: use exactly one of \"text\", \"prompt\" + \"completion\", "
              "\"messages\", \"input_ids\"");
   Record r;
+  if (j.contains("task")) r.task = string_field(j, "task", "\"task\"");
   if (text) {
     r.kind = Record::Kind::kText;
     r.text = string_field(j, "text", "\"text\"");

@@ -23,6 +23,7 @@ DataFiles resolve_data_path(const std::string& path);
 //   {"prompt": str, "completion": str}
 //   {"messages": [{"role": "system|user|assistant|observation", "content": str}, ...]}
 //   {"input_ids": [int, ...], "labels": [int, ...]?}   labels: -100 or a token id, one per id
+// plus an optional "task": str that evaluation groups scores by.
 struct Record {
   enum class Kind { kText, kPromptCompletion, kChat, kTokens };
   Kind kind = Kind::kText;
@@ -32,6 +33,7 @@ struct Record {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // empty unless has_labels
   bool has_labels = false;
+  std::string task;  // an optional string "task" key naming the record's kind, for per-task scores
 };
 
 // Parses one line; throws glm4::Error saying what is wrong (the caller adds file:line).
