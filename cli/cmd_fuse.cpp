@@ -37,11 +37,7 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
     int64_t merged = merge_adapters(*s.model, dtype);
     ModelConfig config = s.model->config;
     save_model(*s.model, config, f->out, dtype, shard);
-    for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                             "special_tokens_map.json", "generation_config.json"}) {
-      fs::path src = fs::path(f->model) / name;
-      if (fs::exists(src)) fs::copy_file(src, fs::path(f->out) / name, fs::copy_options::overwrite_existing);
-    }
+    copy_model_companions(f->model, f->out, config);
     std::fprintf(stderr, "merged %lld adapted modules; wrote %s (%s)\n", (long long)merged, f->out.c_str(),
                  dtype_name(dtype));
   }});

@@ -124,6 +124,18 @@ nlohmann::json generation_config(const ModelConfig& c) {
 }
 }  // namespace
 
+void copy_model_companions(const std::filesystem::path& base_dir, const std::filesystem::path& out_dir,
+                           const ModelConfig& config) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                           "special_tokens_map.json", "generation_config.json"}) {
+    const fs::path src = base_dir / name;
+    if (fs::exists(src)) fs::copy_file(src, out_dir / name, fs::copy_options::overwrite_existing);
+  }
+  if (!fs::exists(out_dir / "generation_config.json"))
+    write_file_atomic(out_dir / "generation_config.json", generation_config(config).dump(2) + "\n");
+}
+
 void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype, size_t max_shard_bytes) {
   save_model(model, model.config, dir, dtype, max_shard_bytes);
   write_file_atomic(dir / "generation_config.json", generation_config(model.config).dump(2) + "\n");

@@ -23,6 +23,13 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
 void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype,
                 size_t max_shard_bytes = 0);
 
+// What makes a model directory complete besides weights and config.json: copies the tokenizer
+// files and generation_config.json from `base_dir` (the model it was derived from) into
+// `out_dir`, and writes a generation_config.json from `config` when `base_dir` has none.
+// Used by fuse and --full training so their outputs load and generate like the base.
+void copy_model_companions(const std::filesystem::path& base_dir, const std::filesystem::path& out_dir,
+                           const ModelConfig& config);
+
 // Hugging Face's _init_weights: every matrix and the embedding ~ normal(0, initializer_range)
 // (config.json's value, else 0.02), the embedding row of pad_token_id zero (glm4/glm, as
 // nn.Embedding's padding_idx does), norm weights 1, biases 0. Each tensor draws from its own

@@ -112,6 +112,29 @@ TEST_F(TrainerTest, ResumedRunLossesAreBitIdentical) {
     EXPECT_EQ(read_f32(t), read_f32(fb->at(t.name))) << t.name;
 }
 
+TEST_F(TrainerTest, FullTrainingWritesACompleteModelDirectory) {
+  TrainConfig c = small_run(data, tmp / "full");
+  c.full = true;
+  c.iters = 3;
+  c.lora_dropout = 0;
+  run_training(c);
+  const fs::path out = tmp / "full";
+  for (const char* f : {"config.json", "model.safetensors", "generation_config.json", "best/config.json",
+                        "best/model.safetensors", "best/generation_config.json"})
+    EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
+  EXPECT_FALSE(fs::exists(out / "adapter_model.safetensors"));
+  auto slurp = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(slurp(out / "generation_config.json"), slurp(fs::path(kTinyGlm4) / "generation_config.json"));
+  auto base = SafetensorsFile::open(fs::path(kTinyGlm4) / "model.safetensors");
+  auto trained = SafetensorsFile::open(out / "model.safetensors");
+  ASSERT_EQ(base->tensors().size(), trained->tensors().size());
+  const std::string key = "model.layers.0.self_attn.q_proj.weight";
+  EXPECT_NE(read_f32(base->at(key)), read_f32(trained->at(key)));
+}
+
 TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
   TrainConfig c = small_run(data, tmp / "out");
   c.learning_rate = 1e-2;

@@ -141,8 +141,10 @@ TrainSummary run_training(const TrainConfig& config) {
   LrSchedule schedule{c.lr_schedule, c.learning_rate, c.warmup, c.iters, c.min_lr};
   schedule.validate();
   auto save_all = [&](const fs::path& dir) {
-    if (c.full) save_model(*model, model->config, dir, model->config.torch_dtype, 0);
-    else save_adapter(*model, lora, dir, c.adapter_format, c.model);
+    if (c.full) {
+      save_model(*model, model->config, dir, model->config.torch_dtype, 0);
+      copy_model_companions(c.model, dir, model->config);
+    } else save_adapter(*model, lora, dir, c.adapter_format, c.model);
   };
 
   TrainSummary summary;

@@ -1,0 +1,122 @@
+// Generation speed on a random model of configs/mid.json (infer/generator.h): prefill a
+// 512-token prompt, then decode 128 tokens greedily, for each stored weight dtype; next to the
+// decode floor, weight bytes read per token / 30 GB/s (DESIGN.md section 5).
+// Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16] [--prompt 512]
+//                       [--tokens 128] [--reps 2] [--threads 2]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/parallel.h"
+#include "autograd/weight.h"
+#include "infer/generator.h"
+#include "model/config.h"
+#include "model/glm4_model.h"
+#include "model/save.h"
+
+using namespace glm4;
+
+namespace {
+
+constexpr double kBandwidth = 30e9;  // bytes/s, DESIGN.md section 5
+
+struct Options {
+  std::string config =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/mid.json").string();
+  std::vector<std::string> dtypes{"f32", "bf16", "f16"};
+  int64_t prompt = 512;
+  int tokens = 128;
+  int reps = 2;
+  int threads = 2;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Bytes of weights one decode step reads: every layer matrix and lm_head (the embedding only
+// gives one row).
+double decode_weight_bytes(const ModelConfig& m, DType dtype) {
+  const double h = double(m.hidden_size), hd = double(m.head_dim);
+  const double per_layer = h * hd * double(m.num_attention_heads) * 2 +
+                           h * hd * double(m.num_key_value_heads) * 2 +
+                           3.0 * h * double(m.intermediate_size);
+  return (per_layer * double(m.num_hidden_layers) + h * double(m.vocab_size)) *
+         double(dtype_size(dtype));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--config") o.config = value();
+    else if (a == "--dtypes") o.dtypes = split(value());
+    else if (a == "--prompt") o.prompt = std::stoll(value());
+    else if (a == "--tokens") o.tokens = std::stoi(value());
+    else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));
+    else if (a == "--threads") o.threads = std::stoi(value());
+    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str()); return 2; }
+  }
+  set_max_threads(o.threads);
+  try {
+    ModelConfig config = load_model_config(o.config);
+    std::mt19937_64 rng(1);
+    std::vector<int32_t> prompt(size_t(o.prompt));
+    for (int32_t& t : prompt) t = int32_t(2 + rng() % uint64_t(config.vocab_size - 2));
+
+    std::printf("# bench_generate: %s, random weights, prompt %ld tokens, %d greedy tokens, %d threads,"
+                " best of %d runs\n# decode tok/s = forward passes / s (the first token comes from the "
+                "prefill logits); floor = %.0f GB/s / weight bytes per token\n",
+                o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, kBandwidth / 1e9);
+    std::printf("%-5s %11s %11s %9s %11s %8s %10s\n", "dtype", "prefill t/s", "decode t/s",
+                "ms/token", "floor t/s", "%floor", "weight MB");
+    std::fflush(stdout);
+    for (const std::string& name : o.dtypes) {
+      DType dtype;
+      if (!parse_dtype(name, &dtype)) { std::fprintf(stderr, "unknown dtype %s\n", name.c_str()); return 2; }
+      Glm4Model model(config);
+      init_random(model, 0, dtype);
+      GenerationConfig gc;
+      gc.max_tokens = o.tokens;  // greedy (temperature 0), no stop ids: exactly o.tokens tokens
+      gc.prefill_chunk = std::max<int64_t>(o.prompt, 1);
+      Generator gen(model, gc);
+      double prefill = 0, decode = 0;
+      for (int r = 0; r < o.reps; ++r) {
+        gen.start(prompt);
+        while (gen.next()) {
+        }
+        GenerationStats s = gen.stats();
+        prefill = std::max(prefill, s.prefill_tokens_per_second());
+        if (s.generated_tokens > 1 && s.decode_seconds > 0)
+          decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
+      }
+      const double floor = kBandwidth / decode_weight_bytes(config, dtype);
+      std::printf("%-5s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f\n", name.c_str(), prefill, decode,
+                  1e3 / decode, floor, 100 * decode / floor, double(weight_bytes_live()) / 1048576.0);
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_generate: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,205 @@
+// Time of one LoRA training step (forward + backward + AdamW, train_step) on a random model of
+// configs/mid.json with fp32 frozen weights, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down: tokens/s, peak tensor
+// memory and peak RSS, with and without gradient checkpointing. Each case runs in a child
+// process of its own, so that its peak RSS is its own.
+// Usage: bench_lora_step [--config configs/mid.json] [--shapes 4x256,1x512] [--checkpoint 0,1]
+//                        [--steps 3] [--threads 2]
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "autograd/tensor.h"
+#include "autograd/weight.h"
+#include "model/config.h"
+#include "model/glm4_model.h"
+#include "model/save.h"
+#include "train/adamw.h"
+#include "train/batching.h"
+#include "train/train_step.h"
+
+extern char** environ;
+using namespace glm4;
+
+namespace {
+
+const std::string kDefaultConfig =
+    (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/mid.json").string();
+
+struct Case {
+  int64_t B = 4, T = 256;
+  bool checkpoint = false;
+};
+
+struct Options {
+  std::string config = kDefaultConfig;
+  std::vector<Case> cases;
+  int steps = 3;
+  int threads = 2;
+  bool child = false;
+};
+
+// "4x256,1x512" x "0,1" -> cases, largest first.
+std::vector<Case> make_cases(const std::string& shapes, const std::string& ckpt) {
+  std::vector<Case> out;
+  size_t i = 0;
+  while (i < shapes.size()) {
+    size_t end = shapes.find(',', i);
+    if (end == std::string::npos) end = shapes.size();
+    std::string s = shapes.substr(i, end - i);
+    Case c;
+    c.B = std::stoll(s.substr(0, s.find('x')));
+    c.T = std::stoll(s.substr(s.find('x') + 1));
+    for (char k : ckpt)
+      if (k == '0' || k == '1') out.push_back({c.B, c.T, k == '1'});
+    i = end + 1;
+  }
+  return out;
+}
+
+// VmHWM (peak RSS) of this process in MiB, and its reset to the current RSS.
+double vm_hwm_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+void reset_vm_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  b.B = B;
+  b.T = T;
+  for (int64_t r = 0; r < B; ++r) {
+    b.lengths.push_back(int32_t(T));
+    for (int64_t t = 0; t < T; ++t) {
+      int32_t id = int32_t(2 + rng() % uint64_t(vocab - 2));
+      b.input_ids.push_back(id);
+      b.labels.push_back(t == 0 ? -100 : id);
+      b.positions.push_back(int32_t(t));
+    }
+    b.target_tokens += T - 1;
+  }
+  return b;
+}
+
+// Runs one case in this process and prints its table row.
+int run_case(const Options& o, const Case& c) {
+  set_max_threads(o.threads);
+  ModelConfig config = load_model_config(o.config);
+  Glm4Model model(config);
+  init_random(model, 0, DType::F32);
+  LoraConfig lora;
+  lora.rank = 16;
+  lora.alpha = 32;
+  lora.targets = resolve_lora_targets({"all-linear"});
+  model.add_lora(lora, 0);
+  std::vector<std::pair<std::string, Tensor>> params;
+  model.visit_lora([&](const std::string& module, const char* which, Tensor& t) {
+    params.push_back({module + "." + which, t});
+  });
+  AdamW optimizer(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  StepOptions so;
+  so.lr = 1e-4;
+  so.checkpoint_layers = c.checkpoint;
+
+  // Matmul parameters (the layers' linears and lm_head): 4 FLOPs a token each for a LoRA step
+  // (forward, input gradient), 6 with checkpointing (the forward twice).
+  const ModelConfig& m = config;
+  const double h = double(m.hidden_size), hd = double(m.head_dim);
+  const double per_layer = h * hd * double(m.num_attention_heads) * 2 +
+                           h * hd * double(m.num_key_value_heads) * 2 +
+                           3.0 * h * double(m.intermediate_size);
+  const double matmul_params = per_layer * double(m.num_hidden_layers) + h * double(m.vocab_size);
+
+  const Batch batch = random_batch(c.B, c.T, m.vocab_size, 1);
+  train_step(model, optimizer, {batch}, so);  // warm-up: allocator, OpenBLAS buffers, AdamW state
+  TensorMemory::reset_peak();
+  reset_vm_hwm();
+  std::vector<double> seconds;
+  double loss = 0;
+  for (int s = 0; s < o.steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    StepResult r = train_step(model, optimizer, {batch}, so);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (s == 0) loss = r.loss;
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  const double tokens = double(c.B * c.T);
+  const double flops = (c.checkpoint ? 6.0 : 4.0) * matmul_params * tokens;
+  const std::string shape = std::to_string(c.B) + "x" + std::to_string(c.T);
+  std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n", shape.c_str(),
+              c.checkpoint ? "yes" : "no", o.steps, median, seconds.front(),
+              tokens / median, flops / median / 1e9,
+              double(TensorMemory::peak_bytes()) / 1048576.0, vm_hwm_mb(),
+              double(weight_bytes_live()) / 1048576.0, loss);
+  std::fflush(stdout);
+  return 0;
+}
+
+int spawn_case(const Options& o, const Case& c, const char* self) {
+  std::vector<std::string> args{self, "--child", "--config", o.config,
+                                "--shapes", std::to_string(c.B) + "x" + std::to_string(c.T),
+                                "--checkpoint", c.checkpoint ? "1" : "0",
+                                "--steps", std::to_string(o.steps),
+                                "--threads", std::to_string(o.threads)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) return 1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string shapes = "4x256,1x512", ckpt = "0,1";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--config") o.config = value();
+    else if (a == "--shapes") shapes = value();
+    else if (a == "--checkpoint") ckpt = value();
+    else if (a == "--steps") o.steps = std::max(1, std::stoi(value()));
+    else if (a == "--threads") o.threads = std::stoi(value());
+    else if (a == "--child") o.child = true;
+    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_lora_step.cpp)\n", a.c_str()); return 2; }
+  }
+  o.cases = make_cases(shapes, ckpt);
+  try {
+    if (o.child) return run_case(o, o.cases.at(0));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_lora_step: %s\n", e.what());
+    return 1;
+  }
+  std::printf("# bench_lora_step: %s, fp32 frozen weights, LoRA r=8 on q,k,v,o, AdamW; %d threads;\n"
+              "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
+              "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen Weights\n",
+              o.config.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");
+  std::printf("%11s %4s %5s %8s %8s %9s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps", "s/step",
+              "best", "tokens/s", "GF/s", "tensor MB", "RSS MB", "weight MB", "loss");
+  std::fflush(stdout);
+  int rc = 0;
+  for (const Case& c : o.cases) rc |= spawn_case(o, c, argv[0]);
+  return rc;
+}
