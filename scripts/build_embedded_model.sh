@@ -2,14 +2,14 @@
 # Rebuilds the embedded model in models/glm4-tiny from scratch with the project's own tools:
 # a sentencepiece tokenizer trained on data/corpus/tokenizer_train.txt, a random GLM-4 from
 # configs/embedded.json, pretrained fully (`glm4 train --full`) on data/corpus/pretrain.jsonl,
-# then stored as bf16. About 25 minutes on 2 cores. Not bit-for-bit across machines (thread
+# then stored as bf16. About 35 minutes on 2 cores. Not bit-for-bit across machines (thread
 # scheduling and -march=native change float rounding), but the same recipe.
 # Usage: scripts/build_embedded_model.sh [OUT_DIR]   (default models/glm4-tiny)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-models/glm4-tiny}
 WORK=${WORK:-out/embedded-build}
-ITERS=${ITERS:-1100}
+ITERS=${ITERS:-2400}
 
 scripts/install_deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -25,12 +25,11 @@ echo "== random GLM-4 from configs/embedded.json"
 $GLM4 init --config configs/embedded.json --out "$WORK/init" --seed 0
 cp "$WORK"/tokenizer/* "$WORK/init/"
 
-echo "== pretraining ($ITERS steps of 16 x 256 packed tokens)"
+echo "== pretraining ($ITERS steps of 8 x 512 packed tokens)"
 pretrain=(train --full --pack --model "$WORK/init" --data data/corpus/pretrain.jsonl --out "$WORK/pretrained"
-  --iters "$ITERS" --batch-size 16 --max-seq-length 256 --learning-rate 3e-3 --lr-schedule cosine
+  --iters "$ITERS" --batch-size 8 --max-seq-length 512 --learning-rate 3e-3 --lr-schedule cosine
   --warmup 50 --min-lr 3e-4 --weight-decay 0.01 --steps-per-report 10 --save-every 200 --seed 0)
 $GLM4 "${pretrain[@]}"
-cp "$WORK"/tokenizer/* "$WORK/pretrained/"
 
 echo "== store as bf16 in $OUT"
 rm -rf "$OUT.tmp"
