@@ -1,6 +1,7 @@
 // The tiled GEMM driver: output tiles run in parallel on TBB, each one a sequence of
-// single-threaded OpenBLAS calls over blocks of the reduction dimension; stored-dtype weight
-// blocks are widened into a thread-local buffer just before their call.
+// single-threaded OpenBLAS (or Eigen, see tile_backend()) calls over blocks of the reduction
+// dimension; stored-dtype weight blocks are widened into a thread-local buffer just before
+// their call.
 #include "autograd/gemm.h"
 
 #include <cblas.h>
@@ -98,10 +99,15 @@ void run_tile(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) 
       b = widened.data();
       ldb = cols;
     }
-    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
-                B.trans ? CblasTrans : CblasNoTrans, int(i1 - i0), int(j1 - j0), int(k1 - k0),
-                p.alpha, a, int(p.lda), b, int(ldb), k0 == 0 ? p.beta : 1.0f,
-                p.C + i0 * p.ldc + j0, int(p.ldc));
+    const float beta = k0 == 0 ? p.beta : 1.0f;
+    float* c = p.C + i0 * p.ldc + j0;
+    if (gemm_detail::tile_backend() == gemm_detail::TileBackend::kEigen)
+      gemm_detail::eigen_sgemm(p.trans_a, B.trans, i1 - i0, j1 - j0, k1 - k0, p.alpha, a, p.lda, b,
+                               ldb, beta, c, p.ldc);
+    else
+      cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
+                  B.trans ? CblasTrans : CblasNoTrans, int(i1 - i0), int(j1 - j0), int(k1 - k0),
+                  p.alpha, a, int(p.lda), b, int(ldb), beta, c, int(p.ldc));
   }
 }
 
@@ -112,6 +118,7 @@ void run_tiled(const Problem& p) {
     return;
   }
   init_blas();
+  gemm_detail::tile_backend();  // chosen before the tasks start
   const TilePlan plan = plan_tiles(p.M, p.N);
   const int64_t tiles = plan.tiles_m * plan.tiles_n;
   const double tile_flops = 2.0 * double(plan.mb) * double(plan.nb) * double(p.K);

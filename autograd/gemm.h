@@ -1,7 +1,9 @@
 // Row-major fp32 GEMM and the three products of a linear layer, on fp32 matrices or on frozen
 // Weights in their stored dtype. All threading is TBB (glm4::parallel_for): the output is cut
-// into tiles and each task runs a single-threaded OpenBLAS sgemm on its tile; bf16 / f16 weight
-// blocks are widened tile by tile into a small thread-local buffer, never the whole matrix.
+// into tiles and each task runs a single-threaded sgemm on its tile (OpenBLAS, or Eigen where
+// OpenBLAS runs pre-AVX-512 kernels on an AVX-512 build: gemm_detail::tile_backend()); bf16 /
+// f16 weight blocks are widened tile by tile into a small thread-local buffer, never the whole
+// matrix.
 // Results do not depend on the thread count (the tiling depends on the shapes only).
 #pragma once
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "autograd/gemm.h"
+#include "autograd/gemm_internal.h"
 
 // Exported by OpenBLAS builds with DYNAMIC_ARCH (Debian's): they pick the kernel family from
 // OPENBLAS_CORETYPE or the CPU id. Weak, so a build without them still links and keeps its own.
@@ -53,6 +54,32 @@ void init_blas() {
     openblas_set_num_threads(1);
   });
 }
+
+namespace gemm_detail {
+// OpenBLAS unless it runs pre-AVX-512 kernels (e.g. OPENBLAS_CORETYPE=Haswell set by the
+// environment) while this build targets AVX-512: then Eigen's AVX-512 kernels are the faster,
+// 1.3-1.4x on the linear shapes of bench_gemm. GLM4_GEMM=openblas|eigen overrides. Fixed per
+// process and independent of timing, so results never change from run to run.
+TileBackend tile_backend() {
+  static const TileBackend backend = [] {
+    init_blas();
+    if (const char* forced = std::getenv("GLM4_GEMM")) {
+      if (std::strcmp(forced, "eigen") == 0) return TileBackend::kEigen;
+      if (std::strcmp(forced, "openblas") == 0) return TileBackend::kOpenBlas;
+    }
+#if defined(__AVX512F__)
+    const char* core = openblas_get_corename();
+    const bool blas_avx512 = core != nullptr && (std::strcmp(core, "SkylakeX") == 0 ||
+                                                 std::strcmp(core, "Cooperlake") == 0 ||
+                                                 std::strcmp(core, "SapphireRapids") == 0);
+    return blas_avx512 ? TileBackend::kOpenBlas : TileBackend::kEigen;
+#else
+    return TileBackend::kOpenBlas;
+#endif
+  }();
+  return backend;
+}
+}  // namespace gemm_detail
 
 const char* blas_core_name() {
   init_blas();

@@ -18,4 +18,13 @@ void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const vo
 void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,
                         int64_t K, float* dX, bool accumulate);
 
+// C[m, n] = alpha op(A) op(B) + beta C with Eigen's kernels, single-threaded (row-major, strided).
+void eigen_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc);
+
+// Which kernel runs the sgemm tiles; fixed per process (see tile_backend()).
+enum class TileBackend { kOpenBlas, kEigen };
+TileBackend tile_backend();
+
 }  // namespace glm4::gemm_detail

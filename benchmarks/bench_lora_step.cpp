@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_lora_step: %s\n", e.what());
     return 1;
   }
-  std::printf("# bench_lora_step: %s, fp32 frozen weights, LoRA r=8 on q,k,v,o, AdamW; %d threads;\n"
+  std::printf("# bench_lora_step: %s, fp32 frozen weights, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; %d threads;\n"
               "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
               "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen Weights\n",
               o.config.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");

@@ -11,6 +11,7 @@
 
 #include "autograd/check.h"
 #include "autograd/gemm.h"
+#include "autograd/gemm_internal.h"
 #include "autograd/parallel.h"
 #include "autograd/weight.h"
 
@@ -92,6 +93,33 @@ TEST(Gemm, SgemmAllTransposesMatchReference) {
               expect_close(ref, scale, C.data(), M, N, ldc, K,
                            str_cat("sgemm ta=", ta, " tb=", tb, " beta=", beta, " ",
                                    shape_name(M, N, K)));
+            }
+}
+
+// The Eigen tile kernel directly: the driver uses it or OpenBLAS depending on the machine, so
+// this covers it wherever the tests run.
+TEST(Gemm, EigenTileKernelAllTransposesMatchReference) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t M : {int64_t{1}, int64_t{17}})
+        for (int64_t N : {int64_t{1}, int64_t{33}})
+          for (int64_t K : {int64_t{1}, int64_t{65}})
+            for (float beta : {0.0f, 1.0f, 1.3f}) {
+              const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+              auto A = random_vec((ta ? K : M) * lda, 4);
+              auto B = random_vec((tb ? N : K) * ldb, 5);
+              auto C = random_vec(M * ldc, 6);
+              if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // overwritten
+              std::vector<double> ref, scale;
+              reference_gemm(ta, tb, M, N, K, 0.7, A.data(), lda, B.data(), ldb, beta, C.data(),
+                             ldc, &ref, &scale);
+              gemm_detail::eigen_sgemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, beta,
+                                       C.data(), ldc);
+              expect_close(ref, scale, C.data(), M, N, ldc, K,
+                           str_cat("eigen_sgemm ta=", ta, " tb=", tb, " beta=", beta, " ",
+                                   shape_name(M, N, K)));
+              const float pad = C[size_t(N)];  // between rows: never written
+              EXPECT_EQ(pad, random_vec(M * ldc, 6)[size_t(N)]);
             }
 }
 
