@@ -81,6 +81,24 @@ TEST(Workflow, ShortLoraRunThenLiveFusedAndExampleAgree) {
   EXPECT_NEAR(a, b, 1e-4 * a);
 }
 
+TEST(Workflow, EvaluateScoresPerTaskAndNamesABadLineOnce) {
+  auto r = run_program(GLM4_BINARY, {"evaluate", "--model", kModel, "--data", kFinetune + "/valid.jsonl",
+                                     "--max-examples", "8"}, true);
+  ASSERT_TRUE(succeeds(r));
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["examples"], 8);
+  EXPECT_GE(double(j["exact_match"]), 0.0);
+  EXPECT_LE(double(j["exact_match"]), 1.0);
+  EXPECT_GT(double(j["answer_loss"]), 0.0);
+  ASSERT_TRUE(j.contains("exact_match_by_task"));
+  EXPECT_FALSE(j["exact_match_by_task"].empty());
+
+  const std::string text_data = kSource + "/data/corpus/pretrain.jsonl";
+  auto bad = run_program(GLM4_BINARY, {"evaluate", "--model", kModel, "--data", text_data});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("pretrain.jsonl:1: evaluate needs a messages record"), std::string::npos) << bad.output;
+}
+
 TEST(Workflow, ExampleRejectsAMissingModel) {
   auto r = run_program(GLM4_EXAMPLE, {"/nonexistent/model", "hi"});
   EXPECT_EQ(r.status, 1);
