@@ -13,19 +13,5 @@ packages=(
   bsdgames                   # quiz tables (BSD)
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-if ((${#missing[@]} == 0)); then
-  echo "install_corpus_packages: all ${#packages[@]} packages present"
-  exit 0
-fi
-echo "install_corpus_packages: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+source "$(dirname "$0")/lib/apt_install.sh"
+apt_install_missing install_corpus_packages "${packages[@]}"
