@@ -21,6 +21,7 @@
 #include "autograd/gemm.h"
 #include "autograd/parallel.h"
 #include "autograd/weight.h"
+#include "benchmarks/bench_flags.h"
 
 using namespace glm4;
 
@@ -49,30 +50,15 @@ struct Options {
   int reps = 3;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
-      return argv[++i];
-    };
+    auto value = [&] { return bench::flag_value(argc, argv, i); };
     if (a == "--big") o.big = true;
-    else if (a == "--threads") { o.threads.clear(); for (auto& t : split(value())) o.threads.push_back(std::stoi(t)); }
-    else if (a == "--dtypes") o.dtypes = split(value());
-    else if (a == "--ops") o.ops = split(value());
+    else if (a == "--threads") { o.threads.clear(); for (auto& t : bench::split_commas(value())) o.threads.push_back(std::stoi(t)); }
+    else if (a == "--dtypes") o.dtypes = bench::split_commas(value());
+    else if (a == "--ops") o.ops = bench::split_commas(value());
     else if (a == "--shapes") o.shapes = value();
     else if (a == "--min-time") o.min_time = std::stod(value());
     else if (a == "--reps") o.reps = std::stoi(value());

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
+#include "benchmarks/bench_flags.h"
 
 using namespace glm4;
 
@@ -34,18 +35,6 @@ struct Options {
   int reps = 2;
   int threads = 2;
 };
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
 
 // Bytes of weights one decode step reads: every layer matrix and lm_head (the embedding only
 // gives one row).
@@ -64,12 +53,9 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
-      return argv[++i];
-    };
+    auto value = [&] { return bench::flag_value(argc, argv, i); };
     if (a == "--config") o.config = value();
-    else if (a == "--dtypes") o.dtypes = split(value());
+    else if (a == "--dtypes") o.dtypes = bench::split_commas(value());
     else if (a == "--prompt") o.prompt = std::stoll(value());
     else if (a == "--tokens") o.tokens = std::stoi(value());
     else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));

@@ -27,6 +27,7 @@
 #include "train/adamw.h"
 #include "train/batching.h"
 #include "train/train_step.h"
+#include "benchmarks/bench_flags.h"
 
 extern char** environ;
 using namespace glm4;
@@ -52,17 +53,12 @@ struct Options {
 // "4x256,1x512" x "0,1" -> cases, largest first.
 std::vector<Case> make_cases(const std::string& shapes, const std::string& ckpt) {
   std::vector<Case> out;
-  size_t i = 0;
-  while (i < shapes.size()) {
-    size_t end = shapes.find(',', i);
-    if (end == std::string::npos) end = shapes.size();
-    std::string s = shapes.substr(i, end - i);
+  for (const std::string& s : bench::split_commas(shapes)) {
     Case c;
     c.B = std::stoll(s.substr(0, s.find('x')));
     c.T = std::stoll(s.substr(s.find('x') + 1));
     for (char k : ckpt)
       if (k == '0' || k == '1') out.push_back({c.B, c.T, k == '1'});
-    i = end + 1;
   }
   return out;
 }
@@ -173,10 +169,7 @@ int main(int argc, char** argv) {
   std::string shapes = "4x256,1x512", ckpt = "0,1";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
-      return argv[++i];
-    };
+    auto value = [&] { return bench::flag_value(argc, argv, i); };
     if (a == "--config") o.config = value();
     else if (a == "--shapes") shapes = value();
     else if (a == "--checkpoint") ckpt = value();
