@@ -118,7 +118,6 @@ void run_tiled(const Problem& p) {
     return;
   }
   init_blas();
-  gemm_detail::tile_backend();  // chosen before the tasks start
   const TilePlan plan = plan_tiles(p.M, p.N);
   const int64_t tiles = plan.tiles_m * plan.tiles_n;
   const double tile_flops = 2.0 * double(plan.mb) * double(plan.nb) * double(p.K);

@@ -46,9 +46,9 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
     std::vector<std::string> references;
     std::vector<int64_t> budgets;
     std::vector<std::string> tasks;
-    for_each_record(f->data, [&](const Record& r, int64_t /*line*/) {
+    for_each_record(f->data, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
       GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant",
-                 "evaluate needs a messages record ending with an assistant turn");  // for_each_record adds file:line
+                 "evaluate needs a messages record ending with an assistant turn");
       if (f->max_examples > 0 && int64_t(prompts.size()) >= f->max_examples) return;
       std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
       prompts.push_back(s.render(context));

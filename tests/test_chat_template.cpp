@@ -142,7 +142,10 @@ TEST(ChatMask, ChatGlm3TargetsAssistantContentAndTurnEnds) {
   // The "\n" after <|assistant|> ([30910, 13]) is a target; the role token itself is not.
   ASSERT_EQ(newline, (std::vector<int32_t>{30910, 13}));
   for (size_t i = 0; i + 2 < chat.ids.size(); ++i) {
-    if (chat.ids[i] == 64796) EXPECT_EQ(chat.target[i] * 100 + chat.target[i + 1] * 10 + chat.target[i + 2], 11);
+    if (chat.ids[i] != 64796) continue;
+    EXPECT_EQ(chat.target[i], 0) << "at " << i;
+    EXPECT_EQ(chat.target[i + 1], 1) << "at " << i + 1;
+    EXPECT_EQ(chat.target[i + 2], 1) << "at " << i + 2;
   }
 }
 

@@ -73,27 +73,35 @@ const int64_t kMs[] = {1, 3, 17, 130};
 const int64_t kNs[] = {1, 5, 33, 300};
 const int64_t kKs[] = {1, 7, 65, 520};
 
+// C = 0.7 op(A) op(B) + beta C through `kernel` (sgemm's signature) on padded leading
+// dimensions, against reference_gemm; the padding between C's rows is never written.
+template <typename Kernel>
+void check_against_reference(const char* name, Kernel kernel, bool ta, bool tb, int64_t M,
+                             int64_t N, int64_t K, float beta, uint32_t seed) {
+  const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+  auto A = random_vec((ta ? K : M) * lda, seed);
+  auto B = random_vec((tb ? N : K) * ldb, seed + 1);
+  const auto C0 = random_vec(M * ldc, seed + 2);
+  auto C = C0;
+  if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // overwritten
+  std::vector<double> ref, scale;
+  reference_gemm(ta, tb, M, N, K, 0.7, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, &ref,
+                 &scale);
+  kernel(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  const std::string what =
+      str_cat(name, " ta=", ta, " tb=", tb, " beta=", beta, " ", shape_name(M, N, K));
+  expect_close(ref, scale, C.data(), M, N, ldc, K, what);
+  EXPECT_EQ(C[size_t(N)], C0[size_t(N)]) << what << ": wrote into the padding after row 0";
+}
+
 TEST(Gemm, SgemmAllTransposesMatchReference) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t M : {int64_t{1}, int64_t{17}, int64_t{300}})
         for (int64_t N : {int64_t{1}, int64_t{33}, int64_t{300}})
           for (int64_t K : {int64_t{1}, int64_t{65}, int64_t{520}})
-            for (float beta : {0.0f, 1.3f}) {
-              // Padded leading dimensions, so strides are exercised too.
-              const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
-              auto A = random_vec((ta ? K : M) * lda, 1);
-              auto B = random_vec((tb ? N : K) * ldb, 2);
-              auto C = random_vec(M * ldc, 3);
-              if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // overwritten
-              std::vector<double> ref, scale;
-              reference_gemm(ta, tb, M, N, K, 0.7, A.data(), lda, B.data(), ldb, beta, C.data(),
-                             ldc, &ref, &scale);
-              sgemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
-              expect_close(ref, scale, C.data(), M, N, ldc, K,
-                           str_cat("sgemm ta=", ta, " tb=", tb, " beta=", beta, " ",
-                                   shape_name(M, N, K)));
-            }
+            for (float beta : {0.0f, 1.3f})
+              check_against_reference("sgemm", sgemm, ta, tb, M, N, K, beta, 1);
 }
 
 // The Eigen tile kernel directly: the driver uses it or OpenBLAS depending on the machine, so
@@ -104,23 +112,9 @@ TEST(Gemm, EigenTileKernelAllTransposesMatchReference) {
       for (int64_t M : {int64_t{1}, int64_t{17}})
         for (int64_t N : {int64_t{1}, int64_t{33}})
           for (int64_t K : {int64_t{1}, int64_t{65}})
-            for (float beta : {0.0f, 1.0f, 1.3f}) {
-              const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
-              auto A = random_vec((ta ? K : M) * lda, 4);
-              auto B = random_vec((tb ? N : K) * ldb, 5);
-              auto C = random_vec(M * ldc, 6);
-              if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // overwritten
-              std::vector<double> ref, scale;
-              reference_gemm(ta, tb, M, N, K, 0.7, A.data(), lda, B.data(), ldb, beta, C.data(),
-                             ldc, &ref, &scale);
-              gemm_detail::eigen_sgemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, beta,
-                                       C.data(), ldc);
-              expect_close(ref, scale, C.data(), M, N, ldc, K,
-                           str_cat("eigen_sgemm ta=", ta, " tb=", tb, " beta=", beta, " ",
-                                   shape_name(M, N, K)));
-              const float pad = C[size_t(N)];  // between rows: never written
-              EXPECT_EQ(pad, random_vec(M * ldc, 6)[size_t(N)]);
-            }
+            for (float beta : {0.0f, 1.0f, 1.3f})
+              check_against_reference("eigen_sgemm", gemm_detail::eigen_sgemm, ta, tb, M, N, K,
+                                      beta, 4);
 }
 
 TEST(Gemm, SgemmWithEmptyReductionScalesC) {
