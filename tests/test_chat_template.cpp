@@ -1,4 +1,4 @@
-// Chat templates against the upstream chat vectors in GLM4_SHARED_DATA/tokenizers, plus the
+// Chat templates against the upstream chat vectors in tests/data/tokenizers, plus the
 // training target mask, stop ids and format detection.
 #include <gtest/gtest.h>
 

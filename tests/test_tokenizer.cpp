@@ -1,4 +1,4 @@
-// Tokenizers against ids from other implementations (GLM4_SHARED_DATA/tokenizers), the hand-coded
+// Tokenizers against ids from other implementations (tests/data/tokenizers), the hand-coded
 // pre-tokenizer against Python's regex module, streaming decode, loaders, errors and speed.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Shared fixtures for the tokenizer and chat-template tests: the real tokenizer files in
-// GLM4_SHARED_DATA/tokenizers (missing files fail the test, never skip it) and a tokenizer trained
+// tests/data/tokenizers (missing files fail the test, never skip it) and a tokenizer trained
 // once per process on a tiny corpus.
 #pragma once
 #include <unistd.h>
@@ -20,7 +20,7 @@
 namespace glm4::testing {
 
 inline std::filesystem::path tokenizer_data() {
-  return std::filesystem::path(GLM4_SHARED_DATA) / "tokenizers";
+  return std::filesystem::path(GLM4_TEST_DATA) / "tokenizers";
 }
 
 inline std::filesystem::path require_file(const std::filesystem::path& p) {
