@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/tensor.h"
 #include "autograd/weight.h"
 #include "model/config.h"
@@ -53,7 +53,7 @@ struct Options {
 // "4x256,1x512" x "0,1" -> cases, largest first.
 std::vector<Case> make_cases(const std::string& shapes, const std::string& ckpt) {
   std::vector<Case> out;
-  for (const std::string& s : bench::split_commas(shapes)) {
+  for (const std::string& s : split_commas(shapes)) {
     Case c;
     c.B = std::stoll(s.substr(0, s.find('x')));
     c.T = std::stoll(s.substr(s.find('x') + 1));
@@ -109,7 +109,7 @@ int run_case(const Options& o, const Case& c) {
   AdamW optimizer(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   StepOptions so;
   so.lr = 1e-4;
-  so.checkpoint_layers = c.checkpoint;
+  so.recompute_layers = c.checkpoint;
 
   // Matmul parameters (the layers' linears and lm_head): 4 FLOPs a token each for a LoRA step
   // (forward, input gradient), 6 with checkpointing (the forward twice).

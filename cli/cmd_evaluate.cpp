@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
+#include "base/strings.h"
 #include "cli/cli_common.h"
 #include "cli/model_session.h"
 #include "infer/generator.h"
@@ -16,13 +17,6 @@
 #include "train/text_encoder.h"
 
 namespace glm4::cli {
-
-namespace {
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-}  // namespace
 
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "cli/cli_common.h"
 #include "train/adapter_io.h"
 

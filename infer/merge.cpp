@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

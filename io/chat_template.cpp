@@ -1,7 +1,7 @@
 // Chat rendering at the id level (special tokens are placed as ids, never parsed out of text).
 #include "io/chat_template.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace {

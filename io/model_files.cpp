@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 
 namespace glm4 {
@@ -43,8 +43,8 @@ std::string shard_file_name(size_t index, size_t count) {
   return buf;
 }
 
-CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
-  CheckpointFiles c;
+ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
+  ModelFiles c;
   c.dir_ = dir;
   std::error_code ec;
   GLM4_CHECK(std::filesystem::is_directory(dir, ec), "model directory ", dir,
@@ -85,38 +85,38 @@ CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
   return c;
 }
 
-const TensorInfo* CheckpointFiles::find(const std::string& key) const {
+const TensorInfo* ModelFiles::find(const std::string& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.info;
 }
 
-const TensorInfo& CheckpointFiles::at(const std::string& key) const {
+const TensorInfo& ModelFiles::at(const std::string& key) const {
   const TensorInfo* t = find(key);
   GLM4_CHECK(t != nullptr, "model directory ", dir_, ": no tensor '", key, "'");
   return *t;
 }
 
-std::vector<std::string> CheckpointFiles::keys() const {
+std::vector<std::string> ModelFiles::keys() const {
   std::vector<std::string> out;
   out.reserve(entries_.size());
   for (const auto& [k, e] : entries_) out.push_back(k);
   return out;
 }
 
-std::shared_ptr<const void> CheckpointFiles::owner(const std::string& key) const {
+std::shared_ptr<const void> ModelFiles::owner(const std::string& key) const {
   auto it = entries_.find(key);
   GLM4_CHECK(it != entries_.end(), "model directory ", dir_, ": no tensor '", key, "'");
   return it->second.file;
 }
 
-void write_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
                       size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   GLM4_CHECK(!ec, "cannot create model directory ", dir, ": ", ec.message());
   std::set<std::string> seen;
   for (const auto& t : tensors)
-    GLM4_CHECK(seen.insert(t.name).second, "write_checkpoint ", dir, ": tensor '", t.name,
+    GLM4_CHECK(seen.insert(t.name).second, "write_model_files ", dir, ": tensor '", t.name,
                "' given twice");
 
   // Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor
@@ -156,7 +156,7 @@ void write_checkpoint(const std::filesystem::path& dir, const std::vector<Tensor
     const std::string name = e.path().filename().string();
     if (!written.count(name) && std::regex_match(name, stale)) {
       std::filesystem::remove(e.path(), ec);
-      GLM4_CHECK(!ec, "write_checkpoint: cannot remove stale ", e.path(), ": ", ec.message());
+      GLM4_CHECK(!ec, "write_model_files: cannot remove stale ", e.path(), ": ", ec.message());
     }
   }
 }

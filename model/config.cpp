@@ -8,7 +8,7 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "model/config_detail.h"
 
 namespace glm4 {

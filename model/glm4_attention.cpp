@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/kernels/attention_kernel.h"
+#include "base/check.h"
+#include "autograd/kernels/attention.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "model/forward_context.h"

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <random>
 
-#include "autograd/checkpoint.h"
-#include "autograd/check.h"
+#include "autograd/recompute.h"
+#include "base/check.h"
 #include "autograd/ops.h"
 
 namespace glm4 {
@@ -25,8 +25,8 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     ForwardContext layer_ctx = ctx;
     layer_ctx.layer_index = int64_t(i);
     const Glm4DecoderLayer& layer = layers[i];
-    if (ctx.checkpoint_layers) {
-      h = checkpoint([&layer, layer_ctx](const std::vector<Tensor>& in) {
+    if (ctx.recompute_layers) {
+      h = recompute([&layer, layer_ctx](const std::vector<Tensor>& in) {
             return layer.forward(in[0], layer_ctx);
           }, {h});
     } else {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "autograd/check.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "base/parallel.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 

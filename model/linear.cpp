@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
-#include "autograd/gemm.h"
+#include "base/parallel.h"
+#include "autograd/kernels/gemm.h"
 #include "model/forward_context.h"
 
 namespace glm4 {

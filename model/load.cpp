@@ -4,9 +4,9 @@
 #include <cstring>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/model_files.h"
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 #include "model/glm4_model.h"
 
 namespace glm4 {
@@ -20,7 +20,7 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
   return out;
 }
 
-void load_param(const std::string& name, Param& p, const SourceSlice& src, const TensorInfo& t,
+void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
@@ -45,11 +45,11 @@ void load_param(const std::string& name, Param& p, const SourceSlice& src, const
 std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
-  CheckpointFiles files = CheckpointFiles::open(dir);
+  ModelFiles files = ModelFiles::open(dir);
   std::set<std::string> used;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
-    SourceSlice src = checkpoint_source(config, name);
+    FileSlice src = file_slice(config, name);
     const TensorInfo* t = files.find(src.key);
     if (!t) {
       if (!used.count(src.key)) missing.push_back(src.key);
@@ -61,9 +61,9 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   });
   std::vector<std::string> unexpected;
   for (const std::string& k : files.keys())
-    if (!used.count(k) && !is_ignorable_checkpoint_key(config, k)) unexpected.push_back(k);
+    if (!used.count(k) && !is_ignorable_file_key(config, k)) unexpected.push_back(k);
   if (!missing.empty() || !unexpected.empty()) {
-    std::string msg = dir.string() + ": checkpoint does not match config.json (" +
+    std::string msg = dir.string() + ": the weight files do not match config.json (" +
                       family_name(config.family) + ")";
     if (!missing.empty()) msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
     if (!unexpected.empty())

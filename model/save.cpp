@@ -8,9 +8,9 @@
 #include <map>
 #include <vector>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/model_files.h"
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 
 namespace glm4 {
 
@@ -63,7 +63,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
   std::vector<float> row;
   model.visit([&](const std::string& name, Param& p) {
     GLM4_CHECK(p.loaded(), "[save_model] ", name, " is not loaded");
-    SourceSlice src = checkpoint_source(config, name);
+    FileSlice src = file_slice(config, name);
     const int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
     const bool whole = src.total_rows < 0;
     if (whole && !p.value.defined() && p.frozen.dtype() == dtype) {
@@ -92,7 +92,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
     }
   });
 
-  for (const DerivedTensor& d : derived_checkpoint_tensors(config)) {
+  for (const DerivedTensor& d : derived_file_tensors(config)) {
     OutTensor& t = out.emplace_back();
     t.key = d.key;
     t.shape = d.shape;
@@ -106,7 +106,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
     size_t nbytes = size_t(shape_numel(t.shape)) * esize;
     tensors.push_back({t.key, dtype_name(dtype), t.shape, t.borrowed ? t.borrowed : t.bytes.data(), nbytes});
   }
-  write_checkpoint(out_dir, tensors, max_shard_bytes, {{"format", "pt"}});
+  write_model_files(out_dir, tensors, max_shard_bytes, {{"format", "pt"}});
   ModelConfig written = config;
   written.torch_dtype = dtype;
   write_model_config(written, out_dir);

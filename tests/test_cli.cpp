@@ -102,11 +102,11 @@ TEST(Cli, InitIsReproducibleShardedAndBf16) {
   ASSERT_TRUE(succeeds(init("sharded", {"--seed", "5", "--shard-size", "200KB"})));
   EXPECT_TRUE(fs::exists(tmp / "sharded" / "model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(tmp / "sharded" / "model.safetensors"));
-  CheckpointFiles shards = CheckpointFiles::open(tmp / "sharded");
+  ModelFiles shards = ModelFiles::open(tmp / "sharded");
   EXPECT_GE(shards.files().size(), 3u);
   for (const auto& f : shards.files()) EXPECT_LE(fs::file_size(f->path()), 200'000u + 70'000u);
   // Same seed, same tensors, whatever the file layout.
-  CheckpointFiles single = CheckpointFiles::open(tmp / "a");
+  ModelFiles single = ModelFiles::open(tmp / "a");
   EXPECT_EQ(shards.keys(), single.keys());
   for (const std::string& k : single.keys()) EXPECT_EQ(read_f32(shards.at(k)), read_f32(single.at(k))) << k;
   EXPECT_NO_THROW(load_model(tmp / "sharded"));

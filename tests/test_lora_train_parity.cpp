@@ -75,7 +75,7 @@ TEST(LoraTrainParity, FirstStepGradientsMatchPeft) {
   }
 }
 
-void run_twenty_steps(bool checkpoint_layers) {
+void run_twenty_steps(bool recompute_layers) {
   LoraFixture f = setup();
   std::vector<std::pair<std::string, Tensor>> named(f.params.begin(), f.params.end());
   AdamW opt(named, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
@@ -85,7 +85,7 @@ void run_twenty_steps(bool checkpoint_layers) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
-    o.checkpoint_layers = checkpoint_layers;
+    o.recompute_layers = recompute_layers;
     StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
     EXPECT_NEAR(r.loss, losses[s], 1e-4 * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 1e-4 * norms[s]) << "step " << s;

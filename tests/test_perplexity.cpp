@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "infer/perplexity.h"

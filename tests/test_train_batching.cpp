@@ -6,7 +6,7 @@
 #include <numeric>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "train/batching.h"
 
 namespace glm4 {

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "train/batching.h"
 #include "train/dataset.h"
 

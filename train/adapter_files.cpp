@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/safetensors.h"
 #include "train/adapter_detail.h"
 

@@ -6,7 +6,8 @@
 #include <cstring>
 #include <random>
 
-#include "autograd/check.h"
+#include "base/check.h"
+#include "base/strings.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
 #include "train/adapter_files.h"
@@ -19,12 +20,6 @@ std::vector<std::string> canonical(const std::vector<std::string>& targets) {
   std::vector<std::string> resolved = resolve_lora_targets(targets), out;
   for (const std::string& n : lora_module_names())
     if (std::find(resolved.begin(), resolved.end(), n) != resolved.end()) out.push_back(n);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
   return out;
 }
 

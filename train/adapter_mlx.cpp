@@ -4,7 +4,7 @@
 // scale multiplies B A x directly.
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/adapter_detail.h"

@@ -2,7 +2,7 @@
 // lora_B.weight [out, r]) and the adapter_config.json fields PEFT writes for LoRA.
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "train/adapter_detail.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

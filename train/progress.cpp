@@ -3,7 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <mutex>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 

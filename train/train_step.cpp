@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
@@ -17,7 +17,7 @@ std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t B,
   return out;
 }
 
-Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, bool checkpoint_layers,
+Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, bool recompute_layers,
                   bool training, uint64_t dropout_seed) {
   ForwardContext ctx;
   ctx.batch = batch.B;
@@ -26,7 +26,7 @@ Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, 
   ctx.mask = attention_mask(batch);
   ctx.training = training;
   ctx.dropout_seed = dropout_seed;
-  ctx.checkpoint_layers = checkpoint_layers;
+  ctx.recompute_layers = recompute_layers;
   Tensor hidden = model.forward_hidden(batch.input_ids, ctx);
   hidden = ops::reshape(hidden, {batch.B * batch.T, model.config.hidden_size});
   std::vector<int32_t> targets = shift_labels(batch.labels, batch.B, batch.T);
@@ -44,7 +44,7 @@ StepResult train_step(Glm4Model& model, AdamW& optimizer, const std::vector<Batc
   optimizer.zero_grad();
   if (result.targets == 0) return result;  // nothing to learn from: no update
   for (size_t i = 0; i < micro_batches.size(); ++i) {
-    Tensor loss = batch_loss(model, micro_batches[i], double(result.targets), options.checkpoint_layers,
+    Tensor loss = batch_loss(model, micro_batches[i], double(result.targets), options.recompute_layers,
                              true, options.dropout_seed * 64 + i);
     result.loss += double(loss.item());
     if (micro_batches[i].target_tokens > 0) backward(loss);

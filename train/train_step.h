@@ -13,7 +13,7 @@ namespace glm4 {
 struct StepOptions {
   double lr = 1e-4;
   double max_grad_norm = 0;  // 0 = no clipping
-  bool checkpoint_layers = false;
+  bool recompute_layers = false;
   uint64_t dropout_seed = 0;
 };
 
@@ -29,7 +29,7 @@ struct StepResult {
 std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t B, int64_t T);
 
 // Mean loss of one batch, or its sum divided by `divide_by`; records the graph when grad is on.
-Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, bool checkpoint_layers,
+Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, bool recompute_layers,
                   bool training, uint64_t dropout_seed);
 
 StepResult train_step(Glm4Model& model, AdamW& optimizer, const std::vector<Batch>& micro_batches,

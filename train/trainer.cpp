@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adapter_io.h"
@@ -15,7 +15,7 @@
 #include "train/lr_schedule.h"
 #include "train/progress.h"
 #include "train/text_encoder.h"
-#include "train/train_checkpoint.h"
+#include "train/training_state.h"
 #include "train/train_step.h"
 
 namespace fs = std::filesystem;
@@ -118,7 +118,7 @@ TrainSummary run_training(const TrainConfig& config) {
 
   TrainState state;
   if (!c.resume.empty()) {
-    TrainConfig saved = load_train_checkpoint(c.resume, optimizer, &state);
+    TrainConfig saved = load_training_state(c.resume, optimizer, &state);
     if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
         saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
       bar.message(str_cat("warning: --resume ", c.resume, " was written by a run with other --seed, --batch-size, ",
@@ -164,7 +164,7 @@ TrainSummary run_training(const TrainConfig& config) {
     StepOptions so;
     so.lr = schedule.at(step);
     so.max_grad_norm = c.grad_clip;
-    so.checkpoint_layers = c.grad_checkpoint;
+    so.recompute_layers = c.grad_checkpoint;
     so.dropout_seed = c.seed * 1000003ull + uint64_t(step);
     StepResult r = train_step(*model, optimizer, micro, so);
     GLM4_CHECK(r.finite, "step ", step + 1, ": the loss or gradient norm is not finite (loss ", r.loss,
@@ -200,7 +200,7 @@ TrainSummary run_training(const TrainConfig& config) {
     }
     if (state.step % c.save_every == 0 || last) {
       save_all(c.out);
-      save_train_checkpoint(fs::path(c.out) / "checkpoint.h5", c, optimizer, state);
+      save_training_state(fs::path(c.out) / "checkpoint.h5", c, optimizer, state);
     }
     if (last) break;
   }

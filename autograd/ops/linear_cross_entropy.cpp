@@ -1,11 +1,11 @@
 // Fused lm_head projection and cross-entropy, chunked over rows.
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/gemm.h"
+#include "base/check.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/tensor_math.h"
 #include "autograd/weight.h"
 

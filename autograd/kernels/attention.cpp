@@ -1,4 +1,4 @@
-#include "autograd/kernels/attention_kernel.h"
+#include "autograd/kernels/attention.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::kernels {
 

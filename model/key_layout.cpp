@@ -1,9 +1,9 @@
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 
 #include <cmath>
 #include <regex>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 
@@ -12,7 +12,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-SourceSlice chatglm_source(const ModelConfig& c, const std::string& name) {
+FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
   if (name == "model.embed_tokens.weight") return {"transformer.embedding.word_embeddings.weight"};
   if (name == "model.norm.weight") return {"transformer.encoder.final_layernorm.weight"};
   if (name == "lm_head.weight") return {"transformer.output_layer.weight"};
@@ -36,17 +36,17 @@ SourceSlice chatglm_source(const ModelConfig& c, const std::string& name) {
 }
 }  // namespace
 
-SourceSlice checkpoint_source(const ModelConfig& c, const std::string& name) {
+FileSlice file_slice(const ModelConfig& c, const std::string& name) {
   if (c.family == ModelConfig::Family::ChatGlm) return chatglm_source(c, name);
   return {name};
 }
 
-bool is_ignorable_checkpoint_key(const ModelConfig& c, const std::string& key) {
+bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
   return c.family == ModelConfig::Family::ChatGlm && ends_with(key, "rotary_pos_emb.inv_freq");
 }
 
-std::vector<DerivedTensor> derived_checkpoint_tensors(const ModelConfig& c) {
+std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c) {
   if (c.family != ModelConfig::Family::ChatGlm) return {};
   // 1 / 10000^(2i / dim) in fp32, dim = the rotated dims (kv_channels / 2), as the reference's
   // RotaryEmbedding(kv_channels // 2) computes it.

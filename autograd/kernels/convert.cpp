@@ -1,9 +1,9 @@
-// Widening of weight elements to fp32, vectorised with the widening loads of gemm_simd.h.
-#include "autograd/gemm_convert.h"
+// Widening of weight elements to fp32, vectorised with the widening loads of simd.h.
+#include "autograd/kernels/convert.h"
 
 #include <cstring>
 
-#include "autograd/gemm_simd.h"
+#include "autograd/kernels/simd.h"
 
 namespace glm4 {
 

@@ -13,7 +13,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4::simd {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 

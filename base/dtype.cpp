@@ -1,4 +1,4 @@
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 #include <cmath>
 

@@ -1,9 +1,9 @@
 // The Eigen tile kernel: one single-threaded Eigen product per tile, used instead of OpenBLAS
-// where Eigen's own kernels are the faster (see tile_backend() in gemm_blas.cpp).
+// where Eigen's own kernels are the faster (see tile_backend() in gemm_openblas.cpp).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 headers under GCC 12
 #include <Eigen/Core>
 
-#include "autograd/gemm_internal.h"
+#include "autograd/kernels/gemm_internal.h"
 
 namespace glm4::gemm_detail {
 

@@ -2,17 +2,17 @@
 // single-threaded OpenBLAS (or Eigen, see tile_backend()) calls over blocks of the reduction
 // dimension; stored-dtype weight blocks are widened into a thread-local buffer just before
 // their call.
-#include "autograd/gemm.h"
+#include "autograd/kernels/gemm.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "autograd/check.h"
-#include "autograd/gemm_convert.h"
-#include "autograd/gemm_internal.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "autograd/kernels/convert.h"
+#include "autograd/kernels/gemm_internal.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4::gemm_detail {
 

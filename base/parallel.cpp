@@ -1,4 +1,4 @@
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 #include <memory>
 

@@ -1,10 +1,10 @@
-#include "train/train_checkpoint.h"
+#include "train/training_state.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/hdf5_store.h"
 
 namespace glm4 {
@@ -17,10 +17,10 @@ std::string exact(double v) {  // round-trips every double, inf included
 }
 }  // namespace
 
-void save_train_checkpoint(const std::filesystem::path& path, const TrainConfig& config,
+void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
                            const AdamW& optimizer, const TrainState& state) {
   Hdf5Writer w(path);
-  w.set_attr_i64("format_version", kCheckpointFormatVersion);
+  w.set_attr_i64("format_version", kTrainingStateVersion);
   w.set_attr("config", to_json(config).dump());
   w.set_attr_i64("step", state.step);
   w.set_attr_i64("adam_step", optimizer.step_count());
@@ -40,10 +40,10 @@ void save_train_checkpoint(const std::filesystem::path& path, const TrainConfig&
   w.commit();
 }
 
-TrainConfig load_train_checkpoint(const std::filesystem::path& path, AdamW& optimizer, TrainState* state) {
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state) {
   Hdf5Reader r(path);
-  GLM4_CHECK(r.has_attr("format_version") && r.attr_i64("format_version") == kCheckpointFormatVersion,
-             path.string(), ": not a glm4 training checkpoint of format version ", kCheckpointFormatVersion);
+  GLM4_CHECK(r.has_attr("format_version") && r.attr_i64("format_version") == kTrainingStateVersion,
+             path.string(), ": not a glm4 training checkpoint of format version ", kTrainingStateVersion);
   TrainConfig saved;
   apply_json(saved, nlohmann::json::parse(r.attr("config")), path.string());
   const auto& names = optimizer.names();

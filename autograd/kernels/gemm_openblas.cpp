@@ -7,8 +7,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "autograd/gemm.h"
-#include "autograd/gemm_internal.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/gemm_internal.h"
 
 // Exported by OpenBLAS builds with DYNAMIC_ARCH (Debian's): they pick the kernel family from
 // OPENBLAS_CORETYPE or the CPU id. Weak, so a build without them still links and keeps its own.

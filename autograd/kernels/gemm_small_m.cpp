@@ -4,9 +4,9 @@
 // of its widened f32 copy.
 #include <algorithm>
 
-#include "autograd/gemm_internal.h"
-#include "autograd/gemm_simd.h"
-#include "autograd/parallel.h"
+#include "autograd/kernels/gemm_internal.h"
+#include "autograd/kernels/simd.h"
+#include "base/parallel.h"
 
 namespace glm4::gemm_detail {
 

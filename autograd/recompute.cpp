@@ -1,6 +1,6 @@
-#include "autograd/checkpoint.h"
+#include "autograd/recompute.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 
 namespace glm4 {
@@ -16,7 +16,7 @@ class EnableGradGuard {
 };
 }  // namespace
 
-Tensor checkpoint(const Block& fn, const std::vector<Tensor>& inputs) {
+Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
   if (!GradMode::enabled()) return fn(inputs);
   bool& saw = saw_trainable_in_no_grad();
   bool saw_outside = saw;
@@ -32,7 +32,7 @@ Tensor checkpoint(const Block& fn, const std::vector<Tensor>& inputs) {
 
   std::vector<bool> input_requires;
   auto node = std::make_shared<Node>();
-  node->op = "checkpoint";
+  node->op = "recompute";
   for (const Tensor& t : inputs) {
     input_requires.push_back(t.requires_grad());
     Edge e;

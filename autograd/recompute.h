@@ -1,5 +1,5 @@
-// Gradient checkpointing: run a block without keeping its activations, and recompute it in the
-// backward pass. Only the block's inputs are saved.
+// Recomputation (what Hugging Face calls gradient checkpointing): run a block without keeping
+// its activations, and run it again in the backward pass. Only the block's inputs are saved.
 #pragma once
 #include <functional>
 #include <vector>
@@ -13,6 +13,6 @@ using Block = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // Returns fn(inputs). With grad mode on, the output is linked to the inputs and to every
 // trainable parameter fn uses (even when no input requires grad: the PEFT#137 trap), and the
 // backward pass reruns fn to get the gradients. fn must be deterministic (seeded dropout).
-Tensor checkpoint(const Block& fn, const std::vector<Tensor>& inputs);
+Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs);
 
 }  // namespace glm4
