@@ -25,7 +25,7 @@
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adamw.h"
-#include "train/batching.h"
+#include "dataset/batch.h"
 #include "train/train_step.h"
 #include "benchmarks/bench_flags.h"
 
@@ -75,20 +75,11 @@ void reset_vm_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Batch b;
-  b.B = B;
-  b.T = T;
-  for (int64_t r = 0; r < B; ++r) {
-    b.lengths.push_back(int32_t(T));
-    for (int64_t t = 0; t < T; ++t) {
-      int32_t id = int32_t(2 + rng() % uint64_t(vocab - 2));
-      b.input_ids.push_back(id);
-      b.labels.push_back(t == 0 ? -100 : id);
-      b.positions.push_back(int32_t(t));
-    }
-    b.target_tokens += T - 1;
-  }
-  return b;
+  std::vector<Example> rows(static_cast<size_t>(B));
+  for (Example& ex : rows)
+    for (int64_t t = 0; t < T; ++t) ex.ids.push_back(int32_t(2 + rng() % uint64_t(vocab - 2)));
+  for (Example& ex : rows) ex.labels = ex.ids;
+  return make_batch(rows, 0, B, 0);
 }
 
 // Runs one case in this process and prints its table row.

@@ -133,4 +133,17 @@ std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
   return {};
 }
 
+std::vector<int32_t> prompt_prefix_ids(const Tokenizer& tok) {
+  std::optional<int32_t> gmask = tok.special_id("[gMASK]");
+  std::optional<int32_t> sop = tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
+  if (gmask && sop) return {*gmask, *sop};
+  return {};
+}
+
+std::optional<int32_t> end_of_text_id(const Tokenizer& tok) {
+  for (const char* name : {"<|endoftext|>", "</s>", "<eos>"})
+    if (std::optional<int32_t> id = tok.special_id(name)) return id;
+  return std::nullopt;
+}
+
 }  // namespace glm4

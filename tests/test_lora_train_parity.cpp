@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "infer/score.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "train/train_step.h"
@@ -43,18 +44,16 @@ LoraFixture setup() {
 Batch fixture_batch(const SafetensorsFile& file, int step, int micro) {
   std::string p = "step" + std::to_string(step) + ".micro" + std::to_string(micro) + ".";
   const TensorInfo& ids = file.at(p + "input_ids");
-  Batch b;
-  b.B = ids.shape[0];
-  b.T = ids.shape[1];
-  for (int64_t v : read_int(ids)) b.input_ids.push_back(int32_t(v));
-  for (int64_t v : read_int(file.at(p + "labels"))) b.labels.push_back(int32_t(v));
-  for (int64_t v : read_int(file.at(p + "lengths"))) b.lengths.push_back(int32_t(v));
-  for (int64_t r = 0; r < b.B; ++r)
-    for (int64_t t = 0; t < b.T; ++t) {
-      b.positions.push_back(int32_t(t));
-      b.target_tokens += t >= 1 && b.labels[r * b.T + t] != -100;
+  const int64_t B = ids.shape[0], T = ids.shape[1];
+  std::vector<int64_t> all_ids = read_int(ids), all_labels = read_int(file.at(p + "labels"));
+  std::vector<int64_t> lengths = read_int(file.at(p + "lengths"));
+  std::vector<Example> rows(static_cast<size_t>(B));
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t t = 0; t < lengths[size_t(r)]; ++t) {
+      rows[size_t(r)].ids.push_back(int32_t(all_ids[size_t(r * T + t)]));
+      rows[size_t(r)].labels.push_back(int32_t(all_labels[size_t(r * T + t)]));
     }
-  return b;
+  return make_batch(rows, 0, B, 0);  // padded to its longest row, not to the fixture's T
 }
 
 double max_relative(const Tensor& ours, const std::vector<float>& ref) {
@@ -68,7 +67,7 @@ TEST(LoraTrainParity, FirstStepGradientsMatchPeft) {
   LoraFixture f = setup();
   std::vector<Batch> micro{fixture_batch(*f.file, 0, 0), fixture_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
-  for (const Batch& b : micro) backward(batch_loss(*f.model, b, targets, false, true, 0));
+  for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = double(targets), .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
     EXPECT_LE(max_relative(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4) << key;

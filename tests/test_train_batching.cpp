@@ -7,7 +7,7 @@
 #include <set>
 
 #include "base/check.h"
-#include "train/batching.h"
+#include "dataset/batch_iterator.h"
 
 namespace glm4 {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "base/check.h"
-#include "train/batching.h"
-#include "train/dataset.h"
+#include "dataset/batch.h"
+#include "dataset/dataset.h"
 
 namespace glm4 {
 namespace {

@@ -11,10 +11,11 @@
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adapter_io.h"
-#include "train/jsonl.h"
+#include "dataset/records.h"
 #include "train/lr_schedule.h"
+#include "infer/score.h"
 #include "train/progress.h"
-#include "train/text_encoder.h"
+#include "dataset/text_encoder.h"
 #include "train/training_state.h"
 #include "train/train_step.h"
 
@@ -42,26 +43,9 @@ LoraConfig lora_from(const TrainConfig& c) {
   return l;
 }
 
-// Token-weighted validation loss over the first `max_batches` batches (-1: all).
-double evaluate(const Glm4Model& model, const std::vector<Example>& examples, const TrainConfig& c) {
-  BatchOptions o;
-  o.batch_size = c.batch_size;
-  o.max_seq_length = c.max_seq_length;
-  o.shuffle = false;
-  o.drop_last = false;
-  BatchIterator it(examples, o);
-  int64_t n = it.batches_per_epoch();
-  if (c.val_batches > 0) n = std::min(n, c.val_batches);
-  NoGradGuard no_grad;
-  double sum = 0;
-  int64_t targets = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Batch b = it.next();
-    if (b.target_tokens == 0) continue;
-    sum += double(batch_loss(model, b, 1.0, false, false, 0).item());
-    targets += b.target_tokens;
-  }
-  return targets ? sum / double(targets) : NAN;
+// Token-weighted validation loss over the first --val-batches batches (-1: all).
+double validation_loss(const Glm4Model& model, const std::vector<Example>& examples, const TrainConfig& c) {
+  return score_loss(model, examples, c.batch_size, c.val_batches > 0 ? c.val_batches : 0).loss;
 }
 
 Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c, int64_t vocab,
@@ -149,7 +133,7 @@ TrainSummary run_training(const TrainConfig& config) {
 
   TrainSummary summary;
   if (!valid.examples.empty() && state.step == 0) {
-    double v = evaluate(*model, valid.examples, c);
+    double v = validation_loss(*model, valid.examples, c);
     summary.first_val_loss = v;
     metrics.write({{"step", 0}, {"val_loss", v}});
     bar.message(str_cat("step 0: val loss ", v));
@@ -181,7 +165,7 @@ TrainSummary run_training(const TrainConfig& config) {
 
     bool last = state.step == c.iters;
     if (!valid.examples.empty() && (state.step % c.steps_per_eval == 0 || last)) {
-      double v = evaluate(*model, valid.examples, c);
+      double v = validation_loss(*model, valid.examples, c);
       metrics.write({{"step", state.step}, {"val_loss", v}});
       bar.message(str_cat("step ", state.step, ": val loss ", v));
       if (v < state.best_val_loss) {

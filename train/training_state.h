@@ -7,7 +7,7 @@
 #include <string>
 
 #include "train/adamw.h"
-#include "train/batching.h"
+#include "dataset/batch_iterator.h"
 #include "train/train_config.h"
 
 namespace glm4 {

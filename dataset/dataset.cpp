@@ -1,5 +1,5 @@
 // Tokenising records into examples with aligned labels, and loading a JSONL file of them.
-#include "train/dataset.h"
+#include "dataset/dataset.h"
 
 #include <algorithm>
 

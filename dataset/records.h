@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/chat_types.h"
+#include "io/chat_template.h"
 
 namespace glm4 {
 

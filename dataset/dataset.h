@@ -7,20 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "train/chat_types.h"
-#include "train/jsonl.h"
+#include "autograd/ops.h"
+#include "dataset/records.h"
+#include "dataset/text_encoder.h"
 
 namespace glm4 {
-
-constexpr int32_t kIgnoreLabel = -100;
-
-struct TextEncoder {
-  std::function<std::vector<int32_t>(std::string_view)> encode;  // plain text, no specials
-  // The whole conversation, starting with prefix_ids when the template writes them.
-  std::function<RenderedChat(const std::vector<ChatMessage>&)> render_chat;
-  std::vector<int32_t> prefix_ids;  // e.g. [gMASK]<sop> for GLM-4
-  int32_t eos_id = -1;
-};
 
 // labels[t] is the target AT position t (Hugging Face alignment): the loss lets position t-1
 // predict labels[t], so labels[0] is never a target. kIgnoreLabel marks non-targets.

@@ -1,4 +1,4 @@
-#include "train/text_encoder.h"
+#include "dataset/text_encoder.h"
 
 #include <memory>
 #include <mutex>
@@ -22,14 +22,8 @@ struct LazyTokenizer {
     std::call_once(once, [&] {
       tok = load_tokenizer(dir);
       format = detect_chat_format(*tok);
-      auto id = [&](std::initializer_list<const char*> names) -> int32_t {
-        for (const char* n : names)
-          if (auto v = tok->special_id(n)) return *v;
-        return -1;
-      };
-      int32_t gmask = id({"[gMASK]"}), sop = id({"<sop>", "sop"});
-      if (gmask >= 0 && sop >= 0) prefix = {gmask, sop};
-      eos = id({"<|endoftext|>", "</s>", "<eos>"});
+      prefix = prompt_prefix_ids(*tok);
+      eos = end_of_text_id(*tok).value_or(-1);
       GLM4_CHECK(eos >= 0, dir.string(), ": the tokenizer has no end-of-text token (<|endoftext|> or </s>)");
     });
   }

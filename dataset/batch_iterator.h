@@ -1,32 +1,14 @@
-// Batches from a data set: deterministic shuffling per epoch, right padding or packing, and a
-// cursor (epoch, position) that a checkpoint saves so a resumed run sees the same batches.
+// Training batches from a data set: deterministic shuffling per epoch, rows of one example or
+// packed examples, and a cursor (epoch, position) that the training state saves so a resumed
+// run sees the same batches.
 #pragma once
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "autograd/attention_mask.h"
-#include "train/dataset.h"
+#include "dataset/batch.h"
 
 namespace glm4 {
-
-// B rows of T tokens, row-major ([B*T] arrays), right-padded to the longest row.
-struct Batch {
-  int64_t B = 0, T = 0;
-  std::vector<int32_t> input_ids;  // [B*T], pad_id on padding
-  std::vector<int32_t> labels;     // [B*T], kIgnoreLabel on padding and on every example's
-                                   // first token (nothing predicts it; see Example)
-  std::vector<int32_t> lengths;    // [B] tokens in each row before its padding
-  std::vector<int32_t> positions;  // [B*T] t - seg_start: restarts at 0 for each example
-  std::vector<int32_t> seg_start;  // [B*T] packing only (else empty): index of the first token
-                                   // of the example holding t; a row's padding is a segment
-                                   // of its own. Unpacked, every row is one segment from 0.
-  int64_t target_tokens = 0;       // t >= 1 with labels[b*T + t] != kIgnoreLabel: position t-1
-                                   // predicts labels[t], so t = 0 never counts
-};
-
-// Causal, keys limited to [0, lengths[b]) and, when packed, to the query's own example.
-AttentionMask attention_mask(const Batch& batch);
 
 struct BatchOptions {
   int64_t batch_size = 1;
@@ -78,9 +60,5 @@ class BatchIterator {
   std::vector<std::vector<int64_t>> rows_;
   int64_t batches_per_epoch_ = 0;
 };
-
-// Lays out rows (each a list of example indices, concatenated) as one batch.
-Batch make_batch(const std::vector<Example>& examples,
-                 const std::vector<std::vector<int64_t>>& rows, bool packed, int32_t pad_id);
 
 }  // namespace glm4

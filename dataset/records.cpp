@@ -1,5 +1,5 @@
 // JSON-lines data files: locating them, parsing and checking each record.
-#include "train/jsonl.h"
+#include "dataset/records.h"
 
 #include <array>
 #include <filesystem>
@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "autograd/ops.h"
 #include "base/check.h"
 
 namespace glm4 {
@@ -37,7 +38,7 @@ std::vector<int32_t> int_array(const json& v, const char* key, bool labels) {
                              ? x.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
                              : x.get<int64_t>() > std::numeric_limits<int32_t>::max();
     const int64_t value = too_big ? 0 : x.get<int64_t>();
-    GLM4_CHECK(!too_big && (value >= 0 || (labels && value == -100)), "\"", key, "\"[", i,
+    GLM4_CHECK(!too_big && (value >= 0 || (labels && value == kIgnoreLabel)), "\"", key, "\"[", i,
                "] = ", x.dump(), " is out of range (expected ",
                labels ? "-100 or a token id" : "a token id", " in [0, 2^31))");
     out.push_back(int32_t(value));
