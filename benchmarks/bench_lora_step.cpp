@@ -93,11 +93,7 @@ int run_case(const Options& o, const Case& c) {
   lora.alpha = 32;
   lora.targets = resolve_lora_targets({"all-linear"});
   model.add_lora(lora, 0);
-  std::vector<std::pair<std::string, Tensor>> params;
-  model.visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-    params.push_back({module + "." + which, t});
-  });
-  AdamW optimizer(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  AdamW optimizer(model.lora_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   StepOptions so;
   so.lr = 1e-4;
   so.recompute_layers = c.checkpoint;

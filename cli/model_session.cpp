@@ -6,7 +6,7 @@
 
 #include "base/check.h"
 #include "cli/cli_common.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4::cli {
 

@@ -10,24 +10,13 @@
 
 #include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 
 namespace glm4 {
 namespace {
 
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-
-nlohmann::json read_index(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GLM4_CHECK(in, "cannot open ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": not valid JSON: ", e.what());
-  }
-}
 
 // A shard name must be a plain file in the directory: no separators, no "..".
 bool plain_file_name(const std::string& s) {
@@ -58,7 +47,7 @@ ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
   const auto index_path = dir / kIndex;
   GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir,
              ": looked for ", kSingle, " and ", kIndex);
-  nlohmann::json index = read_index(index_path);
+  nlohmann::json index = read_json_file(index_path);
   GLM4_CHECK(index.is_object(), index_path, ": expected a JSON object");
   auto wm = index.find("weight_map");
   GLM4_CHECK(wm != index.end() && wm->is_object(), index_path,

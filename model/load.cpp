@@ -29,16 +29,9 @@ void load_param(const std::string& name, Param& p, const FileSlice& src, const T
              ", expected ", shape_str(expected), " from config.json");
   int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
   const std::byte* data = t.data + size_t(src.row_begin * cols) * dtype_size(dtype);
-  if (p.is_matrix()) {
-    bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
-    p.frozen = aligned ? Weight::view(dtype, data, rows, cols, std::move(owner))
-                       : Weight::copy_of(dtype, data, rows, cols);
-    p.value = Tensor();
-  } else {
-    Weight w = Weight::copy_of(dtype, data, 1, rows);
-    p.value = Tensor::empty(p.shape);
-    w.to_f32(p.value.data());
-  }
+  bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
+  p.assign(aligned ? Weight::view(dtype, data, rows, cols, std::move(owner))
+                   : Weight::copy_of(dtype, data, rows, cols));
 }
 }  // namespace
 
@@ -70,7 +63,6 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
       msg += "\nunexpected keys (" + std::to_string(unexpected.size()) + "):" + join_sorted(unexpected);
     fail(msg);
   }
-  if (config.tie_word_embeddings) model->lm_head.weight = model->embed_tokens.weight;
   return model;
 }
 

@@ -48,9 +48,7 @@ struct OutTensor {
 
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 DType dtype, size_t max_shard_bytes) {
-  int64_t adapters = 0;
-  model.visit_lora([&](const std::string&, const char*, Tensor&) { ++adapters; });
-  GLM4_CHECK(adapters == 0, "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
+  GLM4_CHECK(model.lora_parameters().empty(), "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
   Glm4Model expected(config);  // shapes only: nothing is allocated
   Shapes want = shapes_of(expected), have = shapes_of(model);
   GLM4_CHECK(want.list == have.list, "[save_model] ", out_dir, ": the config (",

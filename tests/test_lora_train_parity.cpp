@@ -30,13 +30,13 @@ LoraFixture setup() {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   f.model->add_lora(lora, 0);
-  f.model->visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-    std::string key = kPrefix + module + "." + which + ".weight";
+  for (auto& [name, t] : f.model->lora_parameters()) {
+    std::string key = kPrefix + name + ".weight";
     std::vector<float> init = read_f32(f.file->at("init." + key));
     EXPECT_EQ(int64_t(init.size()), t.numel()) << key;
     std::copy(init.begin(), init.end(), t.data());
     f.params.push_back({key, t});
-  });
+  }
   EXPECT_EQ(f.params.size(), 24u);
   return f;
 }

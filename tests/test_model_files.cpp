@@ -178,7 +178,7 @@ TEST_F(BrokenIndex, ShardLacksTheKey) {
 
 TEST_F(BrokenIndex, NotJsonOrNoWeightMap) {
   write_index("{\"weight_map\": ");
-  EXPECT_TRUE(rejects({"not valid JSON"}));
+  EXPECT_TRUE(rejects({"invalid JSON"}));
   write_index(R"({"metadata": {}})");
   EXPECT_TRUE(rejects({"'weight_map'"}));
   write_index(R"({"weight_map": {"t0": 3}})");

@@ -10,11 +10,11 @@
 #include "base/parallel.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 #include "dataset/records.h"
 #include "train/lr_schedule.h"
 #include "infer/score.h"
-#include "train/progress.h"
+#include "io/progress.h"
 #include "dataset/text_encoder.h"
 #include "train/training_state.h"
 #include "train/train_step.h"
@@ -84,7 +84,6 @@ TrainSummary run_training(const TrainConfig& config) {
       p.make_trainable();
       params.push_back({name, p.value});
     });
-    if (model->tie()) model->lm_head.weight = model->embed_tokens.weight;
   } else {
     if (!c.init_adapter.empty()) {
       lora = read_adapter_info(c.init_adapter).lora;
@@ -93,9 +92,7 @@ TrainSummary run_training(const TrainConfig& config) {
     } else {
       model->add_lora(lora, c.seed);
     }
-    model->visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-      params.push_back({module + "." + which, t});
-    });
+    params = model->lora_parameters();
   }
   AdamW optimizer(params, {.lr = c.learning_rate, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                            .weight_decay = c.weight_decay});

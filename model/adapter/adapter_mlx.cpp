@@ -7,7 +7,7 @@
 #include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "train/adapter_detail.h"
+#include "model/adapter/adapter_detail.h"
 
 namespace glm4::adapter_detail {
 namespace fs = std::filesystem;
@@ -41,7 +41,7 @@ AdapterFile read_mlx(const fs::path& dir, bool with_tensors) {
   const fs::path cfg = dir / "adapter_config.json";
   const fs::path weights = dir / "adapters.safetensors";
   const std::string f = cfg.string();
-  json j = read_json_file(cfg);
+  json j = read_json_object(cfg);
   AdapterFile a;
   a.info.format = "mlx";
   std::string type = get_string(j, "fine_tune_type", f, "lora");

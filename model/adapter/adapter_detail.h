@@ -7,13 +7,14 @@
 #include <optional>
 #include <string>
 
-#include "train/adapter_files.h"
+#include "model/adapter/adapter_files.h"
 
 namespace glm4::adapter_detail {
 
 using json = nlohmann::json;
 
-json read_json_file(const std::filesystem::path& path);
+// read_json_file (io/json_file.h) checked to hold an object.
+json read_json_object(const std::filesystem::path& path);
 
 // Typed fields of a JSON object; `file` names it in errors. A null or absent field takes `def`
 // when given, else is an error.

@@ -5,7 +5,7 @@
 #include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "train/adapter_detail.h"
+#include "model/adapter/adapter_detail.h"
 
 namespace glm4::adapter_detail {
 namespace fs = std::filesystem;
@@ -68,7 +68,7 @@ std::vector<int64_t> read_layer_list(const json& j, const std::string& f) {
 AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
   const fs::path cfg = dir / "adapter_config.json";
   const std::string f = cfg.string();
-  json j = read_json_file(cfg);
+  json j = read_json_object(cfg);
   AdapterFile a;
   a.info.format = "peft";
   std::string type = get_string(j, "peft_type", f);

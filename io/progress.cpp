@@ -1,4 +1,4 @@
-#include "train/progress.h"
+#include "io/progress.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Adapters and the model: collecting a model's LoRA modules for saving, and creating and filling
 // them from an adapter directory with strict checks; conversion between the layouts.
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 #include <cmath>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "base/strings.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
-#include "train/adapter_files.h"
+#include "model/adapter/adapter_files.h"
 
 namespace glm4 {
 namespace fs = std::filesystem;
@@ -52,24 +52,23 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
   std::set<std::string> names;
-  for (int64_t i = 0; i < a.total_layers; ++i)
-    for (const std::string& name : lora_module_names()) {
-      const Linear* lin = model.layers[size_t(i)].module(name);
-      if (!lin->lora) continue;
-      const LoraWeights& w = *lin->lora;
-      std::string path = lora_module_path(i, name);
-      GLM4_CHECK(w.lora_A.dim(0) == lora.rank, "save_adapter: ", path, " has rank ", w.lora_A.dim(0),
-                 " but the LoRA settings say ", lora.rank);
-      GLM4_CHECK(std::abs(double(w.scale) - lora.scale()) <= 1e-6 * std::abs(lora.scale()),
-                 "save_adapter: ", path, " has scale ", w.scale, " but the LoRA settings give ",
-                 lora.scale());
-      names.insert(name);
-      AdapterModule& m = a.modules[path];
-      m.a_shape = w.lora_A.shape();
-      m.b_shape = w.lora_B.shape();
-      m.a.assign(w.lora_A.data(), w.lora_A.data() + w.lora_A.numel());
-      m.b.assign(w.lora_B.data(), w.lora_B.data() + w.lora_B.numel());
-    }
+  model.visit_linears([&](const LinearSite& site, Linear& lin) {
+    if (!lin.lora) return;
+    const LoraWeights& w = *lin.lora;
+    const std::string& path = site.path;
+    const std::string& name = site.name;
+    GLM4_CHECK(w.lora_A.dim(0) == lora.rank, "save_adapter: ", path, " has rank ", w.lora_A.dim(0),
+               " but the LoRA settings say ", lora.rank);
+    GLM4_CHECK(std::abs(double(w.scale) - lora.scale()) <= 1e-6 * std::abs(lora.scale()),
+               "save_adapter: ", path, " has scale ", w.scale, " but the LoRA settings give ",
+               lora.scale());
+    names.insert(name);
+    AdapterModule& m = a.modules[path];
+    m.a_shape = w.lora_A.shape();
+    m.b_shape = w.lora_B.shape();
+    m.a.assign(w.lora_A.data(), w.lora_A.data() + w.lora_A.numel());
+    m.b.assign(w.lora_B.data(), w.lora_B.data() + w.lora_B.numel());
+  });
   GLM4_CHECK(!a.modules.empty(), "save_adapter ", dir, ": the model has no LoRA modules");
   std::vector<std::string> found;
   for (const std::string& n : lora_module_names())
@@ -93,9 +92,7 @@ std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& 
   const AdapterInfo& info = a.info;
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
-  bool has_lora = false;
-  model.visit_lora([&](const std::string&, const char*, Tensor&) { has_lora = true; });
-  GLM4_CHECK(!has_lora, "adapter ", dir, ": the model already has LoRA modules");
+  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir, ": the model already has LoRA modules");
 
   std::set<int64_t> layers;
   if (info.layers.empty())

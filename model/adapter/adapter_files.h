@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 
@@ -29,11 +29,6 @@ struct AdapterFile {
 
   std::set<int64_t> layers_present() const;
 };
-
-// "model.layers.{layer}.self_attn.q_proj" / "...mlp.down_proj" for a name of lora_module_names().
-std::string lora_module_path(int64_t layer, const std::string& name);
-// Inverse of lora_module_path; false when `path` is not a LoRA-capable module of a decoder layer.
-bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string* name);
 
 // The weight file of each layout, and the key a module's A (is_a) or B has in it.
 const char* adapter_weights_file(const std::string& format);

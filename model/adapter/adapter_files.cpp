@@ -7,8 +7,9 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
-#include "train/adapter_detail.h"
+#include "model/adapter/adapter_detail.h"
 
 namespace glm4 {
 namespace fs = std::filesystem;
@@ -21,35 +22,6 @@ std::set<int64_t> AdapterFile::layers_present() const {
     if (parse_lora_module_path(path, &layer, &name)) out.insert(layer);
   }
   return out;
-}
-
-namespace {
-bool is_attention_module(const std::string& name) {
-  return name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj";
-}
-}  // namespace
-
-std::string lora_module_path(int64_t layer, const std::string& name) {
-  return str_cat("model.layers.", layer, is_attention_module(name) ? ".self_attn." : ".mlp.", name);
-}
-
-bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string* name) {
-  const std::string prefix = "model.layers.";
-  if (path.rfind(prefix, 0) != 0) return false;
-  size_t dot = path.find('.', prefix.size());
-  if (dot == std::string::npos || dot == prefix.size()) return false;
-  const char* first = path.data() + prefix.size();
-  const char* last = path.data() + dot;
-  if (*first == '0' && last - first > 1) return false;  // one spelling per index
-  auto [end, ec] = std::from_chars(first, last, *layer);
-  if (ec != std::errc() || end != last || *layer < 0) return false;
-  std::string rest = path.substr(dot + 1);
-  size_t sep = rest.find('.');
-  if (sep == std::string::npos) return false;
-  *name = rest.substr(sep + 1);
-  const auto& names = lora_module_names();
-  if (std::find(names.begin(), names.end(), *name) == names.end()) return false;
-  return rest.substr(0, sep) == (is_attention_module(*name) ? "self_attn" : "mlp");
 }
 
 const char* adapter_weights_file(const std::string& format) {
@@ -73,7 +45,7 @@ std::string detect_adapter_format(const fs::path& dir) {
   bool mlx = fs::exists(dir / "adapters.safetensors");
   if (peft && mlx) {
     // Both weight files: the config says which one it describes.
-    adapter_detail::json j = adapter_detail::read_json_file(dir / "adapter_config.json");
+    adapter_detail::json j = adapter_detail::read_json_object(dir / "adapter_config.json");
     return j.contains("peft_type") ? "peft" : "mlx";
   }
   if (peft) return "peft";
@@ -109,17 +81,8 @@ void write_adapter_file(const AdapterFile& a, const fs::path& dir, const std::st
 
 namespace adapter_detail {
 
-json read_json_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GLM4_CHECK(in.good(), path.string(), ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    fail(path.string(), ": invalid JSON: ", e.what());
-  }
+json read_json_object(const fs::path& path) {
+  json j = read_json_file(path);
   GLM4_CHECK(j.is_object(), path.string(), ": expected a JSON object");
   return j;
 }
@@ -196,7 +159,7 @@ std::vector<std::string> canonical_targets(const std::vector<std::string>& names
     size_t dot = n.rfind('.');
     std::string leaf = dot == std::string::npos ? n : n.substr(dot + 1);
     // A parent prefix ("self_attn.q_proj", as mlx-lm writes its keys) must be the real parent.
-    std::string with_parent = (is_attention_module(leaf) ? "self_attn." : "mlp.") + leaf;
+    std::string with_parent = std::string(lora_module_parent(leaf)) + "." + leaf;
     if (n != leaf && n != with_parent)
       fail(file, ": ", field_name, ": \"", n, "\" is not a module of a GLM-4 decoder layer");
     bare.push_back(leaf);
