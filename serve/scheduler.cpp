@@ -197,6 +197,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& live) {
   const int64_t vocab = model_.config.vocab_size;
   std::vector<CachedRow> rows;
   std::vector<bool> finished(live.size(), false);
+  Tensor logits;
   try {
     for (auto& s : live) {
       const int64_t T = std::min<int64_t>(config_.prefill_chunk, int64_t(s->history.size()) - s->fed);
@@ -204,24 +205,32 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& live) {
       rows.push_back({&s->cache, std::span<const int32_t>(s->history).subspan(size_t(s->fed), size_t(T)),
                       s->fed, s->request.adapter});
     }
-    Tensor logits = cached_forward(model_, rows, true);  // [rows, vocab]
-    for (size_t i = 0; i < live.size(); ++i) {
-      Slot& s = *live[i];
-      s.fed += int64_t(rows[i].tokens.size());
-      if (s.fed == int64_t(s.history.size())) finished[i] = draw(s, logits.data() + int64_t(i) * vocab);
-    }
+    logits = cached_forward(model_, rows, true);  // [rows, vocab]
   } catch (const std::exception& e) {  // the caches are in an unknown state: end every slot of the step
     std::fprintf(stderr, "glm4 serve: error in a batched step: %s\n", e.what());
-    for (auto& s : live) {
-      SlotEvent event = final_event("error", int64_t(s->request.prompt.size()), s->drawn);
-      event.error = e.what();
-      s->handle->push(std::move(event));
-    }
+    for (auto& s : live) fail(*s, e.what());
     live.clear();
     return;
   }
+  for (size_t i = 0; i < live.size(); ++i) {
+    Slot& s = *live[i];
+    s.fed += int64_t(rows[i].tokens.size());
+    if (s.fed < int64_t(s.history.size())) continue;
+    try {  // a token the tokenizer cannot decode (a padded vocabulary) ends only its own request
+      finished[i] = draw(s, logits.data() + int64_t(i) * vocab);
+    } catch (const std::exception& e) {
+      fail(s, e.what());
+      finished[i] = true;
+    }
+  }
   size_t i = 0;
   std::erase_if(live, [&](const std::unique_ptr<Slot>&) { return finished[i++]; });
+}
+
+void Scheduler::fail(Slot& s, const std::string& why) {
+  SlotEvent event = final_event("error", int64_t(s.request.prompt.size()), s.drawn);
+  event.error = why;
+  s.handle->push(std::move(event));
 }
 
 bool Scheduler::draw(Slot& s, const float* logits) {

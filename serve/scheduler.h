@@ -90,7 +90,7 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  // `tokenizer` may be null: events then carry ids only and `stop` strings are refused.
+  // `tokenizer` may be null: events then carry ids only (no text, so `stop` strings never match).
   Scheduler(const Glm4Model& model, const Tokenizer* tokenizer, SchedulerConfig config);
   ~Scheduler();  // cancels everything and joins the loop
 
@@ -109,6 +109,7 @@ class Scheduler {
   void step(std::vector<std::unique_ptr<Slot>>& live);
   std::unique_ptr<Slot> open_slot(SlotRequest request, std::shared_ptr<SlotHandle> handle);
   bool draw(Slot& slot, const float* logits);  // true when the slot finished
+  void fail(Slot& slot, const std::string& why);  // its final event, "error"
 
   const Glm4Model& model_;
   const Tokenizer* tokenizer_;
