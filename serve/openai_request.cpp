@@ -21,6 +21,27 @@ json error_body(const ApiError& e) {
 namespace {
 constexpr int kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
+constexpr int kMaxDepth = 32;  // JSON values are copied and destroyed recursively: bound the depth
+
+// The deepest nesting of [ and { outside strings (the text need not be valid JSON).
+int nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw ApiError(400, "'" + param + "': " + message, param, "invalid_value");
@@ -61,9 +82,11 @@ std::string message_content(const json& content, const std::string& param) {
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string p = str_cat(param, "[", i, "]");
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    const json* text_field = part.is_object() ? field(part, "text") : nullptr;
+    if (!type || *type != "text" || !text_field || !text_field->is_string())
       bad(p, "only {\"type\": \"text\", \"text\": ...} parts are supported");
-    text += part["text"].get<std::string>();
+    text += text_field->get<std::string>();
   }
   return text;
 }
@@ -84,7 +107,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (r == "tool") r = "observation";
     if (r != "system" && r != "user" && r != "assistant" && r != "observation")
       bad(p + ".role", "unknown role \"" + role->get<std::string>() + "\" (system, developer, user, assistant, tool)");
-    out.push_back({r, message_content(msg.value("content", json()), p + ".content")});
+    const json* content = field(msg, "content");
+    out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
   }
   return out;
 }
@@ -92,14 +116,14 @@ std::vector<ChatMessage> parse_messages(const json& body) {
 void parse_prompt(const json& body, ParsedRequest& r) {
   const json* p = field(body, "prompt");
   if (!p) bad("prompt", "is required");
-  json v = *p;
-  if (v.is_array() && v.size() == 1 && (v[0].is_string() || v[0].is_array())) v = json(v[0]);  // a batch of one
-  if (v.is_string()) {
-    r.prompt = v.get<std::string>();
+  const json* v = p;
+  if (v->is_array() && v->size() == 1 && ((*v)[0].is_string() || (*v)[0].is_array())) v = &(*v)[0];  // a batch of one
+  if (v->is_string()) {
+    r.prompt = v->get<std::string>();
     return;
   }
-  if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); })) {
-    for (const json& x : v) r.prompt_ids.push_back(int32_t(integer(x, "prompt", 0, std::numeric_limits<int32_t>::max())));
+  if (v->is_array() && !v->empty() && std::all_of(v->begin(), v->end(), [](const json& x) { return x.is_number_integer(); })) {
+    for (const json& x : *v) r.prompt_ids.push_back(int32_t(integer(x, "prompt", 0, std::numeric_limits<int32_t>::max())));
     r.prompt_is_ids = true;
     return;
   }
@@ -122,6 +146,9 @@ void parse_stop(const json& body, ParsedRequest& r) {
 }  // namespace
 
 ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
+  if (nesting_depth(text) > kMaxDepth)
+    throw ApiError(400, str_cat("the request body nests arrays/objects deeper than ", kMaxDepth, " levels"), "",
+                   "invalid_json");
   json body = json::parse(text, nullptr, false);
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "", "invalid_json");
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");

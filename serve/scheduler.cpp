@@ -162,7 +162,13 @@ void Scheduler::loop() {
           refused.emplace_back(std::move(request), std::move(handle));
           continue;
         }
-        live.push_back(open_slot(std::move(request), std::move(handle)));
+        try {
+          live.push_back(open_slot(std::move(request), handle));
+        } catch (const std::exception& e) {  // out of memory, say: this request fails, the loop goes on
+          SlotEvent event = final_event("error", 0, 0);
+          event.error = e.what();
+          handle->push(std::move(event));
+        }
       }
       if (stopping_) {  // whatever is still queued (beyond free slots) is cancelled too
         for (auto& q : queue_) refused.push_back(std::move(q));

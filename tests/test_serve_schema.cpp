@@ -114,6 +114,19 @@ TEST(OpenAiSchema, ValidRequestsBecomeSlotRequests) {
   EXPECT_EQ(c.stop_ids, served().s.eos_ids);
 }
 
+TEST(OpenAiSchema, DeeplyNestedBodiesAreRefusedBeforeParsing) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  for (const std::string& body : {R"({"prompt": )" + deep + "}", R"({"messages": [{"role": "user", "content": )" + deep + "}]}",
+                                  R"({"unknown": )" + deep + "}", std::string(300000, '{')}) {
+    ApiError e = error_of(body, Endpoint::Completion);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.code, "invalid_json") << e.what();
+  }
+  // Brackets inside strings are text, and moderate nesting of unknown fields is fine.
+  EXPECT_EQ(error_of(R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", "x": [[[[1]]]]})",
+                     Endpoint::Completion).status, 200);
+}
+
 TEST(OpenAiSchema, MutatedBodiesOnlyEverRaiseApiErrors) {
   const std::vector<std::string> seeds = {
       R"({"model": "base", "messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 5,
