@@ -84,7 +84,92 @@ GLM4_AVX512BF16 void small_forward(const uint16_t* Xb, int64_t K, const uint16_t
   }
 }
 
+// dX[m, k0 + 32 CH) (+)= sum_n dYb[m, n] W[n, k] over every n, with CH chunks of 32 columns
+// held in registers: rows n, n + 1 are interleaved into k-pairs on the fly (unpack keeps each
+// 128-bit lane: lo holds k 8L..8L+3, hi k 8L+4..8L+7 of lane L) and put back in order at the end.
+template <int MX, int CH>
+GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, const uint16_t* W,
+                                 int64_t K, int64_t k0, float* dX, bool accumulate) {
+  __m512 lo[MX][CH], hi[MX][CH];
+  for (int m = 0; m < MX; ++m)
+    for (int c = 0; c < CH; ++c) lo[m][c] = hi[m][c] = _mm512_setzero_ps();
+  __mmask32 mask[CH];
+  for (int c = 0; c < CH; ++c) {
+    const int64_t left = K - (k0 + 32 * c);
+    mask[c] = left >= 32 ? __mmask32(0xffffffffu) : left <= 0 ? __mmask32(0) : __mmask32((1u << left) - 1);
+  }
+  for (int64_t n = 0; n < N; n += 2) {
+    const uint16_t* even = W + n * K + k0;
+    const uint16_t* odd = even + K;
+    __m512bh d[MX];
+    for (int m = 0; m < MX; ++m) {
+      int32_t pair;
+      std::memcpy(&pair, dyb + m * np + n, 4);
+      d[m] = __m512bh(_mm512_set1_epi32(pair));
+    }
+    for (int c = 0; c < CH; ++c) {
+      const __m512i a = _mm512_maskz_loadu_epi16(mask[c], even + 32 * c);
+      const __m512i b = n + 1 < N ? _mm512_maskz_loadu_epi16(mask[c], odd + 32 * c)
+                                  : _mm512_setzero_si512();
+      const __m512bh l = __m512bh(_mm512_unpacklo_epi16(a, b));
+      const __m512bh h = __m512bh(_mm512_unpackhi_epi16(a, b));
+      for (int m = 0; m < MX; ++m) {
+        lo[m][c] = _mm512_dpbf16_ps(lo[m][c], d[m], l);
+        hi[m][c] = _mm512_dpbf16_ps(hi[m][c], d[m], h);
+      }
+    }
+  }
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int m = 0; m < MX; ++m)
+    for (int c = 0; c < CH; ++c) {
+      const int64_t k = k0 + 32 * c, left = K - k;
+      if (left <= 0) break;
+      const __m512 v[2] = {_mm512_permutex2var_ps(lo[m][c], first, hi[m][c]),
+                           _mm512_permutex2var_ps(lo[m][c], second, hi[m][c])};
+      for (int half = 0; half < 2; ++half) {
+        const int64_t n16 = std::min<int64_t>(16, left - 16 * half);
+        if (n16 <= 0) break;
+        const __mmask16 mk = n16 >= 16 ? __mmask16(0xffff) : __mmask16((1u << n16) - 1);
+        float* out = dX + m * K + k + 16 * half;
+        const __m512 r = accumulate ? _mm512_add_ps(v[half], _mm512_maskz_loadu_ps(mk, out)) : v[half];
+        _mm512_mask_storeu_ps(out, mk, r);
+      }
+    }
+}
+
+template <int MX>
+constexpr int kGradChunks = MX == 1 ? 8 : MX == 2 ? 4 : 2;
+
+template <int MX>
+void small_input_grad(const uint16_t* dyb, int64_t np, int64_t N, const uint16_t* W, int64_t K,
+                      int64_t s0, int64_t s1, float* dX, bool accumulate) {
+  constexpr int CH = kGradChunks<MX>;
+  for (int64_t s = s0; s < s1; ++s)
+    grad_stripe<MX, CH>(dyb, np, N, W, K, s * 32 * CH, dX, accumulate);
+}
+
 }  // namespace
+
+int64_t avx512_small_grad_stripe(int64_t M) {
+  switch (M) {
+    case 1: return 32 * kGradChunks<1>;
+    case 2: return 32 * kGradChunks<2>;
+    case 3: return 32 * kGradChunks<3>;
+  }
+  return 32 * kGradChunks<4>;
+}
+
+void avx512_small_input_grad(const uint16_t* dyb, int64_t M, int64_t N, const uint16_t* W,
+                             int64_t K, int64_t s0, int64_t s1, float* dX, bool accumulate) {
+  const int64_t np = kblocks(N) * kKBlock;  // the row stride of round_rows_bf16
+  switch (M) {
+    case 1: return small_input_grad<1>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 2: return small_input_grad<2>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 3: return small_input_grad<3>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 4: return small_input_grad<4>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+  }
+}
 
 void avx512_panel(const PanelArgs& p) {
   for (int64_t i = 0; i < p.ga; ++i)

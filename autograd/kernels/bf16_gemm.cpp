@@ -117,6 +117,18 @@ void small_forward(const float* X, int64_t M, int64_t K, const uint16_t* W, int6
   });
 }
 
+void small_input_grad(const float* dY, int64_t M, int64_t N, const uint16_t* W, int64_t K,
+                      float* dX, bool accumulate) {
+  const int64_t np = kblocks(N) * kKBlock;
+  std::vector<uint16_t> dyb(size_t(M * np));
+  round_rows_bf16(dY, M, N, dyb.data());
+  const int64_t width = avx512_small_grad_stripe(M), stripes = (K + width - 1) / width;
+  const int64_t grain = std::max<int64_t>(1, kMinTaskBytes / std::max<int64_t>(1, 2 * N * width));
+  parallel_for(stripes, grain, [&](int64_t s0, int64_t s1) {
+    avx512_small_input_grad(dyb.data(), M, N, W, K, s0, s1, dX, accumulate);
+  });
+}
+
 }  // namespace
 
 const char* bf16_kernel_name(Bf16Kernel kernel) {
@@ -221,6 +233,7 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
   const Isa isa = isa_of(kernel, "bf16_linear_input_grad");
   if (M == 0 || K == 0) return;
   if (N == 0) return fill_empty(dX, M, K, accumulate);
+  if (M <= kSmallM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
 
   const int64_t nkb = kblocks(N), mg = groups(M), kg = groups(K);
   AlignedBuffer<uint16_t> dy_buf;

@@ -65,6 +65,12 @@ void amx_end();
 // [n0, n1) of W; Xb is X in bf16 with rows padded with zeros to Kp = 32 * kblocks(K).
 void avx512_small_forward(const uint16_t* Xb, int64_t M, int64_t K, const uint16_t* W, int64_t N,
                           int64_t n0, int64_t n1, float* Y, bool accumulate);
+// Decode-sized input gradient (M <= 4), reading W once: dX[M, K] (+)= dYb[M, Np] W[N, K] for
+// the column stripes [s0, s1) of avx512_small_grad_stripe(M) columns each; dYb is dY in bf16
+// with rows padded with zeros to Np = 32 * kblocks(N) (round_rows_bf16).
+void avx512_small_input_grad(const uint16_t* dyb, int64_t M, int64_t N, const uint16_t* W,
+                             int64_t K, int64_t s0, int64_t s1, float* dX, bool accumulate);
+int64_t avx512_small_grad_stripe(int64_t M);
 // fp32 X[M, K] rounded to bf16 into rows of Kp = 32 * kblocks(K) (zero padded).
 void round_rows_bf16(const float* X, int64_t M, int64_t K, uint16_t* dst);
 
