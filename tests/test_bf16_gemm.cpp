@@ -100,19 +100,20 @@ void run(Bf16Kernel k, bool forward, const std::vector<float>& A, int64_t M, int
 class Bf16Kernels : public ::testing::TestWithParam<Bf16Kernel> {};
 
 // Every M (decode sizes 1-4 take the direct path, the rest the tiles), N, K not multiples of
-// any block (K odd too), with and without accumulation, both products: within the fp32
+// any block (K odd too; a reduction over 8192 is packed in parts), with and without
+// accumulation, both products: within the fp32
 // summation bound of the exact product of the bf16-rounded operands, and within the bf16
 // rounding bound of the fp32 operands.
 TEST_P(Bf16Kernels, MatchDoubleReferenceOnOddShapes) {
   const Bf16Kernel k = GetParam();
   SKIP_UNLESS_AVAILABLE(k);
-  const std::pair<int64_t, int64_t> nks[] = {{1, 1}, {15, 31}, {33, 33}, {300, 77}, {45, 520},
-                                             {130, 1100}};
+  const std::pair<int64_t, int64_t> nks[] = {{1, 1},     {15, 31},   {33, 33},  {300, 77},
+                                             {45, 520},  {130, 1100}, {20, 9000}, {9000, 20}};
   for (int64_t M : {1, 2, 3, 4, 5, 17, 513})
     for (auto [N, K] : nks)
       for (bool forward : {true, false})
         for (bool acc : {false, true}) {
-          if (M == 513 && N * K > 40000) continue;  // keeps the double loop short
+          if (M * N * K > 20000000) continue;  // keeps the double loop short
           const int64_t R = forward ? K : N, Cn = forward ? N : K;
           const auto A = random_vec(M * R, uint32_t(M * 7 + N));
           const auto W = random_bf16(N * K, uint32_t(K));

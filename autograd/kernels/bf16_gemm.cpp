@@ -30,6 +30,7 @@ constexpr int64_t kChunkKb = 128;        // activation chunk per pass, KB
 constexpr int64_t kMaxWeightGroups = 8;  // 128 weight rows / columns per task at most
 constexpr int64_t kMaxActGroups = 32;    // 512 activation rows per task at most
 constexpr int64_t kMaxKc = 64;           // k-blocks per pass (2048 reduction steps)
+constexpr int64_t kMaxKs = 256;          // k-blocks per weight panel (8192 reduction steps)
 constexpr int64_t kMinTasks = 8;         // enough tasks to balance a few threads
 constexpr int64_t kMinTaskBytes = 1 << 16;
 
@@ -72,26 +73,74 @@ Isa isa_of(Bf16Kernel kernel, const char* op) {
   return {avx512_panel, no_op, no_op};
 }
 
-// Tasks: weight blocks of wg groups x activation blocks of ag groups. A task packs its weight
-// panel once, then runs activation chunks of ac groups, each over the reduction in passes of kc
-// k-blocks, so the panel product reads operands from L2 and C stays small.
+// Tasks: weight blocks of wg groups x activation blocks of ag groups, C held for the whole task.
+// A task packs its weight panel for ks k-blocks of the reduction at a time (so the panel fits
+// L2 whatever K is), then runs activation chunks of ac groups over that part in passes of kc
+// k-blocks. Storing and reloading fp32 C between passes is exact, so the chunking changes no
+// result; it depends on the shapes alone anyway.
 struct Plan {
-  int64_t wg, ag, ac, kc;
+  int64_t wg, ag, ac, kc, ks;
   int64_t w_blocks, a_blocks;
 };
 
 Plan plan(int64_t weight_groups, int64_t act_groups, int64_t kb) {
   Plan p;
   p.kc = std::min(kb, kMaxKc);
-  p.wg = std::clamp<int64_t>(kPanelKb / kb, 2, kMaxWeightGroups);
-  p.wg = std::min(p.wg, weight_groups);
+  p.ks = std::min(kb, kMaxKs);
+  p.wg = std::min(std::clamp<int64_t>(kPanelKb / p.ks, 2, kMaxWeightGroups), weight_groups);
   p.ag = std::min(act_groups, kMaxActGroups);
-  p.w_blocks = (weight_groups + p.wg - 1) / p.wg;
-  while (p.ag > 2 && p.w_blocks * ((act_groups + p.ag - 1) / p.ag) < kMinTasks)
-    p.ag = (p.ag + 1) / 2;
-  p.a_blocks = (act_groups + p.ag - 1) / p.ag;
+  auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+  while (blocks(weight_groups, p.wg) * blocks(act_groups, p.ag) < kMinTasks) {
+    if (p.wg > 2) p.wg = (p.wg + 1) / 2;  // weight panels are cheaper to repeat than packs
+    else if (p.ag > 2) p.ag = (p.ag + 1) / 2;
+    else break;
+  }
+  p.w_blocks = blocks(weight_groups, p.wg);
+  p.a_blocks = blocks(act_groups, p.ag);
   p.ac = std::min(std::max<int64_t>(kChunkKb / p.kc, 2), p.ag);
   return p;
+}
+
+// The task loop shared by both products. `act` is the packed activation (group stride kb
+// blocks); pack_w(w0, wn, s0, s1, panel) packs weight groups [w0, w0 + wn) over k-blocks
+// [s0, s1); store(w0, wn, a0, an, c, ldc) writes the task's C out. With weight_is_a, C is
+// [weight rows][activation rows] (the forward's Y^T), else [activation rows][weight columns].
+template <typename PackW, typename Store>
+void run_tasks(const Isa& isa, const Plan& pl, bool weight_is_a, int64_t kb, int64_t wgroups,
+               int64_t agroups, const uint16_t* act, PackW&& pack_w, Store&& store) {
+  parallel_for(pl.w_blocks * pl.a_blocks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local AlignedBuffer<uint16_t> panel_buf;
+    thread_local AlignedBuffer<float> c_buf;
+    uint16_t* panel = panel_buf.get(pl.wg * pl.ks * kBlockElems);
+    float* c = c_buf.get(pl.wg * pl.ag * kGroup * kGroup);
+    const int64_t ldc = (weight_is_a ? pl.ag : pl.wg) * kGroup;
+    const int64_t act_stride = kb * kBlockElems;
+    isa.begin();
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t w0 = t / pl.a_blocks * pl.wg, wn = std::min(wgroups, w0 + pl.wg) - w0;
+      const int64_t a0 = t % pl.a_blocks * pl.ag, an = std::min(agroups, a0 + pl.ag) - a0;
+      for (int64_t s0 = 0; s0 < kb; s0 += pl.ks) {
+        const int64_t s1 = std::min(kb, s0 + pl.ks), panel_stride = (s1 - s0) * kBlockElems;
+        pack_w(w0, wn, s0, s1, panel);
+        for (int64_t h = 0; h < an; h += pl.ac) {
+          const int64_t hn = std::min(an, h + pl.ac) - h;
+          const uint16_t* ap = act + (a0 + h) * act_stride + s0 * kBlockElems;
+          for (int64_t k0 = s0; k0 < s1; k0 += pl.kc) {
+            const int64_t k1 = std::min(s1, k0 + pl.kc);
+            const bool more = k0 > 0;  // add to the passes before
+            if (weight_is_a)
+              isa.panel({panel, wn, panel_stride, ap, hn, act_stride, k0 - s0, k1 - s0,
+                         c + h * kGroup, ldc, more});
+            else
+              isa.panel({ap, hn, act_stride, panel, wn, panel_stride, k0 - s0, k1 - s0,
+                         c + h * kGroup * ldc, ldc, more});
+          }
+        }
+      }
+      store(w0, wn, a0, an, c, ldc);
+    }
+    isa.end();
+  });
 }
 
 void check_args(const char* op, int64_t M, int64_t N, int64_t K, const void* act,
@@ -201,30 +250,17 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
     pack_pairs_f32(X, M, K, K, g0, g1, kb, xb);
   });
   const Plan pl = plan(ng, mg, kb);
-  const int64_t tiles = pl.w_blocks * pl.a_blocks;
-  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-    thread_local AlignedBuffer<uint16_t> panel_buf;
-    thread_local AlignedBuffer<float> c_buf;
-    uint16_t* panel = panel_buf.get(pl.wg * kb * kBlockElems);
-    const int64_t ldc = pl.ac * kGroup;
-    float* c = c_buf.get(pl.wg * kGroup * ldc);
-    isa.begin();
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t wi = t / pl.a_blocks, ai = t % pl.a_blocks;
-      const int64_t n0 = wi * pl.wg * kGroup, n1 = std::min(N, n0 + pl.wg * kGroup);
-      const int64_t g0 = ai * pl.ag, ga = std::min(mg, g0 + pl.ag) - g0;
-      pack_rows_bf16(W, K, n0, n1, 0, K, panel);
-      for (int64_t h0 = g0; h0 < g0 + ga; h0 += pl.ac) {
-        const int64_t hc = std::min(g0 + ga, h0 + pl.ac) - h0;
-        const int64_t r0 = h0 * kGroup, r1 = std::min(M, r0 + hc * kGroup);
-        for (int64_t k0 = 0; k0 < kb; k0 += pl.kc)
-          isa.panel({panel, groups(n1 - n0), kb * kBlockElems, xb + h0 * kb * kBlockElems, hc,
-                     kb * kBlockElems, k0, std::min(kb, k0 + pl.kc), c, ldc, k0 > 0});
-        store_transposed(c, ldc, n1 - n0, r1 - r0, Y + r0 * N + n0, N, accumulate);  // C = Y^T
-      }
-    }
-    isa.end();
-  });
+  run_tasks(
+      isa, pl, /*weight_is_a=*/true, kb, ng, mg, xb,
+      [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
+        pack_rows_bf16(W, K, w0 * kGroup, std::min(N, (w0 + wn) * kGroup), s0 * kKBlock,
+                       std::min(K, s1 * kKBlock), panel);
+      },
+      [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
+        const int64_t n0 = w0 * kGroup, n1 = std::min(N, (w0 + wn) * kGroup);
+        const int64_t m0 = a0 * kGroup, m1 = std::min(M, (a0 + an) * kGroup);
+        store_transposed(c, ldc, n1 - n0, m1 - m0, Y + m0 * N + n0, N, accumulate);  // C = Y^T
+      });
 }
 
 void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
@@ -242,37 +278,24 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
     pack_rows_f32(dY, M, N, N, g0, g1, nkb, dyb);
   });
   const Plan pl = plan(kg, mg, nkb);
-  const int64_t tiles = pl.w_blocks * pl.a_blocks;
-  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-    thread_local AlignedBuffer<uint16_t> panel_buf;
-    thread_local AlignedBuffer<float> c_buf;
-    uint16_t* panel = panel_buf.get(pl.wg * nkb * kBlockElems);
-    const int64_t ldc = pl.wg * kGroup;
-    float* c = c_buf.get(pl.ac * kGroup * ldc);
-    isa.begin();
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t wi = t / pl.a_blocks, ai = t % pl.a_blocks;
-      const int64_t c0 = wi * pl.wg * kGroup, c1 = std::min(K, c0 + pl.wg * kGroup);
-      const int64_t g0 = ai * pl.ag, ga = std::min(mg, g0 + pl.ag) - g0;
-      pack_pairs_bf16(W, K, 0, N, c0, c1, panel);
-      for (int64_t h0 = g0; h0 < g0 + ga; h0 += pl.ac) {
-        const int64_t hc = std::min(g0 + ga, h0 + pl.ac) - h0;
-        const int64_t r0 = h0 * kGroup, r1 = std::min(M, r0 + hc * kGroup);
-        for (int64_t k0 = 0; k0 < nkb; k0 += pl.kc)
-          isa.panel({dyb + h0 * nkb * kBlockElems, hc, nkb * kBlockElems, panel, groups(c1 - c0),
-                     nkb * kBlockElems, k0, std::min(nkb, k0 + pl.kc), c, ldc, k0 > 0});
-        for (int64_t m = r0; m < r1; ++m) {
+  run_tasks(
+      isa, pl, /*weight_is_a=*/false, nkb, kg, mg, dyb,
+      [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
+        pack_pairs_bf16(W, K, s0 * kKBlock, std::min(N, s1 * kKBlock), w0 * kGroup,
+                        std::min(K, (w0 + wn) * kGroup), panel);
+      },
+      [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
+        const int64_t c0 = w0 * kGroup, c1 = std::min(K, (w0 + wn) * kGroup);
+        const int64_t m0 = a0 * kGroup, m1 = std::min(M, (a0 + an) * kGroup);
+        for (int64_t m = m0; m < m1; ++m) {
           float* dx = dX + m * K + c0;
-          const float* row = c + (m - r0) * ldc;
+          const float* row = c + (m - m0) * ldc;
           if (accumulate)
             for (int64_t j = 0; j < c1 - c0; ++j) dx[j] += row[j];
           else
             std::memcpy(dx, row, size_t(c1 - c0) * sizeof(float));
         }
-      }
-    }
-    isa.end();
-  });
+      });
 }
 
 }  // namespace glm4::kernels

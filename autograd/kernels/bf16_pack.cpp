@@ -26,7 +26,7 @@ GLM4_AVX512BF16 inline __m512i round32(const float* src, int64_t n) {
 }
 
 // r[i] (16 rows of 16 dwords) becomes its transpose.
-GLM4_AVX512BF16 void transpose16(__m512i r[16]) {
+GLM4_AVX512BF16 __attribute__((always_inline)) inline void transpose16(__m512i r[16]) {
   __m512i u[16];
   for (int q = 0; q < 4; ++q) {
     const __m512i* a = r + 4 * q;
