@@ -63,7 +63,7 @@ GLM4_AVX512BF16 void dot_rows(const uint16_t* Xb, int64_t kp, const uint16_t* W,
 template <int MX>
 GLM4_AVX512BF16 void small_forward(const uint16_t* Xb, int64_t K, const uint16_t* W, int64_t N,
                                    int64_t n0, int64_t n1, float* Y, bool accumulate) {
-  constexpr int R = MX <= 2 ? 4 : 2;
+  constexpr int R = MX <= 2 ? 6 : 4;  // weight rows per step: R * MX independent sums
   const int64_t kp = kblocks(K) * kKBlock;
   float out[R * MX];
   auto emit = [&](int64_t n, int rows) {
@@ -139,7 +139,7 @@ GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, con
 }
 
 template <int MX>
-constexpr int kGradChunks = MX == 1 ? 8 : MX == 2 ? 4 : 2;
+constexpr int kGradChunks = MX == 1 ? 8 : MX == 2 ? 6 : MX == 3 ? 4 : 3;  // <= 24 sums
 
 template <int MX>
 void small_input_grad(const uint16_t* dyb, int64_t np, int64_t N, const uint16_t* W, int64_t K,

@@ -28,6 +28,7 @@ constexpr int64_t kSmallM = 4;           // up to this many rows the forward rea
 constexpr int64_t kPanelKb = 1024;       // weight panel per task, KB (half of L2)
 constexpr int64_t kChunkKb = 128;        // activation chunk per pass, KB
 constexpr int64_t kMaxWeightGroups = 8;  // 128 weight rows / columns per task at most
+constexpr int64_t kMaxWideGroups = 16;   // 256 weight columns per task (input gradient)
 constexpr int64_t kMaxActGroups = 32;    // 512 activation rows per task at most
 constexpr int64_t kMaxKc = 64;           // k-blocks per pass (2048 reduction steps)
 constexpr int64_t kMaxKs = 256;          // k-blocks per weight panel (8192 reduction steps)
@@ -83,11 +84,14 @@ struct Plan {
   int64_t w_blocks, a_blocks;
 };
 
-Plan plan(int64_t weight_groups, int64_t act_groups, int64_t kb) {
+// `wide`: the weight pack reads a strip of columns from every row (the input gradient), so
+// wider strips over fewer rows per panel keep its reads sequential.
+Plan plan(int64_t weight_groups, int64_t act_groups, int64_t kb, bool wide) {
   Plan p;
   p.kc = std::min(kb, kMaxKc);
-  p.ks = std::min(kb, kMaxKs);
-  p.wg = std::min(std::clamp<int64_t>(kPanelKb / p.ks, 2, kMaxWeightGroups), weight_groups);
+  p.ks = std::min(kb, wide ? kMaxKc : kMaxKs);
+  p.wg = std::min(std::clamp<int64_t>(kPanelKb / p.ks, 2, wide ? kMaxWideGroups : kMaxWeightGroups),
+                  weight_groups);
   p.ag = std::min(act_groups, kMaxActGroups);
   auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
   while (blocks(weight_groups, p.wg) * blocks(act_groups, p.ag) < kMinTasks) {
@@ -249,7 +253,7 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
   parallel_for(mg, std::max<int64_t>(1, 64 / kb), [&](int64_t g0, int64_t g1) {
     pack_pairs_f32(X, M, K, K, g0, g1, kb, xb);
   });
-  const Plan pl = plan(ng, mg, kb);
+  const Plan pl = plan(ng, mg, kb, /*wide=*/false);
   run_tasks(
       isa, pl, /*weight_is_a=*/true, kb, ng, mg, xb,
       [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
@@ -277,7 +281,7 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
   parallel_for(mg, std::max<int64_t>(1, 64 / nkb), [&](int64_t g0, int64_t g1) {
     pack_rows_f32(dY, M, N, N, g0, g1, nkb, dyb);
   });
-  const Plan pl = plan(kg, mg, nkb);
+  const Plan pl = plan(kg, mg, nkb, /*wide=*/true);
   run_tasks(
       isa, pl, /*weight_is_a=*/false, nkb, kg, mg, dyb,
       [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
