@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   std::vector<Bf16Kernel> variants;
   for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16})
     if (kernels::bf16_kernel_available(k)) variants.push_back(k);
-  std::printf("# bench_bf16_gemm: best wall time of >= %d runs (>= %.1f s); bf16 kernels here:", o.reps,
+  std::printf("# bench_bf16_gemm: best time of >= %d runs (>= %.1f s); bf16 kernels here:", o.reps,
               o.min_time);
   for (Bf16Kernel k : variants) std::printf(" %s", kernels::bf16_kernel_name(k));
   std::printf("%s\n", variants.empty() ? " none" : "");
