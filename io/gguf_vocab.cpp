@@ -156,9 +156,11 @@ GgufVocab build_gguf_vocab(const std::filesystem::path& dir, GgufVocabStyle styl
     gguf_vocab_detail::fill_from_tiktoken(model_file, vocab_size, v);
   } else if (std::filesystem::exists(model_file)) {
     gguf_vocab_detail::fill_from_sentencepiece(model_file, vocab_size, v);
-  } else {
-    fail("gguf export: no tokenizer in ", dir.string(),
-         " (looked for tokenizer.json and tokenizer.model); llama.cpp needs one in the file");
+  } else {  // the converter's _set_vocab_none: llama.cpp loads it and runs on token ids
+    v.model = "none";
+    v.notes.push_back(str_cat("no tokenizer.json or tokenizer.model in ", dir.string(),
+                              ": tokenizer.ggml.model = none (llama.cpp can only run it on token ids)"));
+    return v;
   }
   apply_tokenizer_config(dir, added, v);
   apply_model_config(dir, v);
@@ -168,6 +170,7 @@ GgufVocab build_gguf_vocab(const std::filesystem::path& dir, GgufVocabStyle styl
 
 void add_vocab_metadata(const GgufVocab& v, GgufWriter& w) {
   w.set("tokenizer.ggml.model", GgufValue::of_string(v.model));
+  if (v.model == "none") return;
   w.set("tokenizer.ggml.pre", GgufValue::of_string(v.pre));
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(v.tokens));
   if (!v.scores.empty()) w.set("tokenizer.ggml.scores", GgufValue::f32_array(v.scores));

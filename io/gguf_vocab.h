@@ -48,8 +48,8 @@ struct GgufVocab {
 
 // Reads the tokenizer files of `model_dir` (plus tokenizer_config.json, config.json,
 // chat_template.jinja) and pads the token list to `vocab_size` (the model's embedding rows) with
-// "[PAD{id}]" tokens of type unused. Throws naming the file and field at fault, or when the
-// tokenizer has more tokens than vocab_size.
+// "[PAD{id}]" tokens of type unused. Without tokenizer files the model is "none" (no token list).
+// Throws naming the file and field at fault, or when the tokenizer has more tokens than vocab_size.
 GgufVocab build_gguf_vocab(const std::filesystem::path& model_dir, GgufVocabStyle style,
                            int64_t vocab_size);
 
