@@ -151,6 +151,8 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
       model_dir, c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4 : GgufVocabStyle::ChatGlm,
       c.vocab_size);
   add_vocab_metadata(vocab, w);
+  // Without a token list llama.cpp takes the vocabulary size from here (it adds dummy tokens).
+  if (vocab.model == "none") set_u32(w, result.arch + ".vocab_size", c.vocab_size);
   result.notes.insert(result.notes.end(), vocab.notes.begin(), vocab.notes.end());
 
   for (const GgufTensorPlan& t : plan) {

@@ -114,6 +114,16 @@ GgufLoraExportResult export_gguf_lora(const ModelConfig& c, const std::vector<Gg
                                    "block-diagonal adapter per layer (rank up to ", 3 * rank, ")"));
   }
 
+  if (c.family == ModelConfig::Family::Glm4) {
+    for (const GgufLoraModule& m : modules) {
+      if (m.module.find("o_proj") == std::string::npos && m.module.find("down_proj") == std::string::npos) continue;
+      result.notes.push_back(
+          "llama.cpp's glm4 graph (checked at commit 81ff7abe) asserts in ggml_mul_mat_set_prec when a LoRA "
+          "adapts attn_output or ffn_down; if it stops there, merge the adapter instead: glm4 export gguf --adapter");
+      break;
+    }
+  }
+
   GgufWriter w;
   w.set("general.architecture", GgufValue::of_string(gguf_arch_name(c)));
   w.set("general.type", GgufValue::of_string("adapter"));

@@ -101,6 +101,7 @@ TEST(GgufExport, Glm4TinyEveryTypeNamesDimsTypesValuesAndKeys) {
     EXPECT_EQ(f->get_f32("glm4.rope.freq_base"), 10000.0f);
     EXPECT_EQ(f->get_f32("glm4.attention.layer_norm_rms_epsilon"), 1e-5f);
     EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "none");  // the fixture has no tokenizer
+    EXPECT_EQ(f->get_u32("glm4.vocab_size"), 512u);             // so llama.cpp sizes the vocab
   }
 }
 
