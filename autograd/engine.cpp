@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/tensor_math.h"
 

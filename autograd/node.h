@@ -59,7 +59,7 @@ Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
 // True when some input requires grad and grad mode is on (an op may skip work otherwise).
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
-// Set whenever an op sees an input that requires grad while grad mode is off; checkpoint()
+// Set whenever an op sees an input that requires grad while grad mode is off; recompute()
 // uses it to learn whether a block touches trainable parameters.
 bool& saw_trainable_in_no_grad();
 

@@ -11,6 +11,9 @@
 namespace glm4 {
 class Weight;
 
+// A label that carries no loss (Hugging Face's ignore_index): padding, prompts, position 0.
+inline constexpr int32_t kIgnoreLabel = -100;
+
 namespace ops {
 
 // --- elementwise (ops/elementwise.cpp); numpy broadcasting, backward reduces with sum_to ---

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <new>
 
-#include "autograd/check.h"
-#include "autograd/gemm_convert.h"
+#include "base/check.h"
+#include "autograd/kernels/convert.h"
 
 namespace glm4 {
 

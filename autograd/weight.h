@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dtype.h"
-#include "autograd/gemm.h"
-#include "autograd/parallel.h"
+#include "base/dtype.h"
+#include "autograd/kernels/gemm.h"
+#include "base/parallel.h"
 #include "autograd/weight.h"
 #include "benchmarks/bench_flags.h"
 
@@ -56,9 +56,9 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
     if (a == "--big") o.big = true;
-    else if (a == "--threads") { o.threads.clear(); for (auto& t : bench::split_commas(value())) o.threads.push_back(std::stoi(t)); }
-    else if (a == "--dtypes") o.dtypes = bench::split_commas(value());
-    else if (a == "--ops") o.ops = bench::split_commas(value());
+    else if (a == "--threads") { o.threads.clear(); for (auto& t : split_commas(value())) o.threads.push_back(std::stoi(t)); }
+    else if (a == "--dtypes") o.dtypes = split_commas(value());
+    else if (a == "--ops") o.ops = split_commas(value());
     else if (a == "--shapes") o.shapes = value();
     else if (a == "--min-time") o.min_time = std::stod(value());
     else if (a == "--reps") o.reps = std::stoi(value());

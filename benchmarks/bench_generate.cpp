@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dtype.h"
-#include "autograd/parallel.h"
+#include "base/dtype.h"
+#include "base/parallel.h"
 #include "autograd/weight.h"
 #include "infer/generator.h"
 #include "model/config.h"
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
     if (a == "--config") o.config = value();
-    else if (a == "--dtypes") o.dtypes = bench::split_commas(value());
+    else if (a == "--dtypes") o.dtypes = split_commas(value());
     else if (a == "--prompt") o.prompt = std::stoll(value());
     else if (a == "--tokens") o.tokens = std::stoi(value());
     else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));

@@ -18,14 +18,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/tensor.h"
 #include "autograd/weight.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adamw.h"
-#include "train/batching.h"
+#include "dataset/batch.h"
 #include "train/train_step.h"
 #include "benchmarks/bench_flags.h"
 
@@ -53,7 +53,7 @@ struct Options {
 // "4x256,1x512" x "0,1" -> cases, largest first.
 std::vector<Case> make_cases(const std::string& shapes, const std::string& ckpt) {
   std::vector<Case> out;
-  for (const std::string& s : bench::split_commas(shapes)) {
+  for (const std::string& s : split_commas(shapes)) {
     Case c;
     c.B = std::stoll(s.substr(0, s.find('x')));
     c.T = std::stoll(s.substr(s.find('x') + 1));
@@ -75,20 +75,11 @@ void reset_vm_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Batch b;
-  b.B = B;
-  b.T = T;
-  for (int64_t r = 0; r < B; ++r) {
-    b.lengths.push_back(int32_t(T));
-    for (int64_t t = 0; t < T; ++t) {
-      int32_t id = int32_t(2 + rng() % uint64_t(vocab - 2));
-      b.input_ids.push_back(id);
-      b.labels.push_back(t == 0 ? -100 : id);
-      b.positions.push_back(int32_t(t));
-    }
-    b.target_tokens += T - 1;
-  }
-  return b;
+  std::vector<Example> rows(static_cast<size_t>(B));
+  for (Example& ex : rows)
+    for (int64_t t = 0; t < T; ++t) ex.ids.push_back(int32_t(2 + rng() % uint64_t(vocab - 2)));
+  for (Example& ex : rows) ex.labels = ex.ids;
+  return make_batch(rows, 0, B, 0);
 }
 
 // Runs one case in this process and prints its table row.
@@ -102,14 +93,10 @@ int run_case(const Options& o, const Case& c) {
   lora.alpha = 32;
   lora.targets = resolve_lora_targets({"all-linear"});
   model.add_lora(lora, 0);
-  std::vector<std::pair<std::string, Tensor>> params;
-  model.visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-    params.push_back({module + "." + which, t});
-  });
-  AdamW optimizer(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  AdamW optimizer(model.lora_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   StepOptions so;
   so.lr = 1e-4;
-  so.checkpoint_layers = c.checkpoint;
+  so.recompute_layers = c.checkpoint;
 
   // Matmul parameters (the layers' linears and lm_head): 4 FLOPs a token each for a LoRA step
   // (forward, input gradient), 6 with checkpointing (the forward twice).

@@ -1,6 +1,8 @@
 // Flag parsing shared by the subcommands.
 #include "cli/cli_common.h"
 
+#include "base/strings.h"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -9,13 +11,6 @@ namespace glm4::cli {
 namespace fs = std::filesystem;
 
 namespace {
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
   return s;

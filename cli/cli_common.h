@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/check.h"
-#include "autograd/dtype.h"
+#include "base/check.h"
+#include "base/dtype.h"
 
 namespace glm4::cli {
 

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cli/cli_common.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4::cli {
 

@@ -7,22 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
+#include "base/strings.h"
 #include "cli/cli_common.h"
 #include "cli/model_session.h"
-#include "infer/generator.h"
-#include "infer/perplexity.h"
-#include "train/dataset.h"
-#include "train/jsonl.h"
-#include "train/text_encoder.h"
+#include "infer/score.h"
+#include "dataset/dataset.h"
+#include "dataset/records.h"
+#include "dataset/text_encoder.h"
 
 namespace glm4::cli {
-
-namespace {
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-}  // namespace
 
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");
@@ -40,64 +33,39 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--max-examples", f->max_examples, "Score only the first N examples");
   app->add_flag("--show", f->show, "Print every answer next to the reference (stderr)");
   out.push_back({app, [f] {
+    GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
     ModelSession s = open_session(f->model, f->adapter);
     s.require_tokenizer("evaluate");
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<std::string> references;
-    std::vector<int64_t> budgets;
-    std::vector<std::string> tasks;
+    std::vector<AnswerExample> examples;
     for_each_record(f->data, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
       GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant",
                  "evaluate needs a messages record ending with an assistant turn");
-      if (f->max_examples > 0 && int64_t(prompts.size()) >= f->max_examples) return;
+      if (f->max_examples > 0 && int64_t(examples.size()) >= f->max_examples) return;
       std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
-      prompts.push_back(s.render(context));
-      references.push_back(trim(r.messages.back().content));
-      tasks.push_back(r.task);
-      budgets.push_back(int64_t(s.tokenizer->encode(references.back()).size()) + 8);
+      examples.push_back({s.render(context), r.messages.back().content, r.task});
     });
-    GLM4_CHECK(!prompts.empty(), "--data ", f->data, ": no examples");
-    NoGradGuard no_grad;
-    int64_t correct = 0;
-    std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, examples)
-    for (size_t at = 0; at < prompts.size(); at += size_t(f->batch_size)) {
-      size_t end = std::min(prompts.size(), at + size_t(f->batch_size));
-      std::vector<std::vector<int32_t>> batch(prompts.begin() + at, prompts.begin() + end);
-      GenerationConfig g;
-      g.stop_ids = s.stop_ids(true);
-      g.max_tokens = int(*std::max_element(budgets.begin() + at, budgets.begin() + end));
-      auto answers = generate_batch(*s.model, batch, g);
-      for (size_t i = 0; i < answers.size(); ++i) {
-        std::string answer = trim(s.tokenizer->decode(answers[i], true));
-        bool ok = answer == references[at + i];
-        correct += ok;
-        if (!tasks[at + i].empty()) {
-          by_task[tasks[at + i]].first += ok;
-          by_task[tasks[at + i]].second += 1;
-        }
-        if (f->show)
-          std::fprintf(stderr, "%s %s  |  expected: %s\n", ok ? "[ok]  " : "[miss]", answer.c_str(),
-                       references[at + i].c_str());
+    GLM4_CHECK(!examples.empty(), "--data ", f->data, ": no examples");
+    ExactMatchScore em = score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f->batch_size);
+    if (f->show)
+      for (size_t i = 0; i < examples.size(); ++i) {
+        const std::string reference = trim(examples[i].reference);
+        std::fprintf(stderr, "%s %s  |  expected: %s\n", em.answers[i] == reference ? "[ok]  " : "[miss]",
+                     em.answers[i].c_str(), reference.c_str());
       }
-    }
     DatasetOptions o;
     o.mask_prompt = true;
     o.vocab_size = s.model->config.vocab_size;
     Dataset d = load_dataset(f->data, make_text_encoder(f->model), o);
-    std::vector<std::vector<int32_t>> ids, labels;
-    for (size_t i = 0; i < d.examples.size() && i < prompts.size(); ++i) {
-      ids.push_back(d.examples[i].ids);
-      labels.push_back(d.examples[i].labels);
-    }
-    PerplexityResult p = perplexity(*s.model, ids, labels, 8);
+    d.examples.resize(std::min(d.examples.size(), examples.size()));
+    LossScore p = score_loss(*s.model, d.examples, 8);
     nlohmann::json j{{"label", f->label.empty() ? (f->adapter.empty() ? "base" : "adapted") : f->label},
-                     {"examples", prompts.size()},
-                     {"exact_match", double(correct) / double(prompts.size())},
+                     {"examples", examples.size()},
+                     {"exact_match", em.rate()},
                      {"answer_loss", p.loss},
                      {"answer_tokens", p.tokens}};
-    if (!by_task.empty()) {
+    if (!em.by_task.empty()) {
       nlohmann::json t = nlohmann::json::object();
-      for (const auto& [task, n] : by_task) t[task] = double(n.first) / double(n.second);
+      for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);
       j["exact_match_by_task"] = t;
     }
     std::printf("%s\n", j.dump().c_str());

@@ -7,8 +7,8 @@
 #include "infer/gguf_export.h"
 #include "infer/gguf_lora_export.h"
 #include "infer/merge.h"
-#include "train/adapter_files.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_files.h"
+#include "model/adapter/adapter_io.h"
 
 namespace fs = std::filesystem;
 

@@ -7,10 +7,10 @@
 #include "cli/cli_common.h"
 #include "cli/model_session.h"
 #include "infer/merge.h"
-#include "infer/perplexity.h"
+#include "infer/score.h"
 #include "model/save.h"
-#include "train/dataset.h"
-#include "train/text_encoder.h"
+#include "dataset/dataset.h"
+#include "dataset/text_encoder.h"
 
 namespace fs = std::filesystem;
 
@@ -65,12 +65,7 @@ void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
     o.max_seq_length = f->max_seq_length;
     o.vocab_size = s.model->config.vocab_size;
     Dataset d = with_flag("--data", f->data, [&] { return load_dataset(f->data, make_text_encoder(f->model), o); });
-    std::vector<std::vector<int32_t>> ids, labels;
-    for (const Example& e : d.examples) {
-      ids.push_back(e.ids);
-      labels.push_back(e.labels);
-    }
-    PerplexityResult r = perplexity(*s.model, ids, labels, f->batch_size);
+    LossScore r = score_loss(*s.model, d.examples, f->batch_size);
     std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld}\n", r.loss, r.perplexity, (long long)r.tokens);
   }});
 }

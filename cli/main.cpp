@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "cli/cli_common.h"
 
 namespace {

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "cli/cli_common.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4::cli {
 
@@ -35,10 +35,7 @@ Tokenizer& ModelSession::require_tokenizer(const char* why) const {
 
 std::vector<int32_t> ModelSession::encode_prompt(const std::string& text) const {
   Tokenizer& tok = require_tokenizer("--prompt");
-  std::vector<int32_t> ids;
-  auto gmask = tok.special_id("[gMASK]");
-  auto sop = tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
-  if (gmask && sop) ids = {*gmask, *sop};
+  std::vector<int32_t> ids = prompt_prefix_ids(tok);
   std::vector<int32_t> body = tok.encode(text, true);
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;

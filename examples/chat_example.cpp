@@ -11,7 +11,7 @@
 #include "io/tokenizer/stream_decoder.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/glm4_model.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -1,6 +1,6 @@
 #include "infer/cached_forward.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 

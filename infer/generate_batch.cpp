@@ -3,7 +3,7 @@
 // token, so each row computes what it would alone.
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "infer/cached_forward.h"
 #include "infer/generator.h"
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <limits>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "infer/cached_forward.h"
 
 namespace glm4 {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <map>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "infer/gguf_tensor_map.h"
 #include "io/ggml_quants.h"
 #include "io/gguf_vocab.h"

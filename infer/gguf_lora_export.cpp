@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "infer/gguf_tensor_map.h"
 #include "io/ggml_quants.h"
 #include "io/gguf_writer.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace {

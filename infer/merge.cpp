@@ -3,21 +3,18 @@
 #include <string>
 #include <vector>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 
 int64_t merge_adapters(Glm4Model& model, DType out_dtype) {
-  std::vector<std::string> modules;
-  model.visit_lora([&](const std::string& module, const char* which, Tensor&) {
-    if (std::string(which) == "lora_A") modules.push_back(module);
+  int64_t merged = 0;
+  model.visit_linears([&](const LinearSite&, Linear& linear) {
+    if (!linear.lora) return;
+    linear.merge_lora(out_dtype);
+    ++merged;
   });
-  for (const std::string& path : modules) {
-    Linear* linear = model.find_linear(path);
-    GLM4_CHECK(linear && linear->lora, "[merge] no adapted module at ", path);
-    linear->merge_lora(out_dtype);
-  }
-  return int64_t(modules.size());
+  return merged;
 }
 
 }  // namespace glm4

@@ -1,6 +1,6 @@
 // Fusing LoRA adapters into the base weights (glm4 fuse): W' = W + scale * B A.
 #pragma once
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -1,7 +1,7 @@
 // Chat rendering at the id level (special tokens are placed as ids, never parsed out of text).
 #include "io/chat_template.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace {
@@ -131,6 +131,19 @@ std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
       return {need_special(tok, "</s>", format)};
   }
   return {};
+}
+
+std::vector<int32_t> prompt_prefix_ids(const Tokenizer& tok) {
+  std::optional<int32_t> gmask = tok.special_id("[gMASK]");
+  std::optional<int32_t> sop = tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
+  if (gmask && sop) return {*gmask, *sop};
+  return {};
+}
+
+std::optional<int32_t> end_of_text_id(const Tokenizer& tok) {
+  for (const char* name : {"<|endoftext|>", "</s>", "<eos>"})
+    if (std::optional<int32_t> id = tok.special_id(name)) return id;
+  return std::nullopt;
 }
 
 }  // namespace glm4

@@ -2,6 +2,7 @@
 // mask, and the ids that end a generated reply.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,12 @@ RenderedChat render_chat(const Tokenizer& tokenizer, ChatFormat format,
 // Ids that end a generated reply. Glm4: <|endoftext|>, <|user|>, <|observation|>;
 // ChatGlm3: </s>, <|user|>, <|observation|>; ChatGlm2: </s>.
 std::vector<int32_t> stop_ids(const Tokenizer& tokenizer, ChatFormat format);
+
+// What Hugging Face's encode puts before plain text for GLM models: [gMASK] <sop> (ChatGLM2/3
+// spell the second "sop"); empty when the tokenizer lacks either.
+std::vector<int32_t> prompt_prefix_ids(const Tokenizer& tokenizer);
+
+// The end-of-text token: <|endoftext|>, </s> or <eos>, whichever the tokenizer has first.
+std::optional<int32_t> end_of_text_id(const Tokenizer& tokenizer);
 
 }  // namespace glm4

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/check.h"
-#include "autograd/dtype.h"
+#include "base/check.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 namespace {

@@ -1,7 +1,7 @@
 // Names and sizes of GGUF value and ggml tensor types, and the metadata value helpers.
 #include "io/gguf_format.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

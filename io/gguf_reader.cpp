@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/ggml_quants.h"
 
 namespace glm4 {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/gguf_vocab_detail.h"
 #include "io/gguf_writer.h"
 #include "io/tokenizer/file_io.h"

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/gguf_vocab_detail.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/file_io.h"

@@ -2,7 +2,7 @@
 // chatglm3 path, any other model (such as models/glm4-tiny) through _create_vocab_sentencepiece.
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/gguf_vocab_detail.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/ggml_quants.h"
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 
 namespace glm4 {

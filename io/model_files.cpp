@@ -8,26 +8,15 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 
 namespace glm4 {
 namespace {
 
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-
-nlohmann::json read_index(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GLM4_CHECK(in, "cannot open ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": not valid JSON: ", e.what());
-  }
-}
 
 // A shard name must be a plain file in the directory: no separators, no "..".
 bool plain_file_name(const std::string& s) {
@@ -43,8 +32,8 @@ std::string shard_file_name(size_t index, size_t count) {
   return buf;
 }
 
-CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
-  CheckpointFiles c;
+ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
+  ModelFiles c;
   c.dir_ = dir;
   std::error_code ec;
   GLM4_CHECK(std::filesystem::is_directory(dir, ec), "model directory ", dir,
@@ -58,7 +47,7 @@ CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
   const auto index_path = dir / kIndex;
   GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir,
              ": looked for ", kSingle, " and ", kIndex);
-  nlohmann::json index = read_index(index_path);
+  nlohmann::json index = read_json_file(index_path);
   GLM4_CHECK(index.is_object(), index_path, ": expected a JSON object");
   auto wm = index.find("weight_map");
   GLM4_CHECK(wm != index.end() && wm->is_object(), index_path,
@@ -85,38 +74,38 @@ CheckpointFiles CheckpointFiles::open(const std::filesystem::path& dir) {
   return c;
 }
 
-const TensorInfo* CheckpointFiles::find(const std::string& key) const {
+const TensorInfo* ModelFiles::find(const std::string& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.info;
 }
 
-const TensorInfo& CheckpointFiles::at(const std::string& key) const {
+const TensorInfo& ModelFiles::at(const std::string& key) const {
   const TensorInfo* t = find(key);
   GLM4_CHECK(t != nullptr, "model directory ", dir_, ": no tensor '", key, "'");
   return *t;
 }
 
-std::vector<std::string> CheckpointFiles::keys() const {
+std::vector<std::string> ModelFiles::keys() const {
   std::vector<std::string> out;
   out.reserve(entries_.size());
   for (const auto& [k, e] : entries_) out.push_back(k);
   return out;
 }
 
-std::shared_ptr<const void> CheckpointFiles::owner(const std::string& key) const {
+std::shared_ptr<const void> ModelFiles::owner(const std::string& key) const {
   auto it = entries_.find(key);
   GLM4_CHECK(it != entries_.end(), "model directory ", dir_, ": no tensor '", key, "'");
   return it->second.file;
 }
 
-void write_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
                       size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   GLM4_CHECK(!ec, "cannot create model directory ", dir, ": ", ec.message());
   std::set<std::string> seen;
   for (const auto& t : tensors)
-    GLM4_CHECK(seen.insert(t.name).second, "write_checkpoint ", dir, ": tensor '", t.name,
+    GLM4_CHECK(seen.insert(t.name).second, "write_model_files ", dir, ": tensor '", t.name,
                "' given twice");
 
   // Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor
@@ -156,7 +145,7 @@ void write_checkpoint(const std::filesystem::path& dir, const std::vector<Tensor
     const std::string name = e.path().filename().string();
     if (!written.count(name) && std::regex_match(name, stale)) {
       std::filesystem::remove(e.path(), ec);
-      GLM4_CHECK(!ec, "write_checkpoint: cannot remove stale ", e.path(), ": ", ec.message());
+      GLM4_CHECK(!ec, "write_model_files: cannot remove stale ", e.path(), ": ", ec.message());
     }
   }
 }

@@ -12,11 +12,11 @@
 
 namespace glm4 {
 
-class CheckpointFiles {
+class ModelFiles {
  public:
   // Opens `dir`: model.safetensors if present, else the index and every shard it names (each
   // shard must exist and hold the keys the index gives it). Throws naming the file and key.
-  static CheckpointFiles open(const std::filesystem::path& dir);
+  static ModelFiles open(const std::filesystem::path& dir);
 
   const TensorInfo* find(const std::string& key) const;  // nullptr if absent
   const TensorInfo& at(const std::string& key) const;    // throws naming the directory and key
@@ -46,7 +46,7 @@ std::string shard_file_name(size_t index, size_t count);
 // larger than that gets a shard of its own. `metadata` goes into every file's __metadata__.
 // Each file is written atomically; weight files of an earlier save that are not part of this
 // one are removed afterwards, so the directory never mixes two checkpoints.
-void write_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
                       size_t max_shard_bytes = 0,
                       const std::map<std::string, std::string>& metadata = {});
 

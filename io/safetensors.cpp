@@ -13,7 +13,7 @@
 #include <numeric>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/atomic_file.h"
 
 namespace glm4 {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 

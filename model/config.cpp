@@ -8,7 +8,8 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
+#include "io/json_file.h"
 #include "model/config_detail.h"
 
 namespace glm4 {
@@ -333,25 +334,6 @@ ModelConfig parse_chatglm(const json& j, const std::string& src) {
     c.pad_token_id = f.token_id("pad_token_id", *f.find("pad_token_id"));
   c.torch_dtype = read_dtype(f);
   return c;
-}
-
-json read_json_file(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) fail(path.string(), ": cannot open: no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(path.string(), ": read error");
-  const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    std::string what = e.what();
-    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    fail(path.string(), ": invalid JSON at byte ", e.byte, ": ", what);
-  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 

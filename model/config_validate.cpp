@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "model/config.h"
 #include "model/config_detail.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "model/config.h"
 #include "model/config_detail.h"
 

@@ -18,7 +18,7 @@ struct ForwardContext {
   KvCache* cache = nullptr;        // decoding: keys/values appended and attended from here
   bool training = false;           // enables LoRA dropout
   uint64_t dropout_seed = 0;       // with the layer and module, seeds each dropout mask
-  bool checkpoint_layers = false;  // recompute each decoder layer in the backward pass
+  bool recompute_layers = false;  // recompute each decoder layer in the backward pass
   std::vector<Tensor>* layer_outputs = nullptr;  // when set, receives each layer's output
 
   // Distinct, reproducible seeds for the dropout of each module call.

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/kernels/attention_kernel.h"
+#include "base/check.h"
+#include "autograd/kernels/attention.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "model/forward_context.h"
@@ -57,19 +57,10 @@ void Glm4Attention::visit(const std::string& prefix, const ParamVisitor& fn) {
   o_proj.visit(prefix + ".o_proj", fn);
 }
 
-void Glm4Attention::visit_lora(const std::string& prefix, const LoraVisitor& fn) {
-  q_proj.visit_lora(prefix + ".q_proj", fn);
-  k_proj.visit_lora(prefix + ".k_proj", fn);
-  v_proj.visit_lora(prefix + ".v_proj", fn);
-  o_proj.visit_lora(prefix + ".o_proj", fn);
-}
-
-Linear* Glm4Attention::module(const std::string& name) {
-  if (name == "q_proj") return &q_proj;
-  if (name == "k_proj") return &k_proj;
-  if (name == "v_proj") return &v_proj;
-  if (name == "o_proj") return &o_proj;
-  return nullptr;
+void Glm4Attention::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
+  for (auto [name, linear] : {std::pair{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj},
+                              {"o_proj", &o_proj}})
+    fn({prefix + "." + name, layer, name}, *linear);
 }
 
 }  // namespace glm4

@@ -12,8 +12,7 @@ class Glm4Attention {
   explicit Glm4Attention(const ModelConfig& c);
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [B, T, hidden]
   void visit(const std::string& prefix, const ParamVisitor& fn);
-  void visit_lora(const std::string& prefix, const LoraVisitor& fn);
-  Linear* module(const std::string& name);  // "q_proj", ... or nullptr
+  void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
   int64_t heads, kv_heads, head_dim, rotary_dim;
   double rope_theta;

@@ -31,15 +31,9 @@ void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) 
   if (post_mlp_layernorm) post_mlp_layernorm->visit(prefix + ".post_mlp_layernorm", fn);
 }
 
-void Glm4DecoderLayer::visit_lora(const std::string& prefix, const LoraVisitor& fn) {
-  self_attn.visit_lora(prefix + ".self_attn", fn);
-  mlp.visit_lora(prefix + ".mlp", fn);
-}
-
-Linear* Glm4DecoderLayer::module(const std::string& name) {
-  if (name == "gate_up_proj") return &mlp.gate_up_proj;
-  if (name == "down_proj") return &mlp.down_proj;
-  return self_attn.module(name);
+void Glm4DecoderLayer::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
+  self_attn.visit_linears(prefix + ".self_attn", layer, fn);
+  mlp.visit_linears(prefix + ".mlp", layer, fn);
 }
 
 }  // namespace glm4

@@ -16,8 +16,7 @@ class Glm4DecoderLayer {
   explicit Glm4DecoderLayer(const ModelConfig& c);
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [B, T, hidden]
   void visit(const std::string& prefix, const ParamVisitor& fn);
-  void visit_lora(const std::string& prefix, const LoraVisitor& fn);
-  Linear* module(const std::string& name);
+  void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
   RmsNorm input_layernorm;
   Glm4Attention self_attn;

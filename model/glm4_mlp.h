@@ -15,9 +15,9 @@ class Glm4Mlp {
     gate_up_proj.visit(prefix + ".gate_up_proj", fn);
     down_proj.visit(prefix + ".down_proj", fn);
   }
-  void visit_lora(const std::string& prefix, const LoraVisitor& fn) {
-    gate_up_proj.visit_lora(prefix + ".gate_up_proj", fn);
-    down_proj.visit_lora(prefix + ".down_proj", fn);
+  void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
+    fn({prefix + ".gate_up_proj", layer, "gate_up_proj"}, gate_up_proj);
+    fn({prefix + ".down_proj", layer, "down_proj"}, down_proj);
   }
 
   Linear gate_up_proj;  // [2 * intermediate, hidden]

@@ -3,7 +3,9 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -24,22 +26,25 @@ class Glm4Model {
   Tensor forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx) const;
   Tensor logits(const Tensor& hidden, const ForwardContext& ctx) const;  // [..., vocab]
 
-  // Every tensor, named by its key in a glm4/glm checkpoint.
+  // Every tensor, named by its key in a glm4/glm model file.
   void visit(const ParamVisitor& fn);
-  // Every LoRA tensor, with the module path (e.g. "model.layers.0.self_attn.q_proj").
-  void visit_lora(const LoraVisitor& fn);
+  // Every linear layer: the decoder layers' q/k/v/o_proj, gate_up_proj, down_proj in order, then
+  // lm_head when it is not tied. LoRA, adapter files, merging and the optimizer walk this.
+  void visit_linears(const LinearVisitor& fn);
+  // The linear layer at a path such as "model.layers.3.mlp.down_proj", or nullptr.
+  Linear* find_linear(const std::string& path);
   // Adds PEFT-initialised adapters to the configured modules; returns how many.
   int64_t add_lora(const LoraConfig& lora, uint64_t seed);
-  // The linear module at a path such as "model.layers.3.mlp.down_proj", or nullptr.
-  Linear* find_linear(const std::string& path);
-  const Param& lm_head_weight() const { return tie() ? embed_tokens.weight : lm_head.weight; }
-  bool tie() const { return config.tie_word_embeddings; }
+  // Every LoRA tensor in visit_linears order, named "PATH.lora_A" / "PATH.lora_B".
+  std::vector<std::pair<std::string, Tensor>> lora_parameters();
+  // The output projection [vocab, hidden]: lm_head, or embed_tokens when tied.
+  const Param& lm_head_weight() const { return lm_head ? lm_head->weight : embed_tokens.weight; }
 
   ModelConfig config;
   Embedding embed_tokens;
   std::vector<Glm4DecoderLayer> layers;
   RmsNorm norm;
-  Linear lm_head;  // unused (its weight unloaded) when tie_word_embeddings
+  std::optional<Linear> lm_head;  // absent when tie_word_embeddings
 };
 
 // Builds the model of DIR/config.json and loads DIR's safetensors (strict name walk).

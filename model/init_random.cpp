@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "autograd/check.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "base/parallel.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 
@@ -89,14 +89,12 @@ void init_random(Glm4Model& model, uint64_t seed, DType storage) {
     uint64_t key = splitmix64(seed) ^ fnv1a(name);
     if (p.is_matrix()) {
       int64_t zero_row = name == "model.embed_tokens.weight" ? pad_row : -1;
-      p.frozen = random_matrix(key, p.shape[0], p.shape[1], std, storage, zero_row);
-      p.value = Tensor();
+      p.assign(random_matrix(key, p.shape[0], p.shape[1], std, storage, zero_row));
     } else {
-      p.frozen = Weight();
-      p.value = Tensor::full(p.shape, ends_with(name, ".bias") ? 0.0f : 1.0f);
+      std::vector<float> values(size_t(shape_numel(p.shape)), ends_with(name, ".bias") ? 0.0f : 1.0f);
+      p.assign(Weight::from_f32(values.data(), 1, int64_t(values.size())));
     }
   });
-  if (model.tie()) model.lm_head.weight = model.embed_tokens.weight;
 }
 
 }  // namespace glm4

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
-#include "autograd/gemm.h"
+#include "base/parallel.h"
+#include "autograd/kernels/gemm.h"
 #include "model/forward_context.h"
 
 namespace glm4 {
@@ -17,8 +17,7 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, int slot)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  Tensor y = weight.value.defined() ? ops::linear(x, weight.value, bias.value)
-                                    : ops::linear(x, weight.frozen, bias.value);
+  Tensor y = linear(x, weight, bias.value);
   if (!lora) return y;
   Tensor in = x;
   if (ctx.training && lora->dropout > 0)
@@ -30,12 +29,6 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
 void Linear::visit(const std::string& prefix, const ParamVisitor& fn) {
   fn(prefix + ".weight", weight);
   if (!bias.shape.empty()) fn(prefix + ".bias", bias);
-}
-
-void Linear::visit_lora(const std::string& prefix, const LoraVisitor& fn) {
-  if (!lora) return;
-  fn(prefix, "lora_A", lora->lora_A);
-  fn(prefix, "lora_B", lora->lora_B);
 }
 
 void Linear::add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng) {
@@ -62,8 +55,7 @@ void Linear::merge_lora(DType dtype) {
     sgemm(false, false, out_features, in_features, r, lora->scale, lora->lora_B.data(), r,
           lora->lora_A.data(), in_features, 1.0f, w.data(), in_features);
   }
-  weight.value = Tensor();
-  weight.frozen = Weight::from_f32(w.data(), out_features, in_features, dtype);
+  weight.assign(Weight::from_f32(w.data(), out_features, in_features, dtype));
   lora.reset();
 }
 

@@ -2,6 +2,7 @@
 // y = x W^T + b + scale * (dropout(x) A^T) B^T.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,6 +19,16 @@ struct LoraWeights {
 };
 
 struct ForwardContext;
+class Linear;
+
+// Where a linear layer sits: its path ("model.layers.3.self_attn.q_proj", "lm_head"), its decoder
+// layer (-1 for lm_head) and its own name ("q_proj").
+struct LinearSite {
+  std::string path;
+  int64_t layer = -1;
+  std::string name;
+};
+using LinearVisitor = std::function<void(const LinearSite& site, Linear& linear)>;
 
 class Linear {
  public:
@@ -26,7 +37,6 @@ class Linear {
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // x [..., in] -> [..., out]
   void visit(const std::string& prefix, const ParamVisitor& fn);
-  void visit_lora(const std::string& prefix, const LoraVisitor& fn);
 
   // PEFT initialisation: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform, a = sqrt(5)), B = 0.
   void add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng);

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/model_files.h"
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 #include "model/glm4_model.h"
 
 namespace glm4 {
@@ -20,7 +20,7 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
   return out;
 }
 
-void load_param(const std::string& name, Param& p, const SourceSlice& src, const TensorInfo& t,
+void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
@@ -29,27 +29,20 @@ void load_param(const std::string& name, Param& p, const SourceSlice& src, const
              ", expected ", shape_str(expected), " from config.json");
   int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
   const std::byte* data = t.data + size_t(src.row_begin * cols) * dtype_size(dtype);
-  if (p.is_matrix()) {
-    bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
-    p.frozen = aligned ? Weight::view(dtype, data, rows, cols, std::move(owner))
-                       : Weight::copy_of(dtype, data, rows, cols);
-    p.value = Tensor();
-  } else {
-    Weight w = Weight::copy_of(dtype, data, 1, rows);
-    p.value = Tensor::empty(p.shape);
-    w.to_f32(p.value.data());
-  }
+  bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
+  p.assign(aligned ? Weight::view(dtype, data, rows, cols, std::move(owner))
+                   : Weight::copy_of(dtype, data, rows, cols));
 }
 }  // namespace
 
 std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
-  CheckpointFiles files = CheckpointFiles::open(dir);
+  ModelFiles files = ModelFiles::open(dir);
   std::set<std::string> used;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
-    SourceSlice src = checkpoint_source(config, name);
+    FileSlice src = file_slice(config, name);
     const TensorInfo* t = files.find(src.key);
     if (!t) {
       if (!used.count(src.key)) missing.push_back(src.key);
@@ -61,16 +54,15 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   });
   std::vector<std::string> unexpected;
   for (const std::string& k : files.keys())
-    if (!used.count(k) && !is_ignorable_checkpoint_key(config, k)) unexpected.push_back(k);
+    if (!used.count(k) && !is_ignorable_file_key(config, k)) unexpected.push_back(k);
   if (!missing.empty() || !unexpected.empty()) {
-    std::string msg = dir.string() + ": checkpoint does not match config.json (" +
+    std::string msg = dir.string() + ": the weight files do not match config.json (" +
                       family_name(config.family) + ")";
     if (!missing.empty()) msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
     if (!unexpected.empty())
       msg += "\nunexpected keys (" + std::to_string(unexpected.size()) + "):" + join_sorted(unexpected);
     fail(msg);
   }
-  if (config.tie_word_embeddings) model->lm_head.weight = model->embed_tokens.weight;
   return model;
 }
 

@@ -1,9 +1,10 @@
 #include "model/lora.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 
@@ -35,6 +36,34 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
   }
   GLM4_CHECK(!out.empty(), "no LoRA target modules given");
   return out;
+}
+
+const char* lora_module_parent(const std::string& name) {
+  const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj";
+  return attention ? "self_attn" : "mlp";
+}
+
+std::string lora_module_path(int64_t layer, const std::string& name) {
+  return str_cat("model.layers.", layer, ".", lora_module_parent(name), ".", name);
+}
+
+bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string* name) {
+  const std::string prefix = "model.layers.";
+  if (path.rfind(prefix, 0) != 0) return false;
+  size_t dot = path.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size()) return false;
+  const char* first = path.data() + prefix.size();
+  const char* last = path.data() + dot;
+  if (*first == '0' && last - first > 1) return false;  // one spelling per index
+  auto [end, ec] = std::from_chars(first, last, *layer);
+  if (ec != std::errc() || end != last || *layer < 0) return false;
+  std::string rest = path.substr(dot + 1);
+  size_t sep = rest.find('.');
+  if (sep == std::string::npos) return false;
+  *name = rest.substr(sep + 1);
+  const auto& names = lora_module_names();
+  if (std::find(names.begin(), names.end(), *name) == names.end()) return false;
+  return rest.substr(0, sep) == lora_module_parent(*name);
 }
 
 }  // namespace glm4

@@ -8,9 +8,9 @@
 #include <map>
 #include <vector>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/model_files.h"
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 
 namespace glm4 {
 
@@ -48,9 +48,7 @@ struct OutTensor {
 
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 DType dtype, size_t max_shard_bytes) {
-  int64_t adapters = 0;
-  model.visit_lora([&](const std::string&, const char*, Tensor&) { ++adapters; });
-  GLM4_CHECK(adapters == 0, "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
+  GLM4_CHECK(model.lora_parameters().empty(), "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
   Glm4Model expected(config);  // shapes only: nothing is allocated
   Shapes want = shapes_of(expected), have = shapes_of(model);
   GLM4_CHECK(want.list == have.list, "[save_model] ", out_dir, ": the config (",
@@ -63,7 +61,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
   std::vector<float> row;
   model.visit([&](const std::string& name, Param& p) {
     GLM4_CHECK(p.loaded(), "[save_model] ", name, " is not loaded");
-    SourceSlice src = checkpoint_source(config, name);
+    FileSlice src = file_slice(config, name);
     const int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
     const bool whole = src.total_rows < 0;
     if (whole && !p.value.defined() && p.frozen.dtype() == dtype) {
@@ -92,7 +90,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
     }
   });
 
-  for (const DerivedTensor& d : derived_checkpoint_tensors(config)) {
+  for (const DerivedTensor& d : derived_file_tensors(config)) {
     OutTensor& t = out.emplace_back();
     t.key = d.key;
     t.shape = d.shape;
@@ -106,7 +104,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
     size_t nbytes = size_t(shape_numel(t.shape)) * esize;
     tensors.push_back({t.key, dtype_name(dtype), t.shape, t.borrowed ? t.borrowed : t.bytes.data(), nbytes});
   }
-  write_checkpoint(out_dir, tensors, max_shard_bytes, {{"format", "pt"}});
+  write_model_files(out_dir, tensors, max_shard_bytes, {{"format", "pt"}});
   ModelConfig written = config;
   written.torch_dtype = dtype;
   write_model_config(written, out_dir);

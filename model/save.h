@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <filesystem>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "train/adamw.h"
 #include "train/grad_clip.h"
 

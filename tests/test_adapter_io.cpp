@@ -12,7 +12,7 @@
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "tests/support/temp_dir.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 namespace {
@@ -39,10 +39,9 @@ void add_random_adapter(Glm4Model& m, const LoraConfig& l, uint64_t seed) {
   m.add_lora(l, seed);
   std::mt19937 rng{uint32_t(seed)};
   std::normal_distribution<float> normal(0.0f, 0.1f);
-  m.visit_lora([&](const std::string&, const char* which, Tensor& t) {
-    if (std::string(which) == "lora_B")
+  for (auto& [name, t] : m.lora_parameters())
+    if (name.ends_with(".lora_B"))
       for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
-  });
 }
 
 std::vector<float> logits_of(Glm4Model& m) {
@@ -66,12 +65,10 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst / scale;
 }
 
-// "module/lora_A" -> values.
+// "module.lora_A" -> values.
 std::map<std::string, std::vector<float>> lora_values(Glm4Model& m) {
   std::map<std::string, std::vector<float>> out;
-  m.visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-    out[module + "/" + which] = {t.data(), t.data() + t.numel()};
-  });
+  for (auto& [name, t] : m.lora_parameters()) out[name] = {t.data(), t.data() + t.numel()};
   return out;
 }
 
@@ -271,8 +268,9 @@ TEST(AdapterLoad, ReferencePeftAdapterMatchesMergedWeights) {
   EXPECT_EQ(load_adapter(*adapted, tmp / "ref", kTiny), "");
   auto merged = load_model(kTiny);
   load_adapter(*merged, tmp / "ref");
-  for (auto& layer : merged->layers)
-    for (const std::string& name : lora_module_names()) layer.module(name)->merge_lora(DType::F32);
+  merged->visit_linears([](const LinearSite&, Linear& linear) {
+    if (linear.lora) linear.merge_lora(DType::F32);
+  });
   EXPECT_LE(max_rel_diff(logits_of(*adapted), logits_of(*merged)), 1e-5);
   EXPECT_GT(max_rel_diff(logits_of(*load_model(kTiny)), logits_of(*merged)), 1e-3);
 }

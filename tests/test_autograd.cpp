@@ -1,8 +1,8 @@
 // The tape: accumulation into leaves, no-grad mode, frozen tensors, checkpointing, errors.
 #include <gtest/gtest.h>
 
-#include "autograd/check.h"
-#include "autograd/checkpoint.h"
+#include "base/check.h"
+#include "autograd/recompute.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/weight.h"
@@ -112,7 +112,7 @@ TEST(Checkpoint, GivesIdenticalGradientsIncludingParametersInsideTheBlock) {
   Tensor ga = block.a.grad().clone(), gb = block.b.grad().clone();
   block.a.zero_grad();
   block.b.zero_grad();
-  Tensor out = checkpoint(block, {x});
+  Tensor out = recompute(block, {x});
   EXPECT_TRUE(out.requires_grad());
   EXPECT_EQ(out.grad_fn()->saved.size(), 1u);  // only the input
   backward(ops::sum(out));
@@ -128,14 +128,14 @@ TEST(Checkpoint, InputGradientsFlowThrough) {
   backward(ops::sum(ops::mul(y0, y0)));
   Tensor plain = x.grad().clone();
   x.zero_grad();
-  Tensor y = checkpoint(block, {x});
+  Tensor y = recompute(block, {x});
   backward(ops::sum(ops::mul(y, y)));
   EXPECT_EQ(x.grad().to_vector(), plain.to_vector());
 }
 
 TEST(Checkpoint, BlockWithoutTrainableTensorsRecordsNothing) {
   Tensor x = testing::random_tensor({3, 4}, 4);
-  Tensor y = checkpoint([](const V& in) { return ops::silu(in[0]); }, {x});
+  Tensor y = recompute([](const V& in) { return ops::silu(in[0]); }, {x});
   EXPECT_FALSE(y.requires_grad());
 }
 
@@ -150,7 +150,7 @@ int64_t chain_peak_bytes(bool use_checkpoint, std::vector<LoraBlock>& blocks) {
   int64_t before = TensorMemory::live_bytes();
   {
     Tensor h = x;
-    for (auto& b : blocks) h = use_checkpoint ? checkpoint(b, {h}) : b({h});
+    for (auto& b : blocks) h = use_checkpoint ? recompute(b, {h}) : b({h});
     backward(ops::sum(h));
   }
   return TensorMemory::peak_bytes() - before;

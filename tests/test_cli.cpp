@@ -13,7 +13,7 @@
 #include "model/glm4_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 namespace {
@@ -102,11 +102,11 @@ TEST(Cli, InitIsReproducibleShardedAndBf16) {
   ASSERT_TRUE(succeeds(init("sharded", {"--seed", "5", "--shard-size", "200KB"})));
   EXPECT_TRUE(fs::exists(tmp / "sharded" / "model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(tmp / "sharded" / "model.safetensors"));
-  CheckpointFiles shards = CheckpointFiles::open(tmp / "sharded");
+  ModelFiles shards = ModelFiles::open(tmp / "sharded");
   EXPECT_GE(shards.files().size(), 3u);
   for (const auto& f : shards.files()) EXPECT_LE(fs::file_size(f->path()), 200'000u + 70'000u);
   // Same seed, same tensors, whatever the file layout.
-  CheckpointFiles single = CheckpointFiles::open(tmp / "a");
+  ModelFiles single = ModelFiles::open(tmp / "a");
   EXPECT_EQ(shards.keys(), single.keys());
   for (const std::string& k : single.keys()) EXPECT_EQ(read_f32(shards.at(k)), read_f32(single.at(k))) << k;
   EXPECT_NO_THROW(load_model(tmp / "sharded"));
@@ -118,7 +118,7 @@ TEST(Cli, InitIsReproducibleShardedAndBf16) {
   std::vector<float> f32 = read_f32(single.at("lm_head.weight")), half = values(*bf16, "lm_head.weight");
   ASSERT_EQ(f32.size(), half.size());
   for (size_t i = 0; i < f32.size(); ++i) ASSERT_EQ(bf16_to_f32(f32_to_bf16(f32[i])), half[i]);
-  EXPECT_EQ(load_model(tmp / "bf16")->lm_head.weight.frozen.dtype(), DType::BF16);
+  EXPECT_EQ(load_model(tmp / "bf16")->lm_head_weight().frozen.dtype(), DType::BF16);
 
   // --force writes into a non-empty directory.
   EXPECT_EQ(init("a", {"--seed", "6"}).status, 1);
@@ -156,10 +156,9 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
   lora.alpha = 4;
   lora.targets = {"all-linear"};
   model->add_lora(lora, 1);
-  model->visit_lora([](const std::string&, const char* which, Tensor& t) {
-    if (std::string(which) == "lora_B")
+  for (auto& [name, t] : model->lora_parameters())
+    if (name.ends_with(".lora_B"))
       for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 0.01f * float(i % 7 - 3);
-  });
   save_adapter(*model, lora, tmp / "peft", "peft", kTinyGlm4);
   ASSERT_TRUE(succeeds(run({"adapter", "convert", "--in", (tmp / "peft").string(), "--out",
                             (tmp / "mlx").string(), "--to", "mlx"})));

@@ -10,7 +10,7 @@
 #include "model/glm4_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 namespace {
@@ -32,10 +32,10 @@ void make_adapter(const std::string& dir) {
   model->add_lora(lora, 3);
   std::mt19937_64 rng(9);
   std::normal_distribution<float> dist(0, 0.05f);
-  model->visit_lora([&](const std::string&, const char* which, Tensor& t) {
-    if (std::string(which) == "lora_B")
+  for (auto& [name, t] : model->lora_parameters()) {
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".lora_B") == 0)
       for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = dist(rng);
-  });
+  }
   save_adapter(*model, lora, dir, "peft", kTinyGlm4);
 }
 

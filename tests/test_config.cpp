@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "model/config.h"
 
 namespace glm4 {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <functional>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "model/config.h"
 
 namespace glm4 {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 

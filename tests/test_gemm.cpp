@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "autograd/check.h"
-#include "autograd/gemm.h"
-#include "autograd/gemm_internal.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/gemm_internal.h"
+#include "base/parallel.h"
 #include "autograd/weight.h"
 
 namespace glm4 {

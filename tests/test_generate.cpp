@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "infer/generator.h"
 #include "io/safetensors.h"

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <random>
 
-#include "autograd/check.h"
-#include "autograd/dtype.h"
+#include "base/check.h"
+#include "base/dtype.h"
 #include "io/ggml_quants.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "autograd/dtype.h"
+#include "base/dtype.h"
 #include "infer/gguf_export.h"
 #include "infer/gguf_lora_export.h"
 #include "io/ggml_quants.h"

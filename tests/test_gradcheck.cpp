@@ -1,7 +1,7 @@
 // Table-driven finite-difference check of every op's backward, edge shapes included.
 #include <gtest/gtest.h>
 
-#include "autograd/checkpoint.h"
+#include "autograd/recompute.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/weight.h"
@@ -126,9 +126,9 @@ std::vector<GradCase> all_cases() {
                  return ops::linear_cross_entropy(x[0], Weight(), x[1], labels);
                }});
   // checkpointed block: input and a parameter used inside both get gradients
-  c.push_back({"checkpoint", {{3, 4}, {4, 4}}, [](const V& x) {
+  c.push_back({"recompute", {{3, 4}, {4, 4}}, [](const V& x) {
                  Tensor w = x[1];
-                 return checkpoint([w](const V& in) { return ops::silu(ops::linear(in[0], w, Tensor())); },
+                 return recompute([w](const V& in) { return ops::silu(ops::linear(in[0], w, Tensor())); },
                                    {x[0]});
                }});
   return c;

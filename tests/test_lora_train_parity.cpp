@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "infer/score.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "train/train_step.h"
@@ -29,13 +30,13 @@ LoraFixture setup() {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   f.model->add_lora(lora, 0);
-  f.model->visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-    std::string key = kPrefix + module + "." + which + ".weight";
+  for (auto& [name, t] : f.model->lora_parameters()) {
+    std::string key = kPrefix + name + ".weight";
     std::vector<float> init = read_f32(f.file->at("init." + key));
     EXPECT_EQ(int64_t(init.size()), t.numel()) << key;
     std::copy(init.begin(), init.end(), t.data());
     f.params.push_back({key, t});
-  });
+  }
   EXPECT_EQ(f.params.size(), 24u);
   return f;
 }
@@ -43,18 +44,16 @@ LoraFixture setup() {
 Batch fixture_batch(const SafetensorsFile& file, int step, int micro) {
   std::string p = "step" + std::to_string(step) + ".micro" + std::to_string(micro) + ".";
   const TensorInfo& ids = file.at(p + "input_ids");
-  Batch b;
-  b.B = ids.shape[0];
-  b.T = ids.shape[1];
-  for (int64_t v : read_int(ids)) b.input_ids.push_back(int32_t(v));
-  for (int64_t v : read_int(file.at(p + "labels"))) b.labels.push_back(int32_t(v));
-  for (int64_t v : read_int(file.at(p + "lengths"))) b.lengths.push_back(int32_t(v));
-  for (int64_t r = 0; r < b.B; ++r)
-    for (int64_t t = 0; t < b.T; ++t) {
-      b.positions.push_back(int32_t(t));
-      b.target_tokens += t >= 1 && b.labels[r * b.T + t] != -100;
+  const int64_t B = ids.shape[0], T = ids.shape[1];
+  std::vector<int64_t> all_ids = read_int(ids), all_labels = read_int(file.at(p + "labels"));
+  std::vector<int64_t> lengths = read_int(file.at(p + "lengths"));
+  std::vector<Example> rows(static_cast<size_t>(B));
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t t = 0; t < lengths[size_t(r)]; ++t) {
+      rows[size_t(r)].ids.push_back(int32_t(all_ids[size_t(r * T + t)]));
+      rows[size_t(r)].labels.push_back(int32_t(all_labels[size_t(r * T + t)]));
     }
-  return b;
+  return make_batch(rows, 0, B, 0);  // padded to its longest row, not to the fixture's T
 }
 
 double max_relative(const Tensor& ours, const std::vector<float>& ref) {
@@ -68,14 +67,14 @@ TEST(LoraTrainParity, FirstStepGradientsMatchPeft) {
   LoraFixture f = setup();
   std::vector<Batch> micro{fixture_batch(*f.file, 0, 0), fixture_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
-  for (const Batch& b : micro) backward(batch_loss(*f.model, b, targets, false, true, 0));
+  for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = double(targets), .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
     EXPECT_LE(max_relative(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4) << key;
   }
 }
 
-void run_twenty_steps(bool checkpoint_layers) {
+void run_twenty_steps(bool recompute_layers) {
   LoraFixture f = setup();
   std::vector<std::pair<std::string, Tensor>> named(f.params.begin(), f.params.end());
   AdamW opt(named, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
@@ -85,7 +84,7 @@ void run_twenty_steps(bool checkpoint_layers) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
-    o.checkpoint_layers = checkpoint_layers;
+    o.recompute_layers = recompute_layers;
     StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
     EXPECT_NEAR(r.loss, losses[s], 1e-4 * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 1e-4 * norms[s]) << "step " << s;

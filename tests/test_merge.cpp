@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "infer/merge.h"
 #include "io/model_files.h"
@@ -53,14 +53,13 @@ void add_random_lora(Glm4Model& model) {
   ASSERT_EQ(model.add_lora(lora, 11), 6 * model.config.num_hidden_layers);
   std::mt19937_64 rng(3);
   std::normal_distribution<float> normal(0.0f, 0.2f);
-  model.visit_lora([&](const std::string&, const char* which, Tensor& t) {
-    if (std::string(which) == "lora_B")
+  for (auto& [name, t] : model.lora_parameters())
+    if (name.ends_with(".lora_B"))
       for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
-  });
 }
 
 std::map<std::string, std::vector<int64_t>> key_shapes(const std::filesystem::path& dir, std::string* dtype = nullptr) {
-  CheckpointFiles files = CheckpointFiles::open(dir);
+  ModelFiles files = ModelFiles::open(dir);
   std::map<std::string, std::vector<int64_t>> out;
   for (const std::string& k : files.keys()) {
     out[k] = files.at(k).shape;
@@ -80,9 +79,7 @@ TEST_P(MergeAndSave, MergedEqualsLiveAdapterAndSavedModelReloads) {
   ASSERT_GT(relative_error(live, base), 1e-2) << "the adapter must change the output";
 
   EXPECT_EQ(merge_adapters(*model, DType::F32), 6 * model->config.num_hidden_layers);
-  int64_t left = 0;
-  model->visit_lora([&](const std::string&, const char*, Tensor&) { ++left; });
-  EXPECT_EQ(left, 0);
+  EXPECT_EQ(model->lora_parameters().size(), 0u);
   std::vector<float> merged = fixture_logits(*model, name);
   EXPECT_LE(relative_error(merged, live), 1e-5);
 
@@ -98,8 +95,8 @@ TEST_P(MergeAndSave, MergedEqualsLiveAdapterAndSavedModelReloads) {
     EXPECT_EQ(key_shapes(tmp.path()).count("transformer.encoder.layers.0.self_attention.query_key_value.weight"), 1u);
     // The derived RoPE buffer is written as the reference code computes it.
     const std::string key = "transformer.rotary_pos_emb.inv_freq";
-    std::vector<float> want = read_f32(CheckpointFiles::open(dir_of(name)).at(key));
-    std::vector<float> got = read_f32(CheckpointFiles::open(tmp.path()).at(key));
+    std::vector<float> want = read_f32(ModelFiles::open(dir_of(name)).at(key));
+    std::vector<float> got = read_f32(ModelFiles::open(tmp.path()).at(key));
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-7 * want[i]) << i;
   }
@@ -137,7 +134,7 @@ TEST_P(MergeAndSave, Bf16ShardedSaveRoundsOnceAndReloads) {
   // Saving the merged model again reproduces the same bytes (no second rounding).
   testing::TempDir again;
   save_model(*reloaded, reloaded->config, again.path(), DType::BF16, 0);
-  CheckpointFiles a = CheckpointFiles::open(tmp.path()), b = CheckpointFiles::open(again.path());
+  ModelFiles a = ModelFiles::open(tmp.path()), b = ModelFiles::open(again.path());
   ASSERT_EQ(a.keys(), b.keys());
   for (const std::string& k : a.keys()) {
     const TensorInfo &x = a.at(k), &y = b.at(k);

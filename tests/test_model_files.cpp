@@ -1,12 +1,12 @@
 // Model directories: single-file and sharded checkpoints written like transformers and read
-// back through CheckpointFiles; the index is checked byte for byte; broken indexes fail loudly.
+// back through ModelFiles; the index is checked byte for byte; broken indexes fail loudly.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/model_files.h"
 #include "tests/support/temp_dir.h"
 
@@ -43,9 +43,9 @@ TEST(ModelFiles, ShardFileNamesFollowTransformers) {
 TEST(ModelFiles, SingleFileRoundTrip) {
   TempDir dir;
   Fixture fx({4, 3, 1});
-  write_checkpoint(dir.path(), fx.tensors, 0, {{"format", "pt"}});
+  write_model_files(dir.path(), fx.tensors, 0, {{"format", "pt"}});
   EXPECT_EQ(dir.list(), std::vector<std::string>{"model.safetensors"});
-  auto ckpt = CheckpointFiles::open(dir.path());
+  auto ckpt = ModelFiles::open(dir.path());
   EXPECT_EQ(ckpt.keys(), (std::vector<std::string>{"t0", "t1", "t2"}));
   ASSERT_EQ(ckpt.files().size(), 1u);
   EXPECT_EQ(ckpt.files()[0]->metadata().at("format"), "pt");
@@ -53,7 +53,7 @@ TEST(ModelFiles, SingleFileRoundTrip) {
   EXPECT_EQ(ckpt.find("nope"), nullptr);
   EXPECT_TRUE(throws_with([&] { ckpt.at("nope"); }, {"'nope'", dir.path().filename().string()}));
   // Everything fits in one shard: still a single file, no index.
-  write_checkpoint(dir.path(), fx.tensors, 1 << 20);
+  write_model_files(dir.path(), fx.tensors, 1 << 20);
   EXPECT_EQ(dir.list(), std::vector<std::string>{"model.safetensors"});
 }
 
@@ -63,7 +63,7 @@ TEST(ModelFiles, ShardsLikeTransformersAndReadsBack) {
   // Greedy in order: [t0 t1] [t2] [t3 t4] [t5]; t3+t4 = 88 fits, +t5 = 92 fits too.
   // So: [t0 t1] (80) | [t2] (400, alone) | [t3 t4 t5] (92).
   Fixture fx({10, 10, 100, 2, 20, 1});
-  write_checkpoint(dir.path(), fx.tensors, 100, {{"format", "pt"}});
+  write_model_files(dir.path(), fx.tensors, 100, {{"format", "pt"}});
   EXPECT_EQ(dir.list(), (std::vector<std::string>{
                             "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                             "model-00003-of-00003.safetensors", "model.safetensors.index.json"}));
@@ -90,7 +90,7 @@ TEST(ModelFiles, ShardsLikeTransformersAndReadsBack) {
   std::shared_ptr<const void> owner;
   const TensorInfo* t2;
   {
-    auto ckpt = CheckpointFiles::open(dir.path());
+    auto ckpt = ModelFiles::open(dir.path());
     EXPECT_EQ(ckpt.keys(), (std::vector<std::string>{"t0", "t1", "t2", "t3", "t4", "t5"}));
     EXPECT_EQ(ckpt.files().size(), 3u);
     for (size_t i = 0; i < 6; ++i)
@@ -107,7 +107,7 @@ TEST(ModelFiles, ShardsLikeTransformersAndReadsBack) {
 TEST(ModelFiles, ATensorExactlyAtTheLimitFillsAShard) {
   TempDir dir;
   Fixture fx({25, 1, 25});  // 100, 4, 100 bytes with limit 100
-  write_checkpoint(dir.path(), fx.tensors, 100);
+  write_model_files(dir.path(), fx.tensors, 100);
   auto index = read_json(dir / "model.safetensors.index.json");
   EXPECT_EQ(index["weight_map"]["t0"], "model-00001-of-00003.safetensors");
   EXPECT_EQ(index["weight_map"]["t1"], "model-00002-of-00003.safetensors");
@@ -117,7 +117,7 @@ TEST(ModelFiles, ATensorExactlyAtTheLimitFillsAShard) {
 TEST(ModelFiles, ShardsFillUpToTheLimitExactly) {
   TempDir dir;
   Fixture fx({12, 13, 1});  // 48 + 52 = 100 bytes fit a 100-byte shard; 4 more do not
-  write_checkpoint(dir.path(), fx.tensors, 100);
+  write_model_files(dir.path(), fx.tensors, 100);
   auto index = read_json(dir / "model.safetensors.index.json");
   EXPECT_EQ(index["weight_map"]["t0"], "model-00001-of-00002.safetensors");
   EXPECT_EQ(index["weight_map"]["t1"], "model-00001-of-00002.safetensors");
@@ -128,22 +128,22 @@ TEST(ModelFiles, ANewSaveRemovesTheOldOnesWeightFiles) {
   TempDir dir;
   Fixture big({30, 30, 30}), small({2});
   std::ofstream(dir / "config.json") << "{}";
-  write_checkpoint(dir.path(), big.tensors, 100);
+  write_model_files(dir.path(), big.tensors, 100);
   EXPECT_EQ(dir.list().size(), 5u);  // 3 shards, index, config
-  write_checkpoint(dir.path(), small.tensors);
+  write_model_files(dir.path(), small.tensors);
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"config.json", "model.safetensors"}));
-  write_checkpoint(dir.path(), big.tensors, 250);  // [t0 t1] [t2]
+  write_model_files(dir.path(), big.tensors, 250);  // [t0 t1] [t2]
   EXPECT_EQ(dir.list(), (std::vector<std::string>{
                             "config.json", "model-00001-of-00002.safetensors",
                             "model-00002-of-00002.safetensors", "model.safetensors.index.json"}));
-  EXPECT_EQ(CheckpointFiles::open(dir.path()).keys().size(), 3u);
+  EXPECT_EQ(ModelFiles::open(dir.path()).keys().size(), 3u);
 }
 
 TEST(ModelFiles, WriterRejectsDuplicatesBeforeWritingAnything) {
   TempDir dir;
   Fixture fx({1, 1});
   fx.tensors[1].name = "t0";
-  EXPECT_TRUE(throws_with([&] { write_checkpoint(dir.path(), fx.tensors, 4); }, {"'t0'", "twice"}));
+  EXPECT_TRUE(throws_with([&] { write_model_files(dir.path(), fx.tensors, 4); }, {"'t0'", "twice"}));
   EXPECT_TRUE(dir.list().empty());
 }
 
@@ -151,7 +151,7 @@ class BrokenIndex : public ::testing::Test {
  protected:
   void SetUp() override {
     Fixture fx({10, 10, 10});
-    write_checkpoint(dir_.path(), fx.tensors, 40);
+    write_model_files(dir_.path(), fx.tensors, 40);
     ASSERT_EQ(dir_.list().size(), 4u);
   }
   void write_index(const std::string& text) {
@@ -159,7 +159,7 @@ class BrokenIndex : public ::testing::Test {
   }
   ::testing::AssertionResult rejects(std::vector<std::string> parts) {
     parts.push_back("model.safetensors.index.json");
-    return throws_with([&] { CheckpointFiles::open(dir_.path()); }, parts);
+    return throws_with([&] { ModelFiles::open(dir_.path()); }, parts);
   }
   TempDir dir_;
 };
@@ -178,7 +178,7 @@ TEST_F(BrokenIndex, ShardLacksTheKey) {
 
 TEST_F(BrokenIndex, NotJsonOrNoWeightMap) {
   write_index("{\"weight_map\": ");
-  EXPECT_TRUE(rejects({"not valid JSON"}));
+  EXPECT_TRUE(rejects({"invalid JSON"}));
   write_index(R"({"metadata": {}})");
   EXPECT_TRUE(rejects({"'weight_map'"}));
   write_index(R"({"weight_map": {"t0": 3}})");
@@ -192,21 +192,21 @@ TEST_F(BrokenIndex, ShardOutsideTheDirectory) {
 
 TEST_F(BrokenIndex, CorruptShardNamesTheShard) {
   std::filesystem::resize_file(dir_ / "model-00002-of-00003.safetensors", 30);
-  EXPECT_TRUE(throws_with([&] { CheckpointFiles::open(dir_.path()); },
+  EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir_.path()); },
                           {"model-00002-of-00003.safetensors"}));
 }
 
 TEST(ModelFiles, NoWeightsListsWhatWasLookedFor) {
   TempDir dir;
-  EXPECT_TRUE(throws_with([&] { CheckpointFiles::open(dir.path()); },
+  EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir.path()); },
                           {"model.safetensors", "model.safetensors.index.json"}));
-  EXPECT_TRUE(throws_with([&] { CheckpointFiles::open(dir / "absent"); }, {"absent", "not a directory"}));
+  EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir / "absent"); }, {"absent", "not a directory"}));
 }
 
 TEST(ModelFiles, EveryFileIsAtomic) {
   TempDir dir;
   Fixture fx({50, 50, 50});
-  write_checkpoint(dir.path(), fx.tensors, 200);
+  write_model_files(dir.path(), fx.tensors, 200);
   for (const auto& name : dir.list()) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
   EXPECT_EQ(dir.list().size(), 4u);
 }

@@ -9,7 +9,7 @@
 #include "autograd/node.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
-#include "model/checkpoint_layout.h"
+#include "model/key_layout.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "tests/support/temp_dir.h"
@@ -105,7 +105,7 @@ TEST_P(SaveModel, RewritesTheCheckpointByteForByte) {
   auto saved = SafetensorsFile::open(tmp / "out" / "model.safetensors");
   size_t compared = 0;
   for (const TensorInfo& t : original->tensors()) {
-    if (is_ignorable_checkpoint_key(model->config, t.name)) {
+    if (is_ignorable_file_key(model->config, t.name)) {
       // Derived buffers (ChatGLM's inv_freq) are written again so the reference code loads the
       // directory; recomputed, so only their shape must match.
       const TensorInfo* s = saved->find(t.name);
@@ -138,7 +138,7 @@ TEST(SaveModelShards, ShardsAndDtypes) {
   save_model(m, tmp / "sharded", DType::F32, 150'000);
   EXPECT_TRUE(fs::exists(tmp / "sharded" / "model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(tmp / "sharded" / "model.safetensors"));
-  EXPECT_GE(CheckpointFiles::open(tmp / "sharded").files().size(), 4u);
+  EXPECT_GE(ModelFiles::open(tmp / "sharded").files().size(), 4u);
   EXPECT_EQ(logits_of(*load_model(tmp / "sharded")), logits_of(m));
 
   save_model(m, tmp / "bf16", DType::BF16);

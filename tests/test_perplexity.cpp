@@ -1,14 +1,14 @@
-// Perplexity equals exp of the cross-entropy of a plain forward pass, whatever the batching,
-// with labels shifted by one and -100 ignored.
+// score_loss (perplexity, validation loss, evaluate's answer loss) equals the cross-entropy of a
+// plain forward pass, whatever the batching, with labels shifted by one and -100 ignored.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "infer/perplexity.h"
+#include "infer/score.h"
 #include "io/safetensors.h"
 
 namespace glm4 {
@@ -50,7 +50,16 @@ double reference_loss(const Glm4Model& model, const Examples& e, const std::vect
   return ops::cross_entropy(ops::reshape(logits, {B * T, model.config.vocab_size}), targets).item();
 }
 
-TEST(Perplexity, EqualsExpOfThePlainForwardCrossEntropy) {
+// Examples of `ids` with `labels` (an empty list: the ids themselves).
+std::vector<Example> as_examples(const std::vector<std::vector<int32_t>>& ids,
+                                 const std::vector<std::vector<int32_t>>& labels) {
+  std::vector<Example> out;
+  for (size_t i = 0; i < ids.size(); ++i)
+    out.push_back({ids[i], labels.empty() || labels[i].empty() ? ids[i] : labels[i]});
+  return out;
+}
+
+TEST(ScoreLoss, EqualsThePlainForwardCrossEntropy) {
   for (const char* name : {"tiny_glm4", "tiny_chatglm"}) {
     std::string dir = std::string(GLM4_TEST_DATA) + "/" + name;
     auto model = load_model(dir);
@@ -60,7 +69,7 @@ TEST(Perplexity, EqualsExpOfThePlainForwardCrossEntropy) {
     double want = reference_loss(*model, e, {});
     int64_t tokens = int64_t(e.ids[0].size() + e.ids[1].size()) - 2;
     for (int64_t batch : {1, 2, 5}) {
-      PerplexityResult r = perplexity(*model, e.ids, {}, batch);
+      LossScore r = score_loss(*model, as_examples(e.ids, {}), batch);
       EXPECT_NEAR(r.loss, want, 1e-5 * want) << name << " batch " << batch;
       EXPECT_DOUBLE_EQ(r.perplexity, std::exp(r.loss));
       EXPECT_EQ(r.tokens, tokens);
@@ -76,24 +85,36 @@ TEST(Perplexity, EqualsExpOfThePlainForwardCrossEntropy) {
       labels.push_back(y);
     }
     double want_masked = reference_loss(*model, e, labels);
-    PerplexityResult r = perplexity(*model, e.ids, labels, 2);
+    LossScore r = score_loss(*model, as_examples(e.ids, labels), 2);
     EXPECT_NEAR(r.loss, want_masked, 1e-5 * want_masked) << name;
     EXPECT_EQ(r.tokens, scored[0] + scored[1]);
     EXPECT_GT(std::abs(r.loss - want), 1e-3);  // the labels did matter
     // An empty label list means "the ids" for that example.
     std::vector<std::vector<int32_t>> mixed = {labels[0], e.ids[1]};
-    PerplexityResult m = perplexity(*model, e.ids, {labels[0], {}}, 1);
+    LossScore m = score_loss(*model, as_examples(e.ids, {labels[0], {}}), 1);
     EXPECT_NEAR(m.loss, reference_loss(*model, e, mixed), 1e-5 * want) << name;
     EXPECT_EQ(m.tokens, scored[0] + int64_t(e.ids[1].size()) - 1);
   }
 }
 
-TEST(Perplexity, RejectsMismatchedInputs) {
+TEST(ScoreLoss, OnlyTheFirstMaxBatches) {
+  std::string dir = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
+  auto model = load_model(dir);
+  Examples e = fixture_examples(dir);
+  std::vector<Example> examples = as_examples(e.ids, {});
+  LossScore first = score_loss(*model, {examples[0]}, 1);
+  LossScore limited = score_loss(*model, examples, 1, /*max_batches=*/1);
+  EXPECT_EQ(limited.loss, first.loss);
+  EXPECT_EQ(limited.tokens, int64_t(e.ids[0].size()) - 1);
+  EXPECT_TRUE(std::isnan(score_loss(*model, {{{1}, {1}}}, 1).loss));  // one token: nothing to score
+}
+
+TEST(ScoreLoss, RejectsMismatchedInputs) {
   auto model = load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4");
-  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {{1, 2}}, 1), Error);
-  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {}, 0), Error);
-  EXPECT_THROW(perplexity(*model, {{}}, {}, 1), Error);
-  EXPECT_THROW(perplexity(*model, {{1, 2, 3}}, {{1, 2, 999}}, 1), Error);
+  EXPECT_THROW(score_loss(*model, {{{1, 2, 3}, {1, 2}}}, 1), Error);
+  EXPECT_THROW(score_loss(*model, {{{1, 2, 3}, {1, 2, 3}}}, 0), Error);
+  EXPECT_THROW(score_loss(*model, {{{}, {}}}, 1), Error);
+  EXPECT_THROW(score_loss(*model, {{{1, 2, 3}, {1, 2, 999}}}, 1), Error);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/safetensors.h"
 #include "tests/support/temp_dir.h"
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "infer/sampler.h"
 
 namespace glm4 {

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <set>
 
-#include "autograd/check.h"
-#include "train/batching.h"
+#include "base/check.h"
+#include "dataset/batch_iterator.h"
 
 namespace glm4 {
 namespace {

@@ -7,9 +7,9 @@
 #include <map>
 #include <set>
 
-#include "autograd/check.h"
-#include "train/batching.h"
-#include "train/dataset.h"
+#include "base/check.h"
+#include "dataset/batch.h"
+#include "dataset/dataset.h"
 
 namespace glm4 {
 namespace {

@@ -6,8 +6,8 @@
 #include <numbers>
 #include <random>
 
-#include "autograd/check.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "base/parallel.h"
 #include "train/adamw.h"
 #include "train/grad_clip.h"
 #include "train/lr_schedule.h"

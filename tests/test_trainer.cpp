@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/safetensors.h"
 #include "tests/support/temp_dir.h"
-#include "train/adapter_io.h"
+#include "model/adapter/adapter_io.h"
 #include "train/trainer.h"
 
 namespace glm4 {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/sp_trainer.h"
 #include "io/tokenizer/tokenizer.h"
 

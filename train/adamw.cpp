@@ -5,8 +5,8 @@
 #include <cstring>
 #include <set>
 
-#include "autograd/check.h"
-#include "autograd/parallel.h"
+#include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 

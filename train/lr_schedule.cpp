@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

@@ -4,7 +4,8 @@
 #include <functional>
 #include <map>
 
-#include "autograd/check.h"
+#include "base/check.h"
+#include "base/strings.h"
 
 namespace glm4 {
 
@@ -75,14 +76,7 @@ void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& sour
     auto it = fields().find(key);
     GLM4_CHECK(it != fields().end(), source, ": unknown key \"", key, "\"");
     if (key == "lora_targets" && value.is_string()) {  // "q_proj,v_proj" or "all-linear"
-      c.lora_targets.clear();
-      std::string s = value.get<std::string>();
-      for (size_t at = 0; at <= s.size();) {
-        size_t comma = s.find(',', at);
-        if (comma == std::string::npos) comma = s.size();
-        if (comma > at) c.lora_targets.push_back(s.substr(at, comma - at));
-        at = comma + 1;
-      }
+      c.lora_targets = split_commas(value.get<std::string>());
       continue;
     }
     try {

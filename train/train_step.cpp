@@ -2,37 +2,14 @@
 
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
+#include "infer/score.h"
 #include "train/grad_clip.h"
 
 namespace glm4 {
-
-std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t B, int64_t T) {
-  std::vector<int32_t> out(size_t(B * T), -100);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t + 1 < T; ++t) out[b * T + t] = labels[b * T + t + 1];
-  return out;
-}
-
-Tensor batch_loss(const Glm4Model& model, const Batch& batch, double divide_by, bool checkpoint_layers,
-                  bool training, uint64_t dropout_seed) {
-  ForwardContext ctx;
-  ctx.batch = batch.B;
-  ctx.seq = batch.T;
-  ctx.positions = batch.positions;
-  ctx.mask = attention_mask(batch);
-  ctx.training = training;
-  ctx.dropout_seed = dropout_seed;
-  ctx.checkpoint_layers = checkpoint_layers;
-  Tensor hidden = model.forward_hidden(batch.input_ids, ctx);
-  hidden = ops::reshape(hidden, {batch.B * batch.T, model.config.hidden_size});
-  std::vector<int32_t> targets = shift_labels(batch.labels, batch.B, batch.T);
-  const Param& head = model.lm_head_weight();
-  return ops::linear_cross_entropy(hidden, head.frozen, head.value, targets, divide_by);
-}
 
 StepResult train_step(Glm4Model& model, AdamW& optimizer, const std::vector<Batch>& micro_batches,
                       const StepOptions& options) {
@@ -44,8 +21,9 @@ StepResult train_step(Glm4Model& model, AdamW& optimizer, const std::vector<Batc
   optimizer.zero_grad();
   if (result.targets == 0) return result;  // nothing to learn from: no update
   for (size_t i = 0; i < micro_batches.size(); ++i) {
-    Tensor loss = batch_loss(model, micro_batches[i], double(result.targets), options.checkpoint_layers,
-                             true, options.dropout_seed * 64 + i);
+    Tensor loss = batch_loss(model, micro_batches[i],
+                             {.divide_by = double(result.targets), .recompute_layers = options.recompute_layers,
+                              .training = true, .dropout_seed = options.dropout_seed * 64 + i});
     result.loss += double(loss.item());
     if (micro_batches[i].target_tokens > 0) backward(loss);
   }

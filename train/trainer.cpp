@@ -5,17 +5,18 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
-#include "train/adapter_io.h"
-#include "train/jsonl.h"
+#include "model/adapter/adapter_io.h"
+#include "dataset/records.h"
 #include "train/lr_schedule.h"
-#include "train/progress.h"
-#include "train/text_encoder.h"
-#include "train/train_checkpoint.h"
+#include "infer/score.h"
+#include "io/progress.h"
+#include "dataset/text_encoder.h"
+#include "train/training_state.h"
 #include "train/train_step.h"
 
 namespace fs = std::filesystem;
@@ -42,26 +43,9 @@ LoraConfig lora_from(const TrainConfig& c) {
   return l;
 }
 
-// Token-weighted validation loss over the first `max_batches` batches (-1: all).
-double evaluate(const Glm4Model& model, const std::vector<Example>& examples, const TrainConfig& c) {
-  BatchOptions o;
-  o.batch_size = c.batch_size;
-  o.max_seq_length = c.max_seq_length;
-  o.shuffle = false;
-  o.drop_last = false;
-  BatchIterator it(examples, o);
-  int64_t n = it.batches_per_epoch();
-  if (c.val_batches > 0) n = std::min(n, c.val_batches);
-  NoGradGuard no_grad;
-  double sum = 0;
-  int64_t targets = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Batch b = it.next();
-    if (b.target_tokens == 0) continue;
-    sum += double(batch_loss(model, b, 1.0, false, false, 0).item());
-    targets += b.target_tokens;
-  }
-  return targets ? sum / double(targets) : NAN;
+// Token-weighted validation loss over the first --val-batches batches (-1: all).
+double validation_loss(const Glm4Model& model, const std::vector<Example>& examples, const TrainConfig& c) {
+  return score_loss(model, examples, c.batch_size, c.val_batches > 0 ? c.val_batches : 0).loss;
 }
 
 Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c, int64_t vocab,
@@ -100,7 +84,6 @@ TrainSummary run_training(const TrainConfig& config) {
       p.make_trainable();
       params.push_back({name, p.value});
     });
-    if (model->tie()) model->lm_head.weight = model->embed_tokens.weight;
   } else {
     if (!c.init_adapter.empty()) {
       lora = read_adapter_info(c.init_adapter).lora;
@@ -109,16 +92,14 @@ TrainSummary run_training(const TrainConfig& config) {
     } else {
       model->add_lora(lora, c.seed);
     }
-    model->visit_lora([&](const std::string& module, const char* which, Tensor& t) {
-      params.push_back({module + "." + which, t});
-    });
+    params = model->lora_parameters();
   }
   AdamW optimizer(params, {.lr = c.learning_rate, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                            .weight_decay = c.weight_decay});
 
   TrainState state;
   if (!c.resume.empty()) {
-    TrainConfig saved = load_train_checkpoint(c.resume, optimizer, &state);
+    TrainConfig saved = load_training_state(c.resume, optimizer, &state);
     if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
         saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
       bar.message(str_cat("warning: --resume ", c.resume, " was written by a run with other --seed, --batch-size, ",
@@ -149,7 +130,7 @@ TrainSummary run_training(const TrainConfig& config) {
 
   TrainSummary summary;
   if (!valid.examples.empty() && state.step == 0) {
-    double v = evaluate(*model, valid.examples, c);
+    double v = validation_loss(*model, valid.examples, c);
     summary.first_val_loss = v;
     metrics.write({{"step", 0}, {"val_loss", v}});
     bar.message(str_cat("step 0: val loss ", v));
@@ -164,7 +145,7 @@ TrainSummary run_training(const TrainConfig& config) {
     StepOptions so;
     so.lr = schedule.at(step);
     so.max_grad_norm = c.grad_clip;
-    so.checkpoint_layers = c.grad_checkpoint;
+    so.recompute_layers = c.grad_checkpoint;
     so.dropout_seed = c.seed * 1000003ull + uint64_t(step);
     StepResult r = train_step(*model, optimizer, micro, so);
     GLM4_CHECK(r.finite, "step ", step + 1, ": the loss or gradient norm is not finite (loss ", r.loss,
@@ -181,7 +162,7 @@ TrainSummary run_training(const TrainConfig& config) {
 
     bool last = state.step == c.iters;
     if (!valid.examples.empty() && (state.step % c.steps_per_eval == 0 || last)) {
-      double v = evaluate(*model, valid.examples, c);
+      double v = validation_loss(*model, valid.examples, c);
       metrics.write({{"step", state.step}, {"val_loss", v}});
       bar.message(str_cat("step ", state.step, ": val loss ", v));
       if (v < state.best_val_loss) {
@@ -200,7 +181,7 @@ TrainSummary run_training(const TrainConfig& config) {
     }
     if (state.step % c.save_every == 0 || last) {
       save_all(c.out);
-      save_train_checkpoint(fs::path(c.out) / "checkpoint.h5", c, optimizer, state);
+      save_training_state(fs::path(c.out) / "checkpoint.h5", c, optimizer, state);
     }
     if (last) break;
   }

@@ -1,10 +1,10 @@
 // silu, fused swiglu on a gate_up tensor, softmax over the last dimension.
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 

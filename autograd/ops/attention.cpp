@@ -1,8 +1,8 @@
 // Causal scaled-dot-product attention with GQA and per-row key ranges (flash-style kernels).
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/kernels/attention_kernel.h"
+#include "base/check.h"
+#include "autograd/kernels/attention.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 

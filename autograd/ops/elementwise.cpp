@@ -1,11 +1,11 @@
 // add, sub, mul, scale with broadcasting; sum_to; dropout.
 #include <random>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/broadcast.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 

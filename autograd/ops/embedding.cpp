@@ -1,10 +1,10 @@
 // Embedding lookup: gather rows forward, scatter-add into the table backward.
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/weight.h"
 
 namespace glm4::ops {

@@ -1,18 +1,17 @@
 // Fused lm_head projection and cross-entropy, chunked over rows.
 #include <cmath>
 
-#include "autograd/check.h"
-#include "autograd/gemm.h"
+#include "base/check.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/tensor_math.h"
 #include "autograd/weight.h"
 
 namespace glm4::ops {
 
 namespace {
-constexpr int32_t kIgnore = -100;
 constexpr int64_t kChunkRows = 256;
 }  // namespace
 
@@ -29,9 +28,9 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
     int32_t l = labels[i];
-    GLM4_CHECK(l == kIgnore || (l >= 0 && l < v), "[linear_cross_entropy] label ", l, " at row ", i,
+    GLM4_CHECK(l == kIgnoreLabel || (l >= 0 && l < v), "[linear_cross_entropy] label ", l, " at row ", i,
                " is outside [0, ", v, ") and not -100");
-    count += l != kIgnore;
+    count += l != kIgnoreLabel;
   }
   const double divisor = divide_by > 0 ? divide_by : double(count);
   const bool need_grad = GradMode::enabled() && (hidden.requires_grad() || trainable);
@@ -43,7 +42,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
   for (int64_t r0 = 0; r0 < n; r0 += kChunkRows) {
     const int64_t rows = std::min(kChunkRows, n - r0);
     bool any = false;
-    for (int64_t i = r0; i < r0 + rows; ++i) any |= labels[i] != kIgnore;
+    for (int64_t i = r0; i < r0 + rows; ++i) any |= labels[i] != kIgnoreLabel;
     if (!any) continue;  // ignored rows add nothing to the loss or the gradients
     float* pl = logits.data();
     linear_forward(hidden.data() + r0 * h, rows, h, w, pl, false);
@@ -51,7 +50,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
       for (int64_t i = lo; i < hi; ++i) {
         float* row = pl + i * v;
         int32_t label = labels[r0 + i];
-        if (label == kIgnore) {
+        if (label == kIgnoreLabel) {
           row_loss[i] = 0;
           if (need_grad) std::fill_n(row, v, 0.0f);
           continue;

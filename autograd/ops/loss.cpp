@@ -1,15 +1,14 @@
 // Cross-entropy over rows of logits with ignore index -100.
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 
 namespace {
-constexpr int32_t kIgnore = -100;
 }
 
 Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, double divide_by) {
@@ -19,9 +18,9 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, doub
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
     int32_t l = labels[i];
-    GLM4_CHECK(l == kIgnore || (l >= 0 && l < v), "[cross_entropy] label ", l, " at row ", i,
+    GLM4_CHECK(l == kIgnoreLabel || (l >= 0 && l < v), "[cross_entropy] label ", l, " at row ", i,
                " is outside [0, ", v, ") and not -100");
-    count += l != kIgnore;
+    count += l != kIgnoreLabel;
   }
   double divisor = divide_by > 0 ? divide_by : double(count);
   Tensor lse = Tensor::empty({n});
@@ -36,7 +35,7 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, doub
       double s = 0;
       for (int64_t j = 0; j < v; ++j) s += std::exp(double(row[j] - m));
       plse[i] = float(m + std::log(s));
-      if (labels[i] != kIgnore) row_loss[i] = double(m) + std::log(s) - double(row[labels[i]]);
+      if (labels[i] != kIgnoreLabel) row_loss[i] = double(m) + std::log(s) - double(row[labels[i]]);
     }
   });
   double total = 0;
@@ -53,7 +52,7 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, doub
     parallel_for(n, 4, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         float* out = pd + i * v;
-        if (kept[i] == kIgnore) {
+        if (kept[i] == kIgnoreLabel) {
           std::fill_n(out, v, 0.0f);
           continue;
         }

@@ -1,9 +1,9 @@
 // Batched matmul and linear layers (trainable fp32 weights and frozen stored-dtype weights).
-#include "autograd/check.h"
-#include "autograd/gemm.h"
+#include "base/check.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 #include "autograd/weight.h"
 
 namespace glm4::ops {

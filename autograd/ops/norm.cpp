@@ -1,10 +1,10 @@
 // RMSNorm: y = w * x / sqrt(mean(x^2) + eps) over the last dimension, accumulated in fp32+.
 #include <cmath>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 

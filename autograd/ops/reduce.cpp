@@ -1,7 +1,7 @@
 // sum and mean over all elements.
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 

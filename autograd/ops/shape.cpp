@@ -2,10 +2,10 @@
 #include <array>
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 

@@ -3,7 +3,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/parallel.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 

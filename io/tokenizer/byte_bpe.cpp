@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

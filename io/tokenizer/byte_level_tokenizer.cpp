@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/pretokenizer.h"
 #include "io/tokenizer/utf8.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4::tok_io {
 

@@ -1,5 +1,5 @@
 // Picks the tokenizer implementation from the files in a model directory.
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace glm4 {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/utf8.h"
 
 namespace glm4 {

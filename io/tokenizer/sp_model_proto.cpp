@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace {

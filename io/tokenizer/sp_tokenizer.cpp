@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"
 #include "io/tokenizer/special_tokens.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/tokenizer.h"
 

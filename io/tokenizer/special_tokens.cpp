@@ -2,7 +2,7 @@
 // text length times the number of tokens, however many matches there are.
 #include "io/tokenizer/special_tokens.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4 {
 

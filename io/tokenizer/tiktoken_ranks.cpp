@@ -1,7 +1,7 @@
 // tiktoken rank files: strict base64 per line, ranks indexed densely.
 #include "io/tokenizer/tiktoken_ranks.h"
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/file_io.h"
 
 namespace glm4 {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/check.h"
+#include "base/check.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/file_io.h"

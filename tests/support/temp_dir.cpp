@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "autograd/check.h"
+#include "base/check.h"
 
 namespace glm4::testing {
 

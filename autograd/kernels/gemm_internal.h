@@ -1,0 +1,30 @@
+// Internal to gemm*.cpp: the small-M (decode) kernels and the tuning constants they share.
+#pragma once
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace glm4::gemm_detail {
+
+// Rows of X up to which linear_forward / linear_input_grad use the bandwidth kernels below
+// instead of sgemm tiles.
+constexpr int64_t kSmallM = 4;
+
+// Y[M, N] (+)= X[M, K] W[N, K]^T for M <= kSmallM; W row-major in `dtype` with row stride K.
+void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const void* W, int64_t N,
+                     float* Y, bool accumulate);
+
+// dX[M, K] (+)= dY[M, N] W[N, K] for M <= kSmallM.
+void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,
+                        int64_t K, float* dX, bool accumulate);
+
+// C[m, n] = alpha op(A) op(B) + beta C with Eigen's kernels, single-threaded (row-major, strided).
+void eigen_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc);
+
+// Which kernel runs the sgemm tiles; fixed per process (see tile_backend()).
+enum class TileBackend { kOpenBlas, kEigen };
+TileBackend tile_backend();
+
+}  // namespace glm4::gemm_detail

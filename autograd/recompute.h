@@ -1,0 +1,18 @@
+// Recomputation (what Hugging Face calls gradient checkpointing): run a block without keeping
+// its activations, and run it again in the backward pass. Only the block's inputs are saved.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace glm4 {
+
+using Block = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+
+// Returns fn(inputs). With grad mode on, the output is linked to the inputs and to every
+// trainable parameter fn uses (even when no input requires grad: the PEFT#137 trap), and the
+// backward pass reruns fn to get the gradients. fn must be deterministic (seeded dropout).
+Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs);
+
+}  // namespace glm4

@@ -1,0 +1,168 @@
+// JSON-lines data files: locating them, parsing and checking each record.
+#include "dataset/records.h"
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "autograd/ops.h"
+#include "base/check.h"
+
+namespace glm4 {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::array<const char*, 4> kRoles = {"system", "user", "assistant", "observation"};
+
+const std::string& string_field(const json& j, const char* key, const std::string& where) {
+  const json& v = j.at(key);
+  GLM4_CHECK(v.is_string(), where, " must be a string, got ", v.type_name());
+  return v.get_ref<const std::string&>();
+}
+
+// An integer array of token ids (>= 0) or labels (-100 or >= 0), each within int32.
+std::vector<int32_t> int_array(const json& v, const char* key, bool labels) {
+  GLM4_CHECK(v.is_array(), "\"", key, "\" must be an array of integers, got ", v.type_name());
+  std::vector<int32_t> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& x = v[i];
+    GLM4_CHECK(x.is_number_integer(), "\"", key, "\"[", i, "] must be an integer, got ",
+               x.type_name(), x.is_number_float() ? " " + x.dump() : "");
+    const bool too_big = x.is_number_unsigned()
+                             ? x.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max())
+                             : x.get<int64_t>() > std::numeric_limits<int32_t>::max();
+    const int64_t value = too_big ? 0 : x.get<int64_t>();
+    GLM4_CHECK(!too_big && (value >= 0 || (labels && value == kIgnoreLabel)), "\"", key, "\"[", i,
+               "] = ", x.dump(), " is out of range (expected ",
+               labels ? "-100 or a token id" : "a token id", " in [0, 2^31))");
+    out.push_back(int32_t(value));
+  }
+  return out;
+}
+
+std::vector<ChatMessage> messages_field(const json& v) {
+  GLM4_CHECK(v.is_array(), "\"messages\" must be an array, got ", v.type_name());
+  GLM4_CHECK(!v.empty(), "\"messages\" is empty");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& m = v[i];
+    const std::string where = str_cat("\"messages\"[", i, "]");
+    GLM4_CHECK(m.is_object(), where, " must be an object, got ", m.type_name());
+    GLM4_CHECK(m.contains("role"), where, " has no \"role\"");
+    GLM4_CHECK(m.contains("content"), where, " has no \"content\"");
+    ChatMessage msg{string_field(m, "role", where + ".role"),
+                    string_field(m, "content", where + ".content")};
+    bool known = false;
+    for (const char* r : kRoles) known = known || msg.role == r;
+    GLM4_CHECK(known, where, " has unknown role \"", msg.role,
+               "\" (expected system, user, assistant or observation)");
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+DataFiles resolve_data_path(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  GLM4_CHECK(!ec && fs::exists(st), "data path '", path, "' does not exist");
+  DataFiles files;
+  if (!fs::is_directory(st)) {
+    files.train = path;
+    return files;
+  }
+  auto child = [&](const char* name) {
+    const fs::path p = fs::path(path) / name;
+    return fs::is_regular_file(p, ec) ? p.string() : std::string();
+  };
+  files.train = child("train.jsonl");
+  files.valid = child("valid.jsonl");
+  files.test = child("test.jsonl");
+  GLM4_CHECK(!files.train.empty(), "data directory '", path, "' has no train.jsonl");
+  return files;
+}
+
+Record parse_record(std::string_view line) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    // nlohmann says "[json.exception...] parse error at line 1, column N: <what>"; the line is
+    // always 1 here, so keep "column N: <what>".
+    const std::string what = e.what();
+    const size_t at = what.find("column ");
+    fail("invalid JSON", at == std::string::npos ? ": " + what : " at " + what.substr(at));
+  }
+  GLM4_CHECK(j.is_object(), "expected a JSON object, got ", j.type_name());
+  const bool text = j.contains("text"), prompt = j.contains("prompt"),
+             completion = j.contains("completion"), messages = j.contains("messages"),
+             tokens = j.contains("input_ids");
+  const int shapes = int(text) + int(prompt || completion) + int(messages) + int(tokens);
+  if (shapes == 0) {
+    std::string keys;
+    for (auto it = j.begin(); it != j.end(); ++it)
+      keys += (keys.empty() ? "\"" : ", \"") + it.key() + "\"";
+    fail("unknown record shape (keys: ", keys.empty() ? "none" : keys,
+         "); expected \"text\", \"prompt\" + \"completion\", \"messages\" or \"input_ids\"");
+  }
+  GLM4_CHECK(shapes == 1,
+             "record mixes shapes: use exactly one of \"text\", \"prompt\" + \"completion\", "
+             "\"messages\", \"input_ids\"");
+  Record r;
+  if (j.contains("task")) r.task = string_field(j, "task", "\"task\"");
+  if (text) {
+    r.kind = Record::Kind::kText;
+    r.text = string_field(j, "text", "\"text\"");
+  } else if (prompt || completion) {
+    GLM4_CHECK(prompt && completion,
+               prompt ? "\"prompt\" without \"completion\"" : "\"completion\" without \"prompt\"");
+    r.kind = Record::Kind::kPromptCompletion;
+    r.prompt = string_field(j, "prompt", "\"prompt\"");
+    r.completion = string_field(j, "completion", "\"completion\"");
+  } else if (messages) {
+    r.kind = Record::Kind::kChat;
+    r.messages = messages_field(j.at("messages"));
+  } else {
+    r.kind = Record::Kind::kTokens;
+    r.input_ids = int_array(j.at("input_ids"), "input_ids", false);
+    GLM4_CHECK(!r.input_ids.empty(), "\"input_ids\" is empty");
+    if (j.contains("labels") && !j.at("labels").is_null()) {
+      r.labels = int_array(j.at("labels"), "labels", true);
+      r.has_labels = true;
+      GLM4_CHECK(r.labels.size() == r.input_ids.size(), "\"labels\" has ", r.labels.size(),
+                 " entries but \"input_ids\" has ", r.input_ids.size());
+    }
+  }
+  return r;
+}
+
+int64_t for_each_record(const std::string& path,
+                        const std::function<void(const Record&, int64_t line)>& fn) {
+  std::ifstream in(path, std::ios::binary);
+  GLM4_CHECK(in.good(), "cannot open data file '", path, "'");
+  std::string line;
+  int64_t line_no = 0, records = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    try {
+      fn(parse_record(line), line_no);
+    } catch (const std::exception& e) {
+      fail(path, ":", line_no, ": ", e.what());
+    }
+    ++records;
+  }
+  GLM4_CHECK(!in.bad(), "error reading data file '", path, "' after line ", line_no);
+  return records;
+}
+
+}  // namespace glm4

@@ -1,0 +1,90 @@
+#include "infer/score.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "base/check.h"
+#include "base/strings.h"
+#include "infer/generator.h"
+
+namespace glm4 {
+
+Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
+  ForwardContext ctx;
+  ctx.batch = batch.B;
+  ctx.seq = batch.T;
+  ctx.positions = batch.positions;
+  ctx.mask = attention_mask(batch);
+  ctx.training = options.training;
+  ctx.dropout_seed = options.dropout_seed;
+  ctx.recompute_layers = options.recompute_layers;
+  Tensor hidden = model.forward_hidden(batch.input_ids, ctx);
+  hidden = ops::reshape(hidden, {batch.B * batch.T, model.config.hidden_size});
+  const Param& head = model.lm_head_weight();
+  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by);
+}
+
+LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
+                     int64_t max_batches) {
+  GLM4_CHECK(batch_size > 0, "[score_loss] batch_size must be > 0, got ", batch_size);
+  for (size_t e = 0; e < examples.size(); ++e) {
+    GLM4_CHECK(!examples[e].ids.empty(), "[score_loss] example ", e, " is empty");
+    GLM4_CHECK(examples[e].labels.size() == examples[e].ids.size(), "[score_loss] example ", e, " has ",
+               examples[e].ids.size(), " ids but ", examples[e].labels.size(), " labels");
+  }
+  NoGradGuard no_grad;
+  const int32_t pad_id = model.config.pad_token_id.value_or(0);
+  const int64_t n = int64_t(examples.size());
+  double total = 0;
+  int64_t tokens = 0, batches = 0;
+  for (int64_t first = 0; first < n && (max_batches <= 0 || batches < max_batches); first += batch_size, ++batches) {
+    Batch b = make_batch(examples, first, std::min(n, first + batch_size), pad_id);
+    if (b.target_tokens == 0) continue;
+    total += double(batch_loss(model, b, {.divide_by = 1.0}).item());
+    tokens += b.target_tokens;
+  }
+  LossScore s;
+  s.tokens = tokens;
+  s.loss = tokens ? total / double(tokens) : NAN;
+  s.perplexity = std::exp(s.loss);
+  return s;
+}
+
+ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& tokenizer,
+                                  const std::vector<AnswerExample>& examples,
+                                  const std::vector<int32_t>& stop_ids, int64_t batch_size) {
+  GLM4_CHECK(batch_size > 0, "[score_exact_match] batch_size must be > 0, got ", batch_size);
+  constexpr int64_t kExtraTokens = 8;  // room to run past a wrong answer's length and stop
+  NoGradGuard no_grad;
+  ExactMatchScore s;
+  for (size_t at = 0; at < examples.size(); at += size_t(batch_size)) {
+    const size_t end = std::min(examples.size(), at + size_t(batch_size));
+    std::vector<std::vector<int32_t>> prompts;
+    GenerationConfig g;
+    g.stop_ids = stop_ids;
+    g.max_tokens = 0;
+    for (size_t i = at; i < end; ++i) {
+      prompts.push_back(examples[i].prompt);
+      int64_t budget = int64_t(tokenizer.encode(trim(examples[i].reference), false).size()) + kExtraTokens;
+      g.max_tokens = std::max<int>(g.max_tokens, int(budget));
+    }
+    std::vector<std::vector<int32_t>> answers = generate_batch(model, prompts, g);
+    for (size_t i = 0; i < answers.size(); ++i) {
+      const AnswerExample& ex = examples[at + i];
+      std::string answer = trim(tokenizer.decode(answers[i], true));
+      const bool ok = answer == trim(ex.reference);
+      s.correct += ok;
+      ++s.total;
+      if (!ex.task.empty()) {
+        s.by_task[ex.task].first += ok;
+        s.by_task[ex.task].second += 1;
+      }
+      s.answers.push_back(std::move(answer));
+    }
+  }
+  return s;
+}
+
+}  // namespace glm4

@@ -1,0 +1,62 @@
+// Scoring a model on data, the one path the trainer's validation, `glm4 perplexity` and
+// `glm4 evaluate` share: the loss of a batch, the token-weighted loss (and perplexity) of a data
+// set, and the exact match of greedy answers.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataset/batch.h"
+#include "io/tokenizer/tokenizer.h"
+#include "model/glm4_model.h"
+
+namespace glm4 {
+
+struct BatchLossOptions {
+  double divide_by = 0;           // > 0: the loss is the sum over targets divided by this
+  bool recompute_layers = false;  // recompute each decoder layer in the backward pass
+  bool training = false;          // LoRA dropout on
+  uint64_t dropout_seed = 0;
+};
+
+// Next-token cross-entropy of `batch` (its shifted targets): the mean over its targets, or the
+// sum divided by options.divide_by. Records the graph when grad mode is on.
+Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options = {});
+
+struct LossScore {
+  double loss = 0;        // mean cross-entropy (nats) over the scored tokens; NaN when none
+  double perplexity = 0;  // exp(loss)
+  int64_t tokens = 0;     // scored tokens
+};
+
+// Token-weighted loss over `examples` (labels[t] predicted from position t-1; kIgnoreLabel not
+// scored), `batch_size` examples a forward in order, right-padded, without a tape; only the
+// first `max_batches` batches when > 0. Throws naming the example for an empty one or labels
+// that do not match its ids.
+LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
+                     int64_t max_batches = 0);
+
+// A prompt and the answer the model should give to it.
+struct AnswerExample {
+  std::vector<int32_t> prompt;  // ends where the answer starts (e.g. with <|assistant|>)
+  std::string reference;        // compared after trimming whitespace
+  std::string task;             // optional: scores are also kept per task
+};
+
+struct ExactMatchScore {
+  int64_t correct = 0, total = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, total)
+  std::vector<std::string> answers;                             // trimmed, one per example
+  double rate() const { return total ? double(correct) / double(total) : 0.0; }
+};
+
+// Greedy answers (generated `batch_size` prompts at a time, stopping at a stop id or after the
+// reference's token count + 8 tokens), decoded without special tokens, trimmed, compared with
+// each reference exactly.
+ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& tokenizer,
+                                  const std::vector<AnswerExample>& examples,
+                                  const std::vector<int32_t>& stop_ids, int64_t batch_size);
+
+}  // namespace glm4

@@ -1,0 +1,28 @@
+#include "io/json_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "base/check.h"
+
+namespace glm4 {
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(path.string(), ": cannot open: no such file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(path.string(), ": read error");
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: ..."
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    fail(path.string(), ": invalid JSON at byte ", e.byte, ": ", what);
+  }
+}
+
+}  // namespace glm4

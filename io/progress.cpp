@@ -1,0 +1,66 @@
+#include "io/progress.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "base/check.h"
+
+namespace glm4 {
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+MetricsLog::MetricsLog(const std::filesystem::path& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  GLM4_CHECK(file_, "cannot write the metrics log ", path.string());
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& line) {
+  std::string s = line.dump() + "\n";
+  GLM4_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0,
+             "cannot write the metrics log ", path_.string());
+}
+
+ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every)
+    : first_(first_step), total_(total_steps), every_(report_every), tty_(isatty(STDERR_FILENO)),
+      start_(std::chrono::steady_clock::now()) {}
+
+void ProgressBar::update(int64_t step, double loss, double lr, double tokens_per_s) {
+  int64_t done = step + 1;
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double per_step = elapsed / double(std::max<int64_t>(1, done - first_));
+  int64_t eta = int64_t(per_step * double(total_ - done));
+  char line[256];
+  if (tty_) {
+    const int width = 24;
+    int filled = int(double(width) * double(done) / double(total_));
+    std::string bar(size_t(filled), '#');
+    bar.resize(width, '.');
+    std::snprintf(line, sizeof line, "\r[%s] %lld/%lld loss %.4f lr %.2e %.0f tok/s ETA %lldm%02llds ",
+                  bar.c_str(), (long long)done, (long long)total_, loss, lr, tokens_per_s,
+                  (long long)(eta / 60), (long long)(eta % 60));
+    std::fputs(line, stderr);
+  } else if (done % every_ == 0 || done == total_) {
+    std::snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e %.0f tok/s ETA %lldm%02llds\n",
+                  (long long)done, (long long)total_, loss, lr, tokens_per_s, (long long)(eta / 60),
+                  (long long)(eta % 60));
+    std::fputs(line, stderr);
+  }
+}
+
+void ProgressBar::message(const std::string& text) {
+  std::fprintf(stderr, tty_ ? "\r\033[K%s\n" : "%s\n", text.c_str());
+}
+
+void ProgressBar::finish() {
+  if (tty_) std::fputs("\n", stderr);
+}
+
+}  // namespace glm4

@@ -1,0 +1,158 @@
+// PEFT LoRA adapters: adapter_model.safetensors (base_model.model.<module>.lora_A.weight [r, in],
+// lora_B.weight [out, r]) and the adapter_config.json fields PEFT writes for LoRA.
+#include <algorithm>
+
+#include "base/check.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "model/adapter/adapter_detail.h"
+
+namespace glm4::adapter_detail {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kPrefix = "base_model.model.";
+
+bool parse_peft_key(const std::string& key, std::string* module, bool* is_a) {
+  static const std::string a = ".lora_A.weight", b = ".lora_B.weight";
+  if (key.rfind(kPrefix, 0) != 0) return false;
+  auto ends = [&](const std::string& s) {
+    return key.size() > s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
+  };
+  if (!ends(a) && !ends(b)) return false;
+  *is_a = ends(a);
+  const std::string& suffix = *is_a ? a : b;
+  size_t start = std::string(kPrefix).size();
+  if (key.size() < start + suffix.size()) return false;
+  *module = key.substr(start, key.size() - start - suffix.size());
+  int64_t layer;
+  std::string name;
+  return parse_lora_module_path(*module, &layer, &name);
+}
+
+// Settings PEFT can write that this loader does not implement: refuse rather than misread.
+void check_unsupported(const json& j, const std::string& f) {
+  GLM4_CHECK(!get_bool(j, "use_dora", f, false), f, ": use_dora is true; DoRA adapters are not supported");
+  std::string bias = get_string(j, "bias", f, "none");
+  GLM4_CHECK(bias == "none", f, ": bias is \"", bias, "\"; only \"none\" is supported");
+  GLM4_CHECK(!get_bool(j, "fan_in_fan_out", f, false), f, ": fan_in_fan_out is true; GLM-4 linears ",
+             "store [out, in], so it must be false");
+  for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null() || it->empty()) continue;
+    fail(f, ": field \"", key, "\" is ", it->dump(), "; per-module settings are not supported");
+  }
+  if (auto it = j.find("layers_pattern"); it != j.end() && !it->is_null()) {
+    bool ok = *it == "layers" || *it == json::array({"layers"}) || (it->is_array() && it->empty());
+    GLM4_CHECK(ok, f, ": layers_pattern is ", it->dump(), "; GLM-4 decoder layers are \"layers\"");
+  }
+}
+
+std::vector<int64_t> read_layer_list(const json& j, const std::string& f) {
+  std::vector<int64_t> out;
+  auto it = j.find("layers_to_transform");
+  if (it == j.end() || it->is_null()) return out;
+  json list = it->is_array() ? *it : json::array({*it});
+  for (const json& v : list) {
+    GLM4_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, f,
+               ": layers_to_transform must hold layer indices, got ", v.dump());
+    out.push_back(v.get<int64_t>());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  GLM4_CHECK(!out.empty(), f, ": layers_to_transform is an empty list");
+  return out;
+}
+}  // namespace
+
+AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
+  const fs::path cfg = dir / "adapter_config.json";
+  const std::string f = cfg.string();
+  json j = read_json_object(cfg);
+  AdapterFile a;
+  a.info.format = "peft";
+  std::string type = get_string(j, "peft_type", f);
+  GLM4_CHECK(type == "LORA", f, ": peft_type is \"", type, "\"; only LORA adapters are supported");
+  check_unsupported(j, f);
+  LoraConfig& l = a.info.lora;
+  l.rank = get_int(j, "r", f, 8);  // PEFT's defaults
+  GLM4_CHECK(l.rank > 0, f, ": field \"r\" must be positive, got ", l.rank);
+  l.alpha = get_number(j, "lora_alpha", f, 8.0);
+  l.dropout = get_number(j, "lora_dropout", f, 0.0);
+  GLM4_CHECK(l.dropout >= 0 && l.dropout < 1, f, ": lora_dropout must be in [0, 1), got ", l.dropout);
+  l.use_rslora = get_bool(j, "use_rslora", f, false);
+  a.info.base_model_name_or_path = get_string(j, "base_model_name_or_path", f, "");
+  a.info.scale = l.scale();
+
+  // A list of module names is the usual form; a string is "all-linear" or a regular expression
+  // over full module names, in which case the file's tensors say which modules are adapted.
+  bool targets_from_config = false;
+  if (auto it = j.find("target_modules"); it != j.end() && !it->is_null()) {
+    if (it->is_array()) {
+      std::vector<std::string> names;
+      for (const json& v : *it) {
+        GLM4_CHECK(v.is_string(), f, ": target_modules must hold strings, got ", v.dump());
+        names.push_back(v.get<std::string>());
+      }
+      l.targets = canonical_targets(names, f, "target_modules");
+      targets_from_config = true;
+    } else if (*it == "all-linear") {
+      l.targets = lora_module_names();
+      targets_from_config = true;
+    } else {
+      GLM4_CHECK(it->is_string(), f, ": target_modules must be a list or a string, got ", it->dump());
+    }
+  }
+  a.info.layers = read_layer_list(j, f);
+  l.num_layers = a.info.layers.empty() ? -1 : int64_t(a.info.layers.size());
+
+  read_tensors(a, dir / "adapter_model.safetensors", parse_peft_key, false, targets_from_config,
+               with_tensors);
+  if (!a.info.layers.empty()) {
+    std::set<int64_t> listed(a.info.layers.begin(), a.info.layers.end());
+    GLM4_CHECK(listed == a.layers_present(), (dir / "adapter_model.safetensors").string(),
+               ": holds LoRA tensors for layers other than layers_to_transform in ", f);
+  }
+  return a;
+}
+
+void write_peft(const AdapterFile& a, const fs::path& dir) {
+  const LoraConfig& l = a.info.lora;
+  std::vector<TensorToWrite> tensors;
+  for (const auto& [module, m] : a.modules) {
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, true), m.a_shape, m.a.data()));
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, false), m.b_shape, m.b.data()));
+  }
+  write_safetensors(dir / "adapter_model.safetensors", tensors, {{"format", "pt"}});
+
+  // The fields PEFT's LoraConfig writes (PEFT sorts keys; nlohmann::json keeps them sorted).
+  json j = json::object();
+  j["alpha_pattern"] = json::object();
+  j["auto_mapping"] = nullptr;
+  j["base_model_name_or_path"] =
+      a.info.base_model_name_or_path.empty() ? json(nullptr) : json(a.info.base_model_name_or_path);
+  j["bias"] = "none";
+  j["fan_in_fan_out"] = false;
+  j["inference_mode"] = true;
+  j["init_lora_weights"] = true;
+  j["layer_replication"] = nullptr;
+  j["layers_pattern"] = nullptr;
+  j["layers_to_transform"] = a.info.layers.empty() ? json(nullptr) : json(a.info.layers);
+  j["loftq_config"] = json::object();
+  j["lora_alpha"] = number_json(l.alpha);
+  j["lora_dropout"] = l.dropout;
+  j["megatron_config"] = nullptr;
+  j["megatron_core"] = "megatron.core";
+  j["modules_to_save"] = nullptr;
+  j["peft_type"] = "LORA";
+  j["r"] = l.rank;
+  j["rank_pattern"] = json::object();
+  j["revision"] = nullptr;
+  j["target_modules"] = l.targets;
+  j["task_type"] = "CAUSAL_LM";
+  j["use_dora"] = false;
+  j["use_rslora"] = l.use_rslora;
+  write_file_atomic(dir / "adapter_config.json", j.dump(2) + "\n");
+}
+
+}  // namespace glm4::adapter_detail

@@ -1,0 +1,60 @@
+#include "model/key_layout.h"
+
+#include <cmath>
+#include <regex>
+
+#include "base/check.h"
+
+namespace glm4 {
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
+  if (name == "model.embed_tokens.weight") return {"transformer.embedding.word_embeddings.weight"};
+  if (name == "model.norm.weight") return {"transformer.encoder.final_layernorm.weight"};
+  if (name == "lm_head.weight") return {"transformer.output_layer.weight"};
+  static const std::regex layer_key(R"(model\.layers\.(\d+)\.(.+))");
+  std::smatch m;
+  GLM4_CHECK(std::regex_match(name, m, layer_key), "[chatglm] no ChatGLM key for ", name);
+  std::string base = "transformer.encoder.layers." + m[1].str() + ".";
+  std::string rest = m[2].str();
+  if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight") return {base + rest};
+  if (rest == "self_attn.o_proj.weight") return {base + "self_attention.dense.weight"};
+  if (rest == "mlp.gate_up_proj.weight") return {base + "mlp.dense_h_to_4h.weight"};
+  if (rest == "mlp.down_proj.weight") return {base + "mlp.dense_4h_to_h.weight"};
+  int64_t q_rows = c.num_attention_heads * c.head_dim, kv_rows = c.num_key_value_heads * c.head_dim;
+  int64_t total = q_rows + 2 * kv_rows;
+  std::string suffix = ends_with(rest, ".weight") ? "weight" : "bias";
+  std::string qkv = base + "self_attention.query_key_value." + suffix;
+  if (rest.rfind("self_attn.q_proj.", 0) == 0) return {qkv, 0, total};
+  if (rest.rfind("self_attn.k_proj.", 0) == 0) return {qkv, q_rows, total};
+  if (rest.rfind("self_attn.v_proj.", 0) == 0) return {qkv, q_rows + kv_rows, total};
+  fail("[chatglm] no ChatGLM key for ", name);
+}
+}  // namespace
+
+FileSlice file_slice(const ModelConfig& c, const std::string& name) {
+  if (c.family == ModelConfig::Family::ChatGlm) return chatglm_source(c, name);
+  return {name};
+}
+
+bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
+  // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
+  return c.family == ModelConfig::Family::ChatGlm && ends_with(key, "rotary_pos_emb.inv_freq");
+}
+
+std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c) {
+  if (c.family != ModelConfig::Family::ChatGlm) return {};
+  // 1 / 10000^(2i / dim) in fp32, dim = the rotated dims (kv_channels / 2), as the reference's
+  // RotaryEmbedding(kv_channels // 2) computes it.
+  const int64_t dim = c.rotary_dim;
+  DerivedTensor t{"transformer.rotary_pos_emb.inv_freq", {dim / 2}, {}};
+  for (int64_t i = 0; i < dim / 2; ++i)
+    t.values.push_back(1.0f / std::pow(10000.0f, float(2 * i) / float(dim)));
+  return {t};
+}
+
+}  // namespace glm4

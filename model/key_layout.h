@@ -1,0 +1,35 @@
+// Where each of our tensors lives in a family's model files: glm4/glm use our names directly;
+// ChatGLM keeps q|k|v in one query_key_value matrix and uses its own names. This is the one
+// place that knows ChatGLM's layout, for loading and for writing back.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace glm4 {
+
+struct FileSlice {
+  std::string key;        // key in the model files
+  int64_t row_begin = 0;  // our tensor is rows [row_begin, row_begin + rows) of that tensor
+  int64_t total_rows = -1;  // rows of the file tensor; -1 = same as ours (no slicing)
+};
+
+// `name` is our key (model.layers.3.self_attn.q_proj.weight, ...).
+FileSlice file_slice(const ModelConfig& c, const std::string& name);
+
+// Keys that a family's checkpoints carry but that hold nothing we use.
+bool is_ignorable_file_key(const ModelConfig& c, const std::string& key);
+
+// Tensors a family's checkpoints carry that follow from the config rather than training:
+// ChatGLM's rotary_pos_emb.inv_freq (a persistent buffer of the reference code, computed at
+// base 10000 whatever rope_ratio says). Writers add them so the reference code loads the file.
+struct DerivedTensor {
+  std::string key;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c);
+
+}  // namespace glm4

@@ -1,3 +1,0 @@
-// Chat turns and rendered conversations are defined by the tokenizer layer.
-#pragma once
-#include "io/chat_template.h"

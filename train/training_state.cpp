@@ -1,0 +1,76 @@
+#include "train/training_state.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+#include "io/hdf5_store.h"
+
+namespace glm4 {
+
+namespace {
+std::string exact(double v) {  // round-trips every double, inf included
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
+                           const AdamW& optimizer, const TrainState& state) {
+  Hdf5Writer w(path);
+  w.set_attr_i64("format_version", kTrainingStateVersion);
+  w.set_attr("config", to_json(config).dump());
+  w.set_attr_i64("step", state.step);
+  w.set_attr_i64("adam_step", optimizer.step_count());
+  w.set_attr_i64("cursor_epoch", state.cursor.epoch);
+  w.set_attr_i64("cursor_position", state.cursor.position);
+  w.set_attr_i64("evals_without_improvement", state.evals_without_improvement);
+  w.set_attr("best_val_loss", exact(state.best_val_loss));
+  const auto& names = optimizer.names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Tensor& p = optimizer.params()[i];
+    std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
+    w.write_f32("params/" + names[i], shape, p.data());
+    w.write_f32("exp_avg/" + names[i], shape, optimizer.exp_avg()[i].data());
+    w.write_f32("exp_avg_sq/" + names[i], shape, optimizer.exp_avg_sq()[i].data());
+  }
+  w.write_i64("param_steps", {int64_t(names.size())}, optimizer.param_steps().data());
+  w.commit();
+}
+
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state) {
+  Hdf5Reader r(path);
+  GLM4_CHECK(r.has_attr("format_version") && r.attr_i64("format_version") == kTrainingStateVersion,
+             path.string(), ": not a glm4 training checkpoint of format version ", kTrainingStateVersion);
+  TrainConfig saved;
+  apply_json(saved, nlohmann::json::parse(r.attr("config")), path.string());
+  const auto& names = optimizer.names();
+  std::vector<Tensor> m, v;
+  for (size_t i = 0; i < names.size(); ++i) {
+    Tensor p = optimizer.params()[i];
+    std::string key = "params/" + names[i];
+    GLM4_CHECK(r.has(key), path.string(), ": has no tensor ", names[i],
+               " (the checkpoint was made with other LoRA targets, layers or model)");
+    std::vector<int64_t> shape = r.shape(key);
+    GLM4_CHECK(Shape(shape.begin(), shape.end()) == p.shape(), path.string(), ": tensor ", names[i],
+               " has shape ", shape_str(Shape(shape.begin(), shape.end())), ", the run expects ",
+               shape_str(p.shape()));
+    std::vector<float> values = r.read_f32(key);
+    std::memcpy(p.data(), values.data(), values.size() * 4);
+    m.push_back(Tensor::from(p.shape(), r.read_f32("exp_avg/" + names[i])));
+    v.push_back(Tensor::from(p.shape(), r.read_f32("exp_avg_sq/" + names[i])));
+  }
+  std::vector<int64_t> param_steps = r.read_i64("param_steps");
+  GLM4_CHECK(param_steps.size() == names.size(), path.string(), ": holds ", param_steps.size(),
+             " parameters, the run has ", names.size());
+  optimizer.load_state(r.attr_i64("adam_step"), m, v, param_steps);
+  state->step = r.attr_i64("step");
+  state->cursor = {r.attr_i64("cursor_epoch"), r.attr_i64("cursor_position")};
+  state->evals_without_improvement = r.attr_i64("evals_without_improvement");
+  state->best_val_loss = std::strtod(r.attr("best_val_loss").c_str(), nullptr);
+  return saved;
+}
+
+}  // namespace glm4

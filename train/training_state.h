@@ -1,0 +1,31 @@
+// The training state (HDF5, OUT/checkpoint.h5): trainable tensors, AdamW moments, step, data cursor, the best
+// validation loss, the run configuration and a format version: enough that a resumed run
+// continues bit-identically. Written to a temporary name, then renamed.
+#pragma once
+#include <filesystem>
+#include <limits>
+#include <string>
+
+#include "train/adamw.h"
+#include "dataset/batch_iterator.h"
+#include "train/train_config.h"
+
+namespace glm4 {
+
+constexpr int64_t kTrainingStateVersion = 1;
+
+struct TrainState {
+  int64_t step = 0;  // optimizer steps done
+  DataCursor cursor;
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  int64_t evals_without_improvement = 0;
+};
+
+void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
+                           const AdamW& optimizer, const TrainState& state);
+
+// Restores parameters (in place, by name), moments and state; returns the saved config.
+// Throws naming the file when the parameters do not match the run's (names or shapes).
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state);
+
+}  // namespace glm4
