@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "io/gguf_vocab_detail.h"
 #include "io/gguf_writer.h"
+#include "io/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/tokenizer.h"
 
@@ -21,13 +22,9 @@ const char* const kSpecialKinds[] = {"bos", "eos", "unk", "sep", "pad", "cls", "
 
 std::optional<json> read_json(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) return std::nullopt;
-  try {
-    json j = json::parse(tok_io::read_file(path));
-    GLM4_CHECK(j.is_object(), path.string(), ": not a JSON object");
-    return j;
-  } catch (const json::exception& e) {
-    fail(path.string(), ": ", e.what());
-  }
+  json j = read_json_file(path);
+  GLM4_CHECK(j.is_object(), path.string(), ": not a JSON object");
+  return j;
 }
 
 // tokenizer_config.json: chat template, add_*_token, and {kind}_token names resolved against

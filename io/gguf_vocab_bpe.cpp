@@ -5,8 +5,8 @@
 
 #include "base/check.h"
 #include "io/gguf_vocab_detail.h"
+#include "io/json_file.h"
 #include "io/tokenizer/byte_level_alphabet.h"
-#include "io/tokenizer/file_io.h"
 #include "io/tokenizer/tiktoken_ranks.h"
 #include "io/tokenizer/tokenizer.h"
 #include "io/tokenizer/utf8.h"
@@ -66,12 +66,7 @@ void pad_to(GgufVocab& v, int64_t vocab_size, const std::string& source, float s
 void fill_from_tokenizer_json(const std::filesystem::path& file, int64_t vocab_size, GgufVocab& v,
                               std::vector<AddedToken>* added) {
   const std::string where = file.string();
-  json j;
-  try {
-    j = json::parse(tok_io::read_file(file));
-  } catch (const json::exception& e) {
-    fail(where, ": ", e.what());
-  }
+  const json j = read_json_file(file);
   GLM4_CHECK(j.is_object() && j.contains("model") && j["model"].is_object(), where, ": no 'model' object");
   const json& model = j["model"];
   GLM4_CHECK(model.contains("vocab") && model["vocab"].is_object(), where, ": model.vocab is not an object");

@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "io/gguf_vocab_detail.h"
+#include "io/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"
 #include "io/tokenizer/tokenizer.h"
@@ -53,12 +54,7 @@ void fill_chatglm(const std::vector<SpPiece>& pieces, const Tokenizer& tok, Gguf
 void apply_added_tokens_decoder(const std::filesystem::path& dir, GgufVocab& v, int64_t vocab_size) {
   const auto path = dir / "tokenizer_config.json";
   if (!std::filesystem::exists(path)) return;
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(tok_io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path.string(), ": ", e.what());
-  }
+  const nlohmann::json config = read_json_file(path);
   if (!config.is_object() || !config.contains("added_tokens_decoder")) return;
   for (const auto& [key, value] : config["added_tokens_decoder"].items()) {
     GLM4_CHECK(value.is_object() && value.contains("content") && value["content"].is_string(),
