@@ -128,6 +128,15 @@ Tensor Tensor::view_as_shape(const Shape& shape) const {
   return t;
 }
 
+Tensor Tensor::view_prefix(const Shape& shape) const {
+  check_shape(shape);
+  GLM4_CHECK(shape_numel(shape) <= numel(), "[view_prefix] ", shape_str(shape), " is larger than ",
+             shape_str(p_->shape));
+  Tensor t = detach();
+  t.p_->shape = shape;
+  return t;
+}
+
 Tensor& Tensor::set_name(std::string n) {
   p_->name = std::move(n);
   return *this;

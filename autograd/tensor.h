@@ -81,6 +81,8 @@ class Tensor {
   Tensor clone() const;   // new storage, no graph
   // A view with another shape over the same storage (no graph; ops::reshape records one).
   Tensor view_as_shape(const Shape& shape) const;
+  // A view of the first shape_numel(shape) elements (no graph): a prefix of a larger buffer.
+  Tensor view_prefix(const Shape& shape) const;
   const std::string& name() const { return p_->name; }
   Tensor& set_name(std::string n);
 

@@ -1,6 +1,6 @@
 // Generation speed on a random model of configs/mid.json (infer/generator.h): prefill a
 // 512-token prompt, then decode 128 tokens greedily, for each stored weight dtype; next to the
-// decode floor, weight bytes read per token / 30 GB/s (DESIGN.md section 5).
+// decode floor, weight bytes read per token / 30 GB/s (docs/DESIGN.md section 5).
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16] [--prompt 512]
 //                       [--tokens 128] [--reps 2] [--threads 2]
 #include <algorithm>
@@ -24,7 +24,7 @@ using namespace glm4;
 
 namespace {
 
-constexpr double kBandwidth = 30e9;  // bytes/s, DESIGN.md section 5
+constexpr double kBandwidth = 30e9;  // bytes/s, docs/DESIGN.md section 5
 
 struct Options {
   std::string config =

@@ -13,7 +13,7 @@ import torch
 
 from torch_lora_step import DEFAULT_CONFIG, Glm4, blas_name, load_config, matmul_params
 
-BANDWIDTH = 30e9  # bytes/s, DESIGN.md section 5
+BANDWIDTH = 30e9  # bytes/s, docs/DESIGN.md section 5
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 

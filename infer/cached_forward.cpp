@@ -1,28 +1,48 @@
 #include "infer/cached_forward.h"
 
-#include "base/check.h"
+#include <cstring>
+#include <limits>
+
 #include "autograd/node.h"
-#include "autograd/ops.h"
+#include "base/check.h"
 
 namespace glm4 {
 
-Tensor cached_forward(const Glm4Model& model, KvCache& cache, ForwardContext& ctx,
-                      std::span<const int32_t> ids, bool want_logits) {
+Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, bool want_logits) {
   NoGradGuard no_grad;
-  const int64_t B = ctx.batch, T = ctx.seq;
-  GLM4_CHECK(B == cache.batch() && T > 0 && int64_t(ids.size()) == B * T,
-             "[generate] forward of ", ids.size(), " ids as ", B, " x ", T, " on a cache of batch ", cache.batch());
-  cache.reserve(T);
-  ctx.cache = &cache;
-  ctx.mask.causal = true;
-  ctx.mask.q_offset = cache.length();
-  Tensor hidden = model.forward_hidden(ids, ctx);  // [B, T, hidden]
-  cache.commit(T);
-  ctx.cache = nullptr;
+  GLM4_CHECK(!rows.empty(), "[generate] a forward pass with no rows");
+  const int64_t vocab = model.config.vocab_size, R = int64_t(rows.size());
+  CachedRows cached;
+  ForwardContext ctx;
+  std::vector<int32_t> ids;
+  cached.offsets.push_back(0);
+  for (int64_t r = 0; r < R; ++r) {
+    const CachedRow& row = rows[size_t(r)];
+    GLM4_CHECK(row.cache && !row.tokens.empty(), "[generate] row ", r, " has no cache or no tokens");
+    GLM4_CHECK(row.first_position >= 0 &&
+                   row.first_position + int64_t(row.tokens.size()) <= std::numeric_limits<int32_t>::max(),
+               "[generate] row ", r, ": position ", row.first_position, " out of range");
+    for (size_t i = 0; i < row.tokens.size(); ++i) {
+      GLM4_CHECK(row.tokens[i] >= 0 && row.tokens[i] < vocab, "[generate] row ", r, ": token ", row.tokens[i],
+                 " at index ", i, " outside the vocabulary of ", vocab);
+      ids.push_back(row.tokens[i]);
+      ctx.positions.push_back(int32_t(row.first_position + int64_t(i)));
+    }
+    cached.offsets.push_back(int64_t(ids.size()));
+    for (KvCache* seen : cached.caches) GLM4_CHECK(seen != row.cache, "[generate] row ", r, " shares a cache");
+    cached.caches.push_back(row.cache);
+  }
+  ctx.batch = 1;
+  ctx.seq = int64_t(ids.size());
+  for (int64_t r = 0; r < R; ++r) rows[size_t(r)].cache->begin(int64_t(rows[size_t(r)].tokens.size()));
+  Tensor hidden = model.forward_hidden(ids, ctx, &cached);  // [1, N, hidden]
+  for (KvCache* cache : cached.caches) cache->commit();
   if (!want_logits) return Tensor();
-  if (T > 1) hidden = ops::slice(hidden, 1, T - 1, T);  // [B, 1, hidden]: only the last row
-  Tensor logits = model.logits(hidden, ctx);             // [B, 1, vocab]
-  return logits.view_as_shape({B, model.config.vocab_size});
+  const int64_t H = model.config.hidden_size;
+  Tensor last = Tensor::empty({R, H});  // each row's last position
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(last.data() + r * H, hidden.data() + (cached.offsets[size_t(r) + 1] - 1) * H, size_t(H) * sizeof(float));
+  return model.logits(last, ctx);  // [R, vocab]
 }
 
 void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t keep_first) {
@@ -32,9 +52,9 @@ void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t ke
   cache.evict_middle(keep_first, max_kv_size - incoming - keep_first);
 }
 
-KvCache make_cache(const Glm4Model& model, int64_t batch) {
+KvCache make_cache(const Glm4Model& model) {
   const ModelConfig& c = model.config;
-  return KvCache(c.num_hidden_layers, batch, c.num_key_value_heads, c.head_dim);
+  return KvCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim);
 }
 
 }  // namespace glm4

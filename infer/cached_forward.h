@@ -1,28 +1,33 @@
-// One inference forward pass placed after what the KV cache already holds, shared by the
-// single-sequence generator and batched generation. Runs without a tape.
+// One inference forward over rows that continue their own KV caches: prompt chunks and decode
+// tokens of different sequences in the same pass (the linears see every row's tokens at once,
+// attention runs per row on its cache). Shared by the generator, batched generation and the
+// server. Runs without a tape.
 #pragma once
 #include <cstdint>
 #include <span>
 
-#include "model/forward_context.h"
 #include "model/glm4_model.h"
 #include "model/kv_cache.h"
 
 namespace glm4 {
 
-// ids [B * T] with ctx.batch = B, ctx.seq = T, ctx.positions [B * T] (absolute RoPE positions)
-// and ctx.mask.kv_begin (left padding) set by the caller. Reserves room in `cache`, appends
-// every layer's keys/values at cache.length(), commits T tokens. Returns the logits of each
-// row's last position [B, vocab] when `want_logits`, else an undefined tensor.
-Tensor cached_forward(const Glm4Model& model, KvCache& cache, ForwardContext& ctx,
-                      std::span<const int32_t> ids, bool want_logits);
+struct CachedRow {
+  KvCache* cache = nullptr;
+  std::span<const int32_t> tokens;  // fed after what the cache holds; not empty
+  int64_t first_position = 0;       // RoPE position of tokens[0]; the rest follow one by one
+};
+
+// Feeds every row; each cache grows by its row's tokens. Returns the logits of each row's last
+// token [R, vocab] when `want_logits`, else an undefined tensor. Throws naming the row and index
+// of a token outside the vocabulary, before any cache changes.
+Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, bool want_logits);
 
 // Before `incoming` tokens are added: when the cache would grow past `max_kv_size` (> 0),
 // drops the middle so that keep_first + the most recent tokens remain, leaving exactly room
 // for `incoming`. Requires incoming <= max_kv_size - keep_first.
 void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t keep_first);
 
-// A new cache sized for `model` and `batch` rows.
-KvCache make_cache(const Glm4Model& model, int64_t batch);
+// An empty cache shaped for `model`.
+KvCache make_cache(const Glm4Model& model);
 
 }  // namespace glm4

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "base/check.h"
 #include "infer/cached_forward.h"
@@ -26,7 +25,7 @@ void validate_generation_config(const GenerationConfig& c) {
 }
 
 Generator::Generator(const Glm4Model& model, GenerationConfig config)
-    : model_(model), config_(std::move(config)), sampler_(config_.sampling), cache_(make_cache(model, 1)) {
+    : model_(model), config_(std::move(config)), sampler_(config_.sampling), cache_(make_cache(model)) {
   validate_generation_config(config_);
 }
 
@@ -98,7 +97,6 @@ void Generator::feed(std::span<const int32_t> tokens) {
   for (int64_t i = 0; i < n; ++i)
     GLM4_CHECK(tokens[i] >= 0 && tokens[i] < vocab, "[generate] token ", tokens[i], " at index ", i,
                " outside the vocabulary of ", vocab);
-  GLM4_CHECK(position_ + n <= std::numeric_limits<int32_t>::max(), "[generate] position overflow");
   int64_t chunk = config_.prefill_chunk;
   if (config_.max_kv_size > 0) chunk = std::min(chunk, config_.max_kv_size - config_.keep_first);
   started_ = false;  // stays false if a forward pass throws: the cache is then unknown
@@ -106,11 +104,8 @@ void Generator::feed(std::span<const int32_t> tokens) {
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t T = std::min(chunk, n - begin);
     make_room(cache_, T, config_.max_kv_size, config_.keep_first);
-    ctx_.batch = 1;
-    ctx_.seq = T;
-    ctx_.positions.resize(size_t(T));
-    for (int64_t t = 0; t < T; ++t) ctx_.positions[size_t(t)] = int32_t(position_ + t);
-    logits = cached_forward(model_, cache_, ctx_, tokens.subspan(size_t(begin), size_t(T)), begin + T == n);
+    CachedRow row{&cache_, tokens.subspan(size_t(begin), size_t(T)), position_};
+    logits = cached_forward(model_, {&row, 1}, begin + T == n);
     position_ += T;
   }
   logits_.assign(logits.data(), logits.data() + vocab);

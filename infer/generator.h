@@ -1,6 +1,6 @@
-// Token-level generation with a KV cache: batched prefill, one token per next(), multi-turn
+// Token-level generation with a KV cache: chunked prefill, one token per next(), multi-turn
 // continuation without recomputing earlier turns, an optional sliding KV window, and batched
-// generation of several prompts in lock step.
+// generation of several prompts together (each with its own cache).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "infer/sampler.h"
-#include "model/forward_context.h"
 #include "model/glm4_model.h"
 #include "model/kv_cache.h"
 
@@ -72,7 +71,6 @@ class Generator {
   GenerationConfig config_;
   Sampler sampler_;
   KvCache cache_;
-  ForwardContext ctx_;
   std::vector<float> logits_;       // [vocab]
   std::vector<int32_t> history_;
   std::vector<int32_t> feed_buf_;   // pending token + appended tokens
@@ -84,12 +82,11 @@ class Generator {
   Stats stats_;
 };
 
-// Generates a continuation of every prompt at once: prompts are left-padded to a common length
-// (masked out, positions counted from each row's first real token) and decode in lock step;
-// each row stops on its own. With greedy sampling every row gets exactly the tokens that
-// Generator gives for that prompt alone; each row samples with its own Sampler seeded with
-// config.sampling.seed. With max_kv_size the window keeps the padding plus keep_first tokens.
-// Returns the generated tokens of each row (stop tokens excluded).
+// Generates a continuation of every prompt at once: each prompt has its own KV cache; prompt
+// chunks and then decode steps of all rows that are still going run in one forward pass (see
+// cached_forward), and each row stops on its own. Every row computes what Generator computes for
+// that prompt alone, and samples with its own Sampler seeded with config.sampling.seed. Returns
+// the generated tokens of each row (stop tokens excluded).
 std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
                                                  const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerationConfig& config);

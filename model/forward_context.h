@@ -1,5 +1,5 @@
-// What one forward pass needs besides the hidden states: positions, the attention mask, the
-// KV cache when decoding, and the training switches.
+// What one forward pass needs besides the hidden states: positions, the attention mask and the
+// training switches; and, for inference, the rows that continue their own KV caches.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,7 +15,6 @@ struct ForwardContext {
   int64_t batch = 1, seq = 1;       // B, T of this call
   std::vector<int32_t> positions;  // [B * T] RoPE positions
   AttentionMask mask;
-  KvCache* cache = nullptr;        // decoding: keys/values appended and attended from here
   bool training = false;           // enables LoRA dropout
   uint64_t dropout_seed = 0;       // with the layer and module, seeds each dropout mask
   bool recompute_layers = false;  // recompute each decoder layer in the backward pass
@@ -26,6 +25,14 @@ struct ForwardContext {
     return dropout_seed * 1000003ull + uint64_t(layer) * 131ull + uint64_t(module);
   }
   int64_t layer_index = 0;  // set by the model for the layer being run
+};
+
+// Rows that continue their own KV caches, laid end to end in one forward (batch 1, seq N): row r
+// holds tokens [offsets[r], offsets[r + 1]) and its cache has begun a step of that many tokens.
+// Each row attends to its cache (ops::attention, the op training uses) and nothing else.
+struct CachedRows {
+  std::vector<int64_t> offsets;  // [R + 1], offsets[0] = 0, offsets[R] = N
+  std::vector<KvCache*> caches;  // [R]
 };
 
 }  // namespace glm4

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "autograd/kernels/attention.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "model/forward_context.h"
@@ -19,35 +18,36 @@ Glm4Attention::Glm4Attention(const ModelConfig& c)
       v_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 2),
       o_proj(heads * head_dim, c.hidden_size, false, 3) {}
 
-Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx) const {
+Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
   const int64_t B = ctx.batch, T = ctx.seq;
   Tensor q = ops::reshape(q_proj.forward(x, ctx), {B, T, heads, head_dim});
   Tensor k = ops::reshape(k_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
   Tensor v = ops::reshape(v_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
   q = ops::rope(q, ctx.positions, rotary_dim, rope_theta);
   k = ops::rope(k, ctx.positions, rotary_dim, rope_theta);
-  Tensor out;
-  if (ctx.cache) {
-    GLM4_CHECK(!q.requires_grad() || !GradMode::enabled(),
-               "[attention] the KV cache is for inference; run it under NoGradGuard");
-    KvCache& cache = *ctx.cache;
-    cache.append(ctx.layer_index, k, v);
-    out = Tensor::empty(q.shape());
-    kernels::AttentionArgs a;
-    a.q = q.data();
-    a.k = cache.keys(ctx.layer_index);
-    a.v = cache.values(ctx.layer_index);
-    a.out = out.data();
-    a.B = B; a.T = T; a.S = cache.length() + T; a.Hq = heads; a.Hkv = kv_heads; a.D = head_dim;
-    a.q_batch_stride = T * heads * head_dim;
-    a.kv_batch_stride = cache.batch_stride();
-    a.scale = float(1.0 / std::sqrt(double(head_dim)));
-    a.mask = &ctx.mask;
-    kernels::attention_forward(a);
-  } else {
-    out = ops::attention(q, k, v, ctx.mask);
-  }
+  Tensor out = rows ? attend_cached(q, k, v, ctx.layer_index, *rows) : ops::attention(q, k, v, ctx.mask);
   return o_proj.forward(ops::reshape(out, {B, T, heads * head_dim}), ctx);
+}
+
+Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t layer,
+                                    CachedRows& rows) const {
+  GLM4_CHECK(!GradMode::enabled() || !q.requires_grad(),
+             "[attention] KV caches are for inference; run it under NoGradGuard");
+  const size_t R = rows.caches.size();
+  GLM4_CHECK(q.dim(0) == 1 && rows.offsets.size() == R + 1 && rows.offsets.front() == 0 &&
+                 rows.offsets.back() == q.dim(1),
+             "[attention] ", R, " cached rows with offsets ending at ", rows.offsets.back(), " for q ",
+             shape_str(q.shape()));
+  std::vector<Tensor> outs;
+  for (size_t r = 0; r < R; ++r) {
+    const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
+    auto part = [&](const Tensor& t) { return R == 1 ? t : ops::slice(t, 1, begin, end); };
+    auto [keys, values] = rows.caches[r]->append(layer, part(k), part(v));  // [1, S, Hkv, D]
+    AttentionMask mask;
+    mask.q_offset = keys.dim(1) - (end - begin);  // the row's new tokens follow what it cached
+    outs.push_back(ops::attention(part(q), keys, values, mask));
+  }
+  return R == 1 ? outs[0] : ops::concat(outs, 1);
 }
 
 void Glm4Attention::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -6,17 +6,23 @@
 namespace glm4 {
 
 struct ForwardContext;
+struct CachedRows;
 
 class Glm4Attention {
  public:
   explicit Glm4Attention(const ModelConfig& c);
-  Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [B, T, hidden]
+  // [B, T, hidden]; with `rows` (B = 1) every row attends to its own KV cache.
+  Tensor forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows = nullptr) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
   int64_t heads, kv_heads, head_dim, rotary_dim;
   double rope_theta;
   Linear q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  // q [1, N, Hq, D], k, v [1, N, Hkv, D] of rows laid end to end -> [1, N, Hq, D].
+  Tensor attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t layer, CachedRows& rows) const;
 };
 
 }  // namespace glm4

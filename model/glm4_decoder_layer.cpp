@@ -13,8 +13,8 @@ Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c)
   }
 }
 
-Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx) const {
-  Tensor a = self_attn.forward(input_layernorm.forward(x), ctx);
+Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
+  Tensor a = self_attn.forward(input_layernorm.forward(x), ctx, rows);
   if (post_self_attn_layernorm) a = post_self_attn_layernorm->forward(a);
   Tensor h = ops::add(x, a);
   Tensor m = mlp.forward(post_attention_layernorm.forward(h), ctx);

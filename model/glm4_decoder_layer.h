@@ -14,7 +14,8 @@ namespace glm4 {
 class Glm4DecoderLayer {
  public:
   explicit Glm4DecoderLayer(const ModelConfig& c);
-  Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [B, T, hidden]
+  // [B, T, hidden]; with `rows` (B = 1) every row attends to its own KV cache.
+  Tensor forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows = nullptr) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 

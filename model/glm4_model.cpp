@@ -16,7 +16,8 @@ Glm4Model::Glm4Model(const ModelConfig& c)
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers.emplace_back(c);
 }
 
-Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx) const {
+Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
+                                 CachedRows* rows) const {
   GLM4_CHECK(int64_t(ids.size()) == ctx.batch * ctx.seq && int64_t(ctx.positions.size()) == ctx.batch * ctx.seq,
              "[model] ", ids.size(), " ids and ", ctx.positions.size(), " positions for batch ",
              ctx.batch, " x ", ctx.seq);
@@ -25,7 +26,9 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     ForwardContext layer_ctx = ctx;
     layer_ctx.layer_index = int64_t(i);
     const Glm4DecoderLayer& layer = layers[i];
-    if (ctx.recompute_layers) {
+    if (rows) {
+      h = layer.forward(h, layer_ctx, rows);
+    } else if (ctx.recompute_layers) {
       h = recompute([&layer, layer_ctx](const std::vector<Tensor>& in) {
             return layer.forward(in[0], layer_ctx);
           }, {h});

@@ -20,10 +20,11 @@ class Glm4Model {
  public:
   explicit Glm4Model(const ModelConfig& config);
 
-  // ids [B * T] -> hidden states after the final norm [B, T, hidden]. With ctx.cache set the
-  // keys/values are appended at the cache's length and attended from there (ctx.mask.q_offset
-  // must be that length); the caller commits the cache afterwards.
-  Tensor forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx) const;
+  // ids [B * T] -> hidden states after the final norm [B, T, hidden]. With `rows` (B = 1, no
+  // tape) each row's keys/values go into its KV cache and it attends to that cache; the caller
+  // began and commits the caches.
+  Tensor forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
+                        CachedRows* rows = nullptr) const;
   Tensor logits(const Tensor& hidden, const ForwardContext& ctx) const;  // [..., vocab]
 
   // Every tensor, named by its key in a glm4/glm model file.

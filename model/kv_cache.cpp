@@ -6,54 +6,66 @@
 
 namespace glm4 {
 
-KvCache::KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t head_dim, int64_t chunk)
-    : layers_(layers), batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), chunk_(chunk),
-      k_(size_t(layers)), v_(size_t(layers)) {}
-
-void KvCache::reserve(int64_t extra) {
-  int64_t need = length_ + extra;
-  if (need <= capacity_) return;
-  int64_t cap = (need + chunk_ - 1) / chunk_ * chunk_;
-  int64_t row = kv_heads_ * head_dim_;
-  for (int64_t l = 0; l < layers_; ++l) {
-    for (auto* buf : {&k_[l], &v_[l]}) {
-      Tensor grown = Tensor::empty({batch_, cap, kv_heads_, head_dim_});
-      if (buf->defined())
-        for (int64_t b = 0; b < batch_; ++b)
-          std::memcpy(grown.data() + b * cap * row, buf->data() + b * capacity_ * row,
-                      size_t(length_ * row) * 4);
-      *buf = grown;
-    }
-  }
-  capacity_ = cap;
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), chunk_(chunk), k_(size_t(layers)),
+      v_(size_t(layers)) {
+  GLM4_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0 && chunk > 0, "[kv_cache] layers ", layers,
+             ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk, " must be positive");
 }
 
-void KvCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
-  int64_t t = k.dim(1), row = kv_heads_ * head_dim_;
-  GLM4_CHECK(k.dim(0) == batch_ && k.dim(2) == kv_heads_ && k.dim(3) == head_dim_ && k.shape() == v.shape(),
-             "[kv_cache] keys ", shape_str(k.shape()), " for a cache of batch ", batch_, ", ",
-             kv_heads_, " heads of ", head_dim_);
-  GLM4_CHECK(length_ + t <= capacity_, "[kv_cache] append of ", t, " tokens without reserve");
-  for (int64_t b = 0; b < batch_; ++b) {
-    std::memcpy(k_[layer].data() + (b * capacity_ + length_) * row, k.data() + b * t * row, size_t(t * row) * 4);
-    std::memcpy(v_[layer].data() + (b * capacity_ + length_) * row, v.data() + b * t * row, size_t(t * row) * 4);
+void KvCache::begin(int64_t tokens) {
+  GLM4_CHECK(tokens > 0, "[kv_cache] begin(", tokens, ")");
+  pending_ = 0;
+  const int64_t need = length_ + tokens;
+  if (need > capacity_) {
+    const int64_t cap = (need + chunk_ - 1) / chunk_ * chunk_;
+    const size_t kept = size_t(length_ * kv_heads_ * head_dim_) * sizeof(float);
+    for (std::vector<Tensor>* side : {&k_, &v_})
+      for (Tensor& buf : *side) {
+        Tensor grown = Tensor::empty({cap, kv_heads_, head_dim_});
+        if (buf.defined() && kept) std::memcpy(grown.data(), buf.data(), kept);
+        buf = grown;
+      }
+    capacity_ = cap;
   }
+  pending_ = tokens;
+}
+
+std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
+  GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
+  GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
+  const int64_t row = kv_heads_ * head_dim_;
+  GLM4_CHECK(k.shape() == v.shape() && k.numel() == pending_ * row && k.dim(-1) == head_dim_ &&
+                 k.dim(-2) == kv_heads_,
+             "[kv_cache] keys ", shape_str(k.shape()), " and values ", shape_str(v.shape()), " for a step of ",
+             pending_, " tokens of ", kv_heads_, " heads of ", head_dim_);
+  const size_t at = size_t(length_ * row), bytes = size_t(pending_ * row) * sizeof(float);
+  std::memcpy(k_[size_t(layer)].data() + at, k.data(), bytes);
+  std::memcpy(v_[size_t(layer)].data() + at, v.data(), bytes);
+  const Shape seen{1, length_ + pending_, kv_heads_, head_dim_};
+  return {k_[size_t(layer)].view_prefix(seen), v_[size_t(layer)].view_prefix(seen)};
+}
+
+void KvCache::commit() {
+  GLM4_CHECK(pending_ > 0, "[kv_cache] commit without begin");
+  length_ += pending_;
+  pending_ = 0;
 }
 
 void KvCache::evict_middle(int64_t keep_first, int64_t keep_last) {
+  GLM4_CHECK(pending_ == 0, "[kv_cache] evict during a step");
   if (length_ <= keep_first + keep_last) return;
-  int64_t row = kv_heads_ * head_dim_, drop = length_ - keep_first - keep_last;
-  for (int64_t l = 0; l < layers_; ++l)
-    for (auto* buf : {&k_[l], &v_[l]})
-      for (int64_t b = 0; b < batch_; ++b) {
-        float* base = buf->data() + b * capacity_ * row;
-        std::memmove(base + keep_first * row, base + (keep_first + drop) * row, size_t(keep_last * row) * 4);
-      }
+  const int64_t row = kv_heads_ * head_dim_, drop = length_ - keep_first - keep_last;
+  for (std::vector<Tensor>* side : {&k_, &v_})
+    for (Tensor& buf : *side)
+      std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
+                   size_t(keep_last * row) * sizeof(float));
   length_ -= drop;
 }
 
 void KvCache::truncate(int64_t length) {
   GLM4_CHECK(length >= 0 && length <= length_, "[kv_cache] truncate to ", length, " of ", length_);
+  pending_ = 0;
   length_ = length;
 }
 

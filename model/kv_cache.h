@@ -1,6 +1,12 @@
-// Per-layer key/value cache for decoding: [B, capacity, Hkv, D] buffers that grow in chunks.
+// The keys and values one sequence has fed, per layer [capacity, Hkv, D], growing in chunks.
+// A forward pass over new tokens follows one protocol, which the cache checks:
+//   begin(T)            room for T more tokens (an unfinished earlier step is dropped);
+//   append(layer, k, v) per layer: stores that layer's T keys/values after length() and returns
+//                       views [1, length() + T, Hkv, D] of everything to attend to;
+//   commit()            the T tokens become part of length().
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -9,27 +15,27 @@ namespace glm4 {
 
 class KvCache {
  public:
-  KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t head_dim, int64_t chunk = 256);
+  KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk = 256);
 
-  int64_t length() const { return length_; }      // tokens cached (same for every row)
+  int64_t length() const { return length_; }  // tokens committed
   int64_t capacity() const { return capacity_; }
-  int64_t batch() const { return batch_; }
-  // Makes room for `extra` more tokens (grows every layer by whole chunks).
-  void reserve(int64_t extra);
-  // Copies k, v [B, T, Hkv, D] of `layer` in at position length(); commit() advances length.
-  void append(int64_t layer, const Tensor& k, const Tensor& v);
-  void commit(int64_t tokens) { length_ += tokens; }
+  int64_t pending() const { return pending_; }  // tokens of the step begun, not yet committed
+
+  void begin(int64_t tokens);
+  // k, v [T, Hkv, D] (or [1, T, Hkv, D]) with T = the tokens begun.
+  std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
+  void commit();
+
   // Drops the tokens [keep_first, length - keep_last) (the --max-kv-size window).
   void evict_middle(int64_t keep_first, int64_t keep_last);
   void truncate(int64_t length);
-  const float* keys(int64_t layer) const { return k_[layer].data(); }
-  const float* values(int64_t layer) const { return v_[layer].data(); }
-  int64_t batch_stride() const { return capacity_ * kv_heads_ * head_dim_; }
+  // Bytes of key/value storage held.
+  int64_t bytes() const { return 2 * layers_ * capacity_ * kv_heads_ * head_dim_ * int64_t(sizeof(float)); }
 
  private:
-  int64_t layers_, batch_, kv_heads_, head_dim_, chunk_;
-  int64_t length_ = 0, capacity_ = 0;
-  std::vector<Tensor> k_, v_;  // per layer [B, capacity, Hkv, D]
+  int64_t layers_, kv_heads_, head_dim_, chunk_;
+  int64_t length_ = 0, capacity_ = 0, pending_ = 0;
+  std::vector<Tensor> k_, v_;  // per layer [capacity, Hkv, D]
 };
 
 }  // namespace glm4

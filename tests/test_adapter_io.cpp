@@ -246,7 +246,9 @@ TEST(AdapterConvert, RsLoraKeepsItsScaleInMlx) {
 
 // The adapter trained by the PyTorch reference (PEFT key names) loads, and its effect equals the
 // weights merged as W + scale * B A.
-TEST(AdapterLoad, ReferencePeftAdapterMatchesMergedWeights) {
+// The adapter PEFT trained in the reference run gives the reference's logits (fp64, from the
+// same fp32 adapter values) when loaded live, and the same once merged.
+TEST(AdapterLoad, ReferencePeftAdapterGivesTheReferenceLogits) {
   TempDir tmp;
   auto fixture = SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
   std::vector<TensorToWrite> tensors;
@@ -273,6 +275,29 @@ TEST(AdapterLoad, ReferencePeftAdapterMatchesMergedWeights) {
   });
   EXPECT_LE(max_rel_diff(logits_of(*adapted), logits_of(*merged)), 1e-5);
   EXPECT_GT(max_rel_diff(logits_of(*load_model(kTiny)), logits_of(*merged)), 1e-3);
+
+  // Against the reference: step 0's first batch, every valid position.
+  const std::string p = "step0.micro0.";
+  const TensorInfo& ids_info = fixture->at(p + "input_ids");
+  const int64_t B = ids_info.shape[0], T = ids_info.shape[1], V = adapted->config.vocab_size;
+  std::vector<int64_t> ids = read_int(ids_info), lengths = read_int(fixture->at(p + "lengths"));
+  std::vector<float> want = read_f32(fixture->at("final_logits"));  // [B, T, V]
+  ASSERT_EQ(int64_t(want.size()), B * T * V);
+  NoGradGuard no_grad;
+  double worst = 0, scale = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths[size_t(b)];
+    std::vector<int32_t> row(ids.begin() + b * T, ids.begin() + b * T + n);
+    ForwardContext ctx;
+    ctx.seq = n;
+    for (int64_t t = 0; t < n; ++t) ctx.positions.push_back(int32_t(t));
+    Tensor got = adapted->logits(adapted->forward_hidden(row, ctx), ctx);  // [1, n, V]
+    for (int64_t i = 0; i < n * V; ++i) {
+      worst = std::max(worst, double(std::abs(got.data()[i] - want[size_t(b * T * V + i)])));
+      scale = std::max(scale, double(std::abs(want[size_t(b * T * V + i)])));
+    }
+  }
+  EXPECT_LE(worst / scale, 1e-5) << "max abs " << worst;
 }
 
 // An mlx-lm adapter_config.json carries every training argument and may omit "keys".

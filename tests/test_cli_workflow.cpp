@@ -79,6 +79,16 @@ TEST(Workflow, ShortLoraRunThenLiveFusedAndExampleAgree) {
   ASSERT_TRUE(succeeds(p_fused));
   double a = nlohmann::json::parse(p_live.output)["loss"], b = nlohmann::json::parse(p_fused.output)["loss"];
   EXPECT_NEAR(a, b, 1e-4 * a);
+
+  // The adapter changed the model: held-out loss fell, and the generated answer differs.
+  auto p_base = run_program(GLM4_BINARY, {"perplexity", "--model", kModel, "--data", kFinetune + "/valid.jsonl"}, true);
+  ASSERT_TRUE(succeeds(p_base));
+  double base_loss = nlohmann::json::parse(p_base.output)["loss"];
+  EXPECT_LT(a, base_loss - 0.05) << "adapter " << a << " vs base " << base_loss;
+  auto base_json = run_program(GLM4_BINARY, {"generate", "--model", kModel, "--chat", "--prompt", q, "--max-tokens",
+                                             "24", "--json"}, true);
+  ASSERT_TRUE(succeeds(base_json));
+  EXPECT_NE(nlohmann::json::parse(base_json.output)["ids"], jl["ids"]);
 }
 
 TEST(Workflow, EvaluateScoresPerTaskAndNamesABadLineOnce) {

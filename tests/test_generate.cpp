@@ -188,6 +188,56 @@ TEST(KvWindow, GenerationRunsPastTheWindowWithinTheBound) {
   EXPECT_EQ(rows[1].size(), 60u);
 }
 
+// With keep_first = 0 the window holds the most recent tokens: a token fed in a chunk starting at
+// index c, when the cache held L tokens after eviction, sees keys [c - L, itself]. The same
+// visibility in one plain forward over the whole sequence (per-query lower bounds through the
+// mask's seg_start) must give the logits every token was drawn from.
+TEST(KvWindow, SlidingWindowEqualsAMaskedFullForward) {
+  auto model = load_model(dir_of("tiny_glm4"));
+  std::vector<int32_t> prompt = read_ids("tiny_glm4", "greedy_prompt");
+  GenerationConfig cfg;
+  cfg.max_tokens = 40;
+  cfg.max_kv_size = 12;
+  cfg.keep_first = 0;
+  cfg.prefill_chunk = 5;
+  cfg.sampling.temperature = 0.8f;
+  cfg.sampling.seed = 3;
+  Generator gen(*model, cfg);
+  gen.start(prompt);
+  std::vector<int32_t> seq = prompt;
+  std::vector<std::vector<float>> drawn_from;
+  while (auto t = gen.next()) {
+    drawn_from.push_back(gen.last_logits());
+    seq.push_back(*t);
+  }
+  ASSERT_EQ(drawn_from.size(), 40u);
+
+  // The feeding schedule: the prompt in chunks of 5, then one token per step.
+  const int64_t N = int64_t(seq.size()) - 1, W = cfg.max_kv_size;  // the last token is never fed
+  std::vector<int32_t> lowest(static_cast<size_t>(N));
+  int64_t cached = 0;
+  for (int64_t c = 0; c < N;) {
+    const int64_t T = c < int64_t(prompt.size()) ? std::min<int64_t>(5, int64_t(prompt.size()) - c) : 1;
+    if (cached + T > W) cached = W - T;
+    for (int64_t t = c; t < c + T; ++t) lowest[size_t(t)] = int32_t(c - cached);
+    cached += T;
+    c += T;
+  }
+  EXPECT_GT(lowest.back(), 0);  // the window did slide
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  ctx.seq = N;
+  for (int64_t t = 0; t < N; ++t) ctx.positions.push_back(int32_t(t));
+  ctx.mask.seg_start = lowest;
+  std::vector<int32_t> fed(seq.begin(), seq.begin() + N);
+  Tensor logits = model->logits(model->forward_hidden(fed, ctx), ctx);  // [1, N, V]
+  const int64_t V = model->config.vocab_size;
+  for (size_t i = 0; i < drawn_from.size(); ++i) {
+    const float* row = logits.data() + (int64_t(prompt.size()) - 1 + int64_t(i)) * V;
+    EXPECT_LE(relative_error(drawn_from[i], std::vector<float>(row, row + V)), 1e-5) << "token " << i;
+  }
+}
+
 TEST(GenerateErrors, BadArgumentsThrow) {
   auto model = load_model(dir_of("tiny_glm4"));
   GenerationConfig cfg;

@@ -1,9 +1,8 @@
 // Tokenizers against ids from other implementations (tests/data/tokenizers), the hand-coded
-// pre-tokenizer against Python's regex module, streaming decode, loaders, errors and speed.
+// pre-tokenizer against Python's regex module, streaming decode, loaders and errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <random>
 #include <set>
@@ -385,7 +384,8 @@ TEST(StreamDecoder, RandomIdsIncludingBrokenCharacters) {
   }
 }
 
-TEST(TokenizerPerf, EncodesOneMegabyteOfEnglishQuickly) {
+// A megabyte of pseudo-English round-trips (its speed is measured by benchmarks/bench_tokenizer).
+TEST(TokenizerLongText, OneMegabyteRoundTrips) {
   // Pseudo-English: common words plus invented ones that need real BPE merging.
   const std::vector<std::string> common = {"the", "of", "and", "to", "in", "is", "that", "for",
                                            "it", "with", "as", "was", "on", "model", "training"};
@@ -404,13 +404,9 @@ TEST(TokenizerPerf, EncodesOneMegabyteOfEnglishQuickly) {
   }
   for (const char* name : {"glm4-tiktoken", "glm4-json"}) {
     const auto& tok = shared_tokenizer(name);
-    const auto t0 = std::chrono::steady_clock::now();
     const auto ids = tok.encode(text);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ perf ] %s: encoded %zu bytes into %zu tokens in %.3f s (%.1f MB/s)\n", name,
-                text.size(), ids.size(), s, text.size() / s / 1e6);
-    EXPECT_LT(s, 2.0) << name;
-    EXPECT_EQ(tok.decode(ids), text);
+    EXPECT_LT(ids.size(), text.size() / 3) << name;  // merged, not byte by byte
+    EXPECT_EQ(tok.decode(ids), text) << name;
   }
 }
 

@@ -8,6 +8,8 @@
 #include <random>
 
 #include "base/check.h"
+#include "dataset/dataset.h"
+#include "infer/score.h"
 #include "io/safetensors.h"
 #include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
@@ -166,6 +168,17 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
   json cfg = json::parse(std::ifstream(tmp / "out" / "adapter_config.json"));
   EXPECT_EQ(cfg["peft_type"], "LORA");
   EXPECT_EQ(cfg["lora_dropout"], 0.1);
+
+  // best/ holds the adapter of the best evaluation, the output directory the last one: each
+  // scores exactly the validation loss logged for its step.
+  Dataset valid = load_dataset((data / "valid.jsonl").string(), make_text_encoder(kTinyGlm4), {});
+  auto val_loss_of = [&](const fs::path& adapter) {
+    auto model = load_model(kTinyGlm4);
+    load_adapter(*model, adapter);
+    return score_loss(*model, valid.examples, c.batch_size).loss;
+  };
+  EXPECT_EQ(val_loss_of(tmp / "out" / "best"), s.best_val_loss);
+  EXPECT_EQ(val_loss_of(tmp / "out"), m.val_loss.at(12));
 }
 
 TEST_F(TrainerTest, PatienceStopsEarly) {

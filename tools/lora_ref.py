@@ -100,7 +100,7 @@ def n_targets(labels):
 
 def train(spec, W32, init, data, dtype):
     """Runs the whole fine-tune in `dtype`. Returns dict with losses, grad_norms, grad0, final.
-    Alongside torch's optimizer it applies DESIGN.md's AdamW formula by hand and asserts
+    Alongside torch's optimizer it applies docs/DESIGN.md's AdamW formula by hand and asserts
     both agree, and checks clip_grad_norm_ against the plain L2 norm."""
     W = {k: v.to(dtype) for k, v in W32.items()}
     keys = sorted(init)

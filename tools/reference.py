@@ -289,6 +289,17 @@ def lora_fixture(out, spec, W32):
         tensors["init." + k] = init[k].float()
         tensors["final." + k] = r64["final"][k].float()
         tensors["grad0." + k] = r64["grad0"][k].float()
+    # The logits of the base with the final adapter (as saved, fp32) on step 0's first batch:
+    # what a PEFT adapter file must reproduce when loaded.
+    ids0, _, lengths0 = data[0][0]
+    final = {k: r64["final"][k].float().double() for k in init}
+    modules = {}
+    for k in sorted(final):
+        module = k[len("base_model.model."):].rsplit(".lora_", 1)[0]
+        modules.setdefault(module, [None, None])[0 if ".lora_A." in k else 1] = final[k]
+    lora = {"scale": lora_ref.HP["lora_alpha"] / lora_ref.HP["r"], "modules": modules}
+    W64 = {k: v.double() for k, v in W32.items()}
+    tensors["final_logits"] = gm.forward(spec, W64, ids0, lengths0, lora)[0].float()
     for s, micro in enumerate(data):
         for m, (ids, labels, lengths) in enumerate(micro):
             tensors[f"step{s}.micro{m}.input_ids"] = ids.to(torch.int32)

@@ -14,6 +14,9 @@ struct Result {
 };
 
 Result run_program(const std::string& program, const std::vector<std::string>& args, bool stdout_only = false);
+// The same with `input` on its standard input.
+Result run_program_with_input(const std::string& program, const std::vector<std::string>& args,
+                              const std::string& input, bool stdout_only = false);
 // The glm4 binary under test (GLM4_BINARY).
 Result run(const std::vector<std::string>& args);
 ::testing::AssertionResult succeeds(const Result& r);
