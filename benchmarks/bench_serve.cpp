@@ -44,40 +44,34 @@ struct Stream {
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Submits one request per prompt at `at[i]` seconds after the start and follows each to the end.
+// Submits one request per prompt at `at[i]` seconds after the start; a thread per request
+// blocks on its events (no polling that would take CPU from the forward passes).
 std::vector<Stream> run(Scheduler& s, const std::vector<std::vector<int32_t>>& prompts, int tokens,
                         const std::vector<double>& at) {
   std::vector<Stream> out(prompts.size());
-  std::vector<std::shared_ptr<SlotHandle>> handles(prompts.size());
+  std::vector<std::thread> waiters;
   const Clock::time_point start = Clock::now();
-  size_t next = 0, open = 0;
-  while (next < prompts.size() || open > 0) {
-    while (next < prompts.size() && seconds(start, Clock::now()) >= at[next]) {
-      SlotRequest r;
-      r.prompt = prompts[next];
-      r.max_tokens = tokens;  // greedy, no stop ids: exactly `tokens` tokens
-      Scheduler::Admission a;
-      out[next].submitted = Clock::now();
-      handles[next] = s.submit(r, &a);
-      if (!handles[next]) throw std::runtime_error("request refused");
-      ++next;
-      ++open;
-    }
-    for (size_t i = 0; i < next; ++i) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at[i])));
+    SlotRequest r;
+    r.prompt = prompts[i];
+    r.max_tokens = tokens;  // greedy, no stop ids: exactly `tokens` tokens
+    Scheduler::Admission a;
+    out[i].submitted = Clock::now();
+    std::shared_ptr<SlotHandle> h = s.submit(r, &a);
+    if (!h) throw std::runtime_error("request refused");
+    waiters.emplace_back([h, &stream = out[i]] {
       SlotEvent e;
-      while (handles[i] && handles[i]->next(&e, std::chrono::milliseconds(0))) {
-        if (!e.ids.empty() && out[i].tokens == 0) out[i].first = Clock::now();
-        out[i].tokens += int64_t(e.ids.size());
-        if (e.done) {
-          out[i].done = Clock::now();
-          handles[i].reset();
-          --open;
-          break;
-        }
+      for (;;) {
+        if (!h->next(&e, std::chrono::seconds(60))) continue;
+        if (!e.ids.empty() && stream.tokens == 0) stream.first = Clock::now();
+        stream.tokens += int64_t(e.ids.size());
+        if (e.done) break;
       }
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+      stream.done = Clock::now();
+    });
   }
+  for (std::thread& t : waiters) t.join();
   return out;
 }
 
