@@ -87,6 +87,8 @@ HttpServer::HttpServer(const ServedModels& served, Scheduler& scheduler, HttpOpt
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   // The hard cap; bodies between max_body_bytes and this are read and answered with 413.
   http_->set_payload_max_length(std::max<size_t>(options_.max_body_bytes * 16, size_t(64) << 20));
+  // An idle keep-alive connection holds a thread, and a shutdown waits for it: keep that short.
+  http_->set_keep_alive_timeout(2);
   routes();
 }
 
@@ -156,6 +158,12 @@ void HttpServer::routes() {
   });
   h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(models_body(served_)), "application/json");
+  });
+  h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const json models = models_body(served_);
+    for (const json& m : models["data"])
+      if (m["id"] == req.matches[1].str()) return res.set_content(dump(m), "application/json");
+    send_error(res, ApiError(404, "The model '" + req.matches[1].str() + "' does not exist", "model", "model_not_found"));
   });
   auto post = [this, &h](const char* path, Endpoint endpoint) {
     h.Post(path, [this, path, endpoint](const httplib::Request& req, httplib::Response& res,

@@ -64,6 +64,8 @@ async function functional() {
   const models = [];
   for await (const m of client.models.list()) models.push(m.id);
   assert.deepEqual(models, [BASE, ...ADAPTERS]);
+  assert.equal((await client.models.retrieve(ADAPTERS[0])).id, ADAPTERS[0]);
+  await rejects(client.models.retrieve('no-such-model'), 404, 'model', 'model_not_found');
 
   // A chat completion, then the same streamed: the chunks concatenate to the same text.
   const question = 'What is the capital of France?';
