@@ -135,6 +135,32 @@ TEST(Scheduler, ConcurrentRequestsEqualEachAloneWithMixedAdaptersAndSampling) {
   EXPECT_EQ(s.stats().live, 0);
 }
 
+TEST(Scheduler, AKvWindowGivesWhatGenerateGivesWithTheSameWindow) {
+  auto model = load_model(kTiny);
+  SchedulerConfig sc;
+  sc.max_kv_size = 24;  // --max-kv-size: the first 4 tokens and the most recent ones
+  sc.prefill_chunk = 8;
+  Scheduler s(*model, nullptr, sc);
+  std::vector<SlotRequest> requests(3);
+  std::vector<std::shared_ptr<SlotHandle>> handles;
+  for (int i = 0; i < 3; ++i) {
+    for (int t = 0; t < 30 + 7 * i; ++t) requests[size_t(i)].prompt.push_back(int32_t((t * 13 + i) % 509));
+    requests[size_t(i)].max_tokens = 40;
+    handles.push_back(submit(s, requests[size_t(i)]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    GenerationConfig cfg;
+    cfg.max_tokens = 40;
+    cfg.max_kv_size = 24;
+    cfg.prefill_chunk = 8;
+    Generator g(*model, cfg);
+    g.start(requests[size_t(i)].prompt);
+    std::vector<int32_t> want;
+    while (auto t = g.next()) want.push_back(*t);
+    EXPECT_EQ(collect(*handles[size_t(i)]).ids, want) << "request " << i;
+  }
+}
+
 TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits) {
   auto model = load_model(kEmbedded);
   auto tok = load_tokenizer(kEmbedded);
