@@ -2,6 +2,8 @@
 // in one forward pass, draw a token for each slot whose input is all fed, free finished slots.
 #include "serve/scheduler.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <numeric>
 
 #include "autograd/node.h"
+#include "autograd/storage_pool.h"
 #include "base/check.h"
 #include "infer/cached_forward.h"
 #include "io/tokenizer/stream_decoder.h"
@@ -51,6 +54,8 @@ struct Scheduler::Slot {
 };
 
 namespace {
+constexpr auto kIdleTrim = std::chrono::seconds(1);
+
 TokenLogprob logprob_of(const float* logits, int64_t vocab, int32_t token, int top) {
   const float peak = *std::max_element(logits, logits + vocab);
   double sum = 0;
@@ -146,11 +151,24 @@ std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request, std::
 void Scheduler::loop() {
   NoGradGuard no_grad;  // grad mode is per thread
   std::vector<std::unique_ptr<Slot>> live;
+  bool trimmed = true;
   for (;;) {
     std::vector<std::pair<SlotRequest, std::shared_ptr<SlotHandle>>> refused;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || cancel_all_ || !queue_.empty() || !live.empty(); });
+      auto work = [&] { return stopping_ || cancel_all_ || !queue_.empty() || !live.empty(); };
+      if (!cv_.wait_for(lock, kIdleTrim, work)) {
+        // Idle for a while: hand the KV caches' and the batch's memory back to the system, so
+        // a burst of requests does not leave the server at its peak size.
+        if (!trimmed) {
+          lock.unlock();
+          pool_trim();
+          malloc_trim(0);
+          trimmed = true;
+        }
+        continue;
+      }
+      trimmed = false;
       if (stopping_ || cancel_all_) {
         for (auto& q : queue_) q.second->cancel();
         for (auto& s : live) s->handle->cancel();
