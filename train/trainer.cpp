@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "autograd/node.h"
 #include "base/parallel.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "model/adapter/adapter_io.h"
@@ -71,6 +72,7 @@ TrainSummary run_training(const TrainConfig& config) {
   ProgressBar bar(0, c.iters, c.steps_per_report);
 
   std::unique_ptr<Glm4Model> model = load_model(c.model);
+  const ComputeChoice compute = apply_compute_flag(*model, c.compute);
   TextEncoder encoder = make_text_encoder(c.model);
   Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);
   Dataset valid;
@@ -109,6 +111,8 @@ TrainSummary run_training(const TrainConfig& config) {
   }
   fs::create_directories(c.out);
   MetricsLog metrics(fs::path(c.out) / "metrics.jsonl", !c.resume.empty());
+  metrics.write({{"step", state.step}, {"compute", compute_dtype_name(compute.dtype)}, {"kernel", compute.kernel},
+                 {"threads", max_threads()}});
 
   BatchOptions bo;
   bo.batch_size = c.batch_size;
