@@ -75,6 +75,8 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   Params p[R];
+  const uint8_t* row[R];
+  for (int r = 0; r < R; ++r) row[r] = W.row(n + r);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
@@ -84,15 +86,15 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
     for (int64_t g = 0; g < count; ++g) {
       __m512 table[R];
       for (int r = 0; r < R; ++r) table[r] = code_table(p[r], g);
-      const int64_t c0 = (gb + g) * group;
-      for (int64_t c = c0; c < c0 + group; c += 32) {
+      const uint64_t c0 = uint64_t((gb + g) * group);
+      for (uint64_t c = c0; c < c0 + uint64_t(group); c += 32) {
         __m512 even[M], odd[M];
         for (int m = 0; m < M; ++m) {
           even[m] = _mm512_loadu_ps(xp + m * K + c);
           odd[m] = _mm512_loadu_ps(xp + m * K + c + 16);
         }
         for (int r = 0; r < R; ++r) {
-          const __m512i v = widen_bytes(W.row(n + r) + c / 2);
+          const __m512i v = widen_bytes(row[r] + c / 2);
           const __m512 lo = _mm512_permutexvar_ps(v, table[r]);
           const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table[r]);
           for (int m = 0; m < M; ++m) {
