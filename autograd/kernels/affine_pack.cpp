@@ -1,8 +1,14 @@
 // The bit stream of affine_pack.h: packing byte by byte for every width; unpacking by whole
-// bytes (2, 4, 8 bits) or whole packs of 3 or 5 bytes (3, 5, 6 bits).
+// bytes (4, 8 bits) or 8 codes from `bits` bytes at a time (2, 3, 5, 6 bits).
 #include "autograd/kernels/affine_pack.h"
 
 #include <cstring>
+
+// pdep is one fast instruction on Intel since Haswell and AMD since Zen 3, microcode on Zen 1/2.
+#if defined(__BMI2__) && !defined(__znver1__) && !defined(__znver2__)
+#define GLM4_FAST_PDEP 1
+#include <immintrin.h>
+#endif
 
 namespace glm4 {
 
@@ -20,6 +26,27 @@ void pack_codes(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) 
   }
 }
 
+namespace {
+
+// 8 codes at a time from kBits bytes (2, 3, 5 or 6): with BMI2, one pdep spreads the 8 fields into
+// the low bits of 8 bytes; without, shifts and masks, unrolled as the width is a constant.
+template <int kBits>
+void unpack_packs(const uint8_t* p, int64_t count, uint8_t* codes) {
+  constexpr uint64_t kMask = (1u << kBits) - 1;
+  for (int64_t i = 0; i < count; i += 8, p += kBits) {
+    uint64_t v = 0;
+    for (int b = 0; b < kBits; ++b) v |= uint64_t(p[b]) << (8 * b);
+#if defined(GLM4_FAST_PDEP)
+    const uint64_t spread = _pdep_u64(v, kMask * 0x0101010101010101ull);
+    std::memcpy(codes + i, &spread, 8);
+#else
+    for (int k = 0; k < 8; ++k) codes[i + k] = uint8_t((v >> (kBits * k)) & kMask);
+#endif
+  }
+}
+
+}  // namespace
+
 void unpack_codes(int bits, const uint8_t* packed, int64_t first, int64_t count, uint8_t* codes) {
   const uint8_t* p = packed + first * bits / 8;
   switch (bits) {
@@ -32,18 +59,10 @@ void unpack_codes(int bits, const uint8_t* packed, int64_t first, int64_t count,
         codes[2 * i + 1] = p[i] >> 4;
       }
       return;
-    case 2:
-      for (int64_t i = 0; i < count / 4; ++i)
-        for (int j = 0; j < 4; ++j) codes[4 * i + j] = (p[i] >> (2 * j)) & 3;
-      return;
-  }
-  // 3, 5 and 6 bits: whole packs of `per_pack` codes in `pack_bytes` bytes (8 in 3, 8 in 5, 4 in 3).
-  const uint64_t mask = (1u << bits) - 1;
-  const int pack_bytes = bits == 5 ? 5 : 3, per_pack = pack_bytes * 8 / bits;
-  for (int64_t i = 0; i < count; i += per_pack, p += pack_bytes) {
-    uint64_t v = 0;
-    for (int b = 0; b < pack_bytes; ++b) v |= uint64_t(p[b]) << (8 * b);
-    for (int k = 0; k < per_pack; ++k) codes[i + k] = uint8_t((v >> (bits * k)) & mask);
+    case 2: return unpack_packs<2>(p, count, codes);
+    case 3: return unpack_packs<3>(p, count, codes);
+    case 5: return unpack_packs<5>(p, count, codes);
+    case 6: return unpack_packs<6>(p, count, codes);
   }
 }
 
