@@ -364,7 +364,7 @@ TEST(QuantKernels, ResultsDoNotDependOnTheThreadCount) {
   QuantizedStorage s8 = random_quantized(1000, 1024, {8, 64}, DType::BF16, 47);
   for_each_kernel([&](const std::string&) {
     for (const QuantizedStorage* st : {&s, &s8})
-      for (int64_t M : {1, 3, 300}) {
+      for (int64_t M : {1, 3, 17, 300}) {
         const QuantizedMatrix q = st->view();
         const std::vector<float> X = random_vec(M * 1024, 5), dY = random_vec(M * 1000, 6);
         std::vector<float> y[2], dx[2];

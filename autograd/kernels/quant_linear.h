@@ -12,9 +12,9 @@
 
 namespace glm4 {
 
-// Y[M, N] (+)= X[M, K] deq(W)^T with W [N, K]. Up to 4 rows (decode) the packed codes are read
-// once and dequantized in registers; more rows (prefill) dequantize tiles of W into a
-// thread-local fp32 buffer for the sgemm tiles of gemm.h.
+// Y[M, N] (+)= X[M, K] deq(W)^T with W [N, K]. Up to 32 rows (decode, small batches) the packed
+// codes are streamed, 4 rows of X a pass, and dequantized in registers; more rows (prefill)
+// dequantize tiles of W into a thread-local fp32 buffer for the sgemm tiles of gemm.h.
 void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W, float* Y,
                           bool accumulate);
 
