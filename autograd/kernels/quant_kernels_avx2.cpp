@@ -14,6 +14,8 @@
 #include "autograd/kernels/quant_kernels.h"
 
 #pragma GCC push_options
+// CMakeLists.txt adds -mno-avx512f for this file, so that on an AVX-512 build machine it is
+// still pure AVX2 code: what runs (and is measured) there is what runs on an AVX2-only CPU.
 #pragma GCC target("avx2,fma,f16c")
 
 namespace glm4::quant_detail {
