@@ -229,6 +229,26 @@ TEST_P(AffineFixture, ProductsMatchTheFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AffineFixture, ::testing::Values("f32", "bf16", "f16"));
 
+TEST(AffineQuant, WrittenModulesReadBackAsTheSameMatrix) {
+  TempDir dir;
+  for (int bits : kBits) {
+    QuantizedStorage q = random_quantized(5, 256, {bits, 32}, DType::F16, uint32_t(bits));
+    const std::string module = "model.layers.0.mlp.down_proj";
+    write_safetensors(dir / "q.safetensors", quantized_module_tensors(module, q));
+    auto file = SafetensorsFile::open(dir / "q.safetensors");
+    EXPECT_EQ(file->at(module + ".weight").dtype, "U32");
+    EXPECT_EQ(file->at(module + ".weight").shape, (std::vector<int64_t>{5, 256 * bits / 32}));
+    EXPECT_EQ(file->at(module + ".scales").dtype, "F16");
+    QuantizedMatrix back = quantized_module_view(*file, module, {bits, 32});
+    ASSERT_EQ(back.rows, 5);
+    ASSERT_EQ(back.cols, 256);
+    std::vector<uint16_t> a(5 * 256), b(5 * 256);
+    dequantize_affine(q.view(), a.data());
+    dequantize_affine(back, b.data());
+    EXPECT_EQ(a, b) << bits << " bits";
+  }
+}
+
 TEST(AffineQuant, RequantizingDequantizedWeightsNeedNotBeIdentical) {
   // Not a property to rely on: mlx's rule re-derives scales from the rounded values.
   QuantizedStorage q = random_quantized(64, 256, {4, 64}, DType::BF16, 5);
