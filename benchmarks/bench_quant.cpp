@@ -300,6 +300,29 @@ int main(int argc, char** argv) {
     }
   }
 
+  {
+    // What the kernels cost a core when the weights are in its L2: the compute ceiling.
+    const Linear s = {"l2", 2048, 1024};
+    const Weight dense = dense_weight(s, 17);
+    const std::vector<float> x = normal_vec(s.K, 5, 1.0f);
+    std::vector<float> y(size_t(s.N));
+    set_max_threads(1);
+    auto ns = [&](auto&& fn) { return 1e9 * best_seconds(fn, o.reps * 2, nullptr, true) / double(s.N * s.K); };
+    std::printf("\n# compute ceiling: M = 1, one core, a 2048 x 1024 weight in L2, ns per weight by CPU time\n");
+    std::printf("bf16 dense %.4f", ns([&] { linear_forward(x.data(), 1, s.K, dense, y.data(), false); }));
+    for (int bits : o.bits) {
+      QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s.N, s.K, {bits, o.group}, "l2");
+      for (const std::string& k : o.kernels) {
+        set_quant_kernel(k);
+        std::printf(" | %d-bit %s %.4f", bits, k.c_str(),
+                    ns([&] { quant_linear_forward(x.data(), 1, s.K, q.view(), y.data(), false); }));
+      }
+    }
+    std::printf("\n");
+    set_quant_kernel(default_kernel);
+    set_max_threads(o.threads);
+  }
+
   std::printf("\n# decode per linear (M = 1, the same weights every call, so cache-resident when "
               "they fit): GB/s of weight bytes, kernel %s\n", default_kernel.c_str());
   std::printf("%-10s %-12s %10s", "linear", "N x K", "bf16 GB/s");
