@@ -81,8 +81,9 @@ double best_seconds(Fn&& fn, int reps, double* median = nullptr, bool cpu_time =
   return t.front();
 }
 
-// GB/s of a streaming read of `bytes` (summing 64-bit words on every thread).
-double bandwidth_probe(size_t bytes, int reps) {
+// GB/s of a streaming read of `bytes` (summing 64-bit words on every thread); with cpu_time,
+// on the calling thread alone, timed by its CPU time.
+double bandwidth_probe(size_t bytes, int reps, bool cpu_time = false) {
   const size_t words = bytes / 8;
   std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
   parallel_for(int64_t(words), 1 << 20, [&](int64_t a, int64_t b) {
@@ -102,7 +103,7 @@ double bandwidth_probe(size_t bytes, int reps) {
       }
     });
     for (uint64_t s : sums) sink = sink + s;
-  }, reps);
+  }, reps, nullptr, cpu_time);
   return double(chunks * kChunk * 8) / sec / 1e9;
 }
 
@@ -257,8 +258,11 @@ int main(int argc, char** argv) {
 
   const double dram = bandwidth_probe(size_t(o.probe_gib * double(1ull << 30)), 5);
   const double cached = bandwidth_probe(size_t(64) << 20, 20);
-  std::printf("bandwidth probe: %.2f GiB streaming read %.1f GB/s; 64 MiB (cache-resident) %.1f GB/s\n",
-              o.probe_gib, dram, cached);
+  set_max_threads(1);
+  const double dram_core = bandwidth_probe(size_t(o.probe_gib * double(1ull << 30)), 5, true);
+  set_max_threads(o.threads);
+  std::printf("bandwidth probe: %.2f GiB streaming read %.1f GB/s (one core by CPU time %.1f GB/s); "
+              "64 MiB %.1f GB/s\n", o.probe_gib, dram, dram_core, cached);
 
   const std::vector<const Linear*> ls = token_linears();
   std::printf("\n# decode: one token = %d layers x (q, k, v, o, gate_up, down) + lm_head, M = 1, "

@@ -23,6 +23,7 @@ namespace glm4::quant_detail {
 namespace {
 
 constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
+constexpr int64_t kPrefetchBytes = 4096;  // as in quant_kernels_avx512.cpp
 
 struct Params {
   alignas(32) float scale[kParamBlock];
@@ -81,6 +82,8 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
   Params p[R];
   alignas(32) uint8_t unpacked[R][128];
   const __m256i nibble = _mm256_set1_epi32(15);
+  const uint8_t* row[R];
+  for (int r = 0; r < R; ++r) row[r] = W.row(n + r);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
@@ -88,18 +91,18 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
       load_group_params(W, W.biases, n + r, gb, count, p[r].bias);
     }
     for (int64_t g = 0; g < count; ++g) {
-      const int64_t c0 = (gb + g) * group;
+      const uint64_t c0 = uint64_t((gb + g) * group);
       __m256 scale[R], bias[R];
       const uint8_t* codes[R];
       for (int r = 0; r < R; ++r) {
         scale[r] = _mm256_set1_ps(p[r].scale[g]);
         bias[r] = _mm256_set1_ps(p[r].bias[g]);
-        if constexpr (kBits == 4) {
-          codes[r] = W.row(n + r) + c0 / 2;
-        } else if constexpr (kBits == 8) {
-          codes[r] = W.row(n + r) + c0;
+        const uint8_t* src = row[r] + (kBits ? c0 * kBits / 8 : c0 * W.bits / 8);
+        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes), _MM_HINT_T0);
+        if constexpr (kBits == 4 || kBits == 8) {
+          codes[r] = src;
         } else {
-          unpack_codes(W.bits, W.row(n + r), c0, group, unpacked[r]);
+          unpack_codes(W.bits, row[r], c0, group, unpacked[r]);
           codes[r] = unpacked[r];
         }
       }

@@ -25,6 +25,10 @@ namespace glm4::quant_detail {
 namespace {
 
 constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
+// Software prefetch distance into the packed codes. Without it the kernels' work and the
+// memory stalls added up (a 128000 x 1024 4-bit product: 0.117 ns a weight from memory vs 0.045
+// in L2); 4 KiB ahead brought 0.068 (2 KiB and 8 KiB did no better).
+constexpr int64_t kPrefetchBytes = 4096;
 
 struct Params {
   alignas(64) float scale[kParamBlock];
@@ -50,6 +54,9 @@ inline __m512 code_table(const Params& p, int64_t g) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   return _mm512_fmadd_ps(iota, _mm512_set1_ps(p.scale[g]), _mm512_set1_ps(p.bias[g]));
 }
+
+// A hint only: addresses past the end of the codes are fine.
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 // 16 bytes -> 16 int32 lanes.
 inline __m512i widen_bytes(const uint8_t* p) {
@@ -87,6 +94,7 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
       __m512 table[R];
       for (int r = 0; r < R; ++r) table[r] = code_table(p[r], g);
       const uint64_t c0 = uint64_t((gb + g) * group);
+      for (int r = 0; r < R; ++r) prefetch(row[r] + c0 / 2 + kPrefetchBytes);
       for (uint64_t c = c0; c < c0 + uint64_t(group); c += 32) {
         __m512 even[M], odd[M];
         for (int m = 0; m < M; ++m) {
@@ -129,6 +137,7 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
       const uint8_t* codes[R];
       __m512 scale[R], bias[R];
       for (int r = 0; r < R; ++r) {
+        prefetch(W.row(n + r) + c0 * W.bits / 8 + kPrefetchBytes);
         if constexpr (kUnpack) {
           unpack_codes(W.bits, W.row(n + r), c0, group, unpacked[r]);
           codes[r] = unpacked[r];
