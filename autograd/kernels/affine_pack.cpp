@@ -1,5 +1,5 @@
-// The bit stream of affine_pack.h: packing byte by byte for every width; unpacking by whole
-// bytes (4, 8 bits) or 8 codes from `bits` bytes at a time (2, 3, 5, 6 bits).
+// The bit stream of affine_pack.h: packing 8 codes into `bits` bytes at a time (byte by byte
+// for a tail); unpacking by whole bytes (4, 8 bits) or 8 codes at a time (2, 3, 5, 6 bits).
 #include "autograd/kernels/affine_pack.h"
 
 #include <cstring>
@@ -12,7 +12,10 @@
 
 namespace glm4 {
 
-void pack_codes(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) {
+namespace {
+
+// Codes [0, count) as a stream, byte by byte: the general case and the tails.
+void pack_serial(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) {
   uint64_t acc = 0;  // pending bits, lowest first
   int pending = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -24,6 +27,33 @@ void pack_codes(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) 
       pending -= 8;
     }
   }
+}
+
+// 8 codes into kBits bytes at a time; returns how many codes it packed.
+template <int kBits>
+int64_t pack_eights(const uint8_t* codes, int64_t count, uint8_t* packed) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8, packed += kBits) {
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= uint64_t(codes[i + k]) << (kBits * k);
+    for (int b = 0; b < kBits; ++b) packed[b] = uint8_t(v >> (8 * b));
+  }
+  return i;
+}
+
+}  // namespace
+
+void pack_codes(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) {
+  int64_t done = 0;
+  switch (bits) {
+    case 2: done = pack_eights<2>(codes, count, packed); break;
+    case 3: done = pack_eights<3>(codes, count, packed); break;
+    case 4: done = pack_eights<4>(codes, count, packed); break;
+    case 5: done = pack_eights<5>(codes, count, packed); break;
+    case 6: done = pack_eights<6>(codes, count, packed); break;
+    case 8: std::memcpy(packed, codes, size_t(count)); return;
+  }
+  pack_serial(bits, codes + done, count - done, packed + done * bits / 8);
 }
 
 namespace {

@@ -28,12 +28,6 @@ void store_as(DType dtype, float v, uint8_t* base, int64_t i) {
   std::memcpy(base + 2 * i, &h, 2);
 }
 
-float round_to(DType dtype, float v) {
-  if (dtype == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
-  if (dtype == DType::F16) return f16_to_f32(f32_to_f16(v));
-  return v;
-}
-
 // One group: codes[group] and the fp32 scale and bias they were computed with.
 void quantize_group(const float* w, int group, int bits, uint8_t* codes, float* scale_out,
                     float* bias_out) {
@@ -81,6 +75,35 @@ void check_tile(const QuantizedMatrix& q, int64_t row0, int64_t rows, int64_t co
              q.group_size);
 }
 
+// out = T(T(scale * code) + bias) per element, T = DT, with the rounding inlined per dtype.
+template <DType DT, typename Out>
+void dequantize_like_mlx(const QuantizedMatrix& q, Out* out) {
+  const int64_t group = q.group_size, groups = q.groups();
+  auto round = [](float v) {
+    if constexpr (DT == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+    else if constexpr (DT == DType::F16) return f16_to_f32(f32_to_f16(v));
+    else return v;
+  };
+  parallel_for(q.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> scales(static_cast<size_t>(groups)), biases(static_cast<size_t>(groups));
+    uint8_t codes[kMaxGroup];
+    for (int64_t r = r0; r < r1; ++r) {
+      group_params(q, r, 0, groups, scales.data(), biases.data());
+      for (int64_t g = 0; g < groups; ++g) {
+        unpack_codes(q.bits, q.row(r), g * group, group, codes);
+        const float s = scales[size_t(g)], b = biases[size_t(g)];
+        Out* o = out + r * q.cols + g * group;
+        for (int64_t j = 0; j < group; ++j) {
+          const float v = round(round(s * float(codes[j])) + b);
+          if constexpr (DT == DType::F32) o[j] = v;
+          else if constexpr (DT == DType::BF16) o[j] = f32_to_bf16(v);
+          else o[j] = f32_to_f16(v);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 QuantizedStorage quantize_affine(DType dtype, const void* w, int64_t rows, int64_t cols,
@@ -126,24 +149,11 @@ QuantizedStorage quantize_affine(DType dtype, const void* w, int64_t rows, int64
 
 void dequantize_affine(const QuantizedMatrix& q, void* out) {
   check_quantized(q, "dequantize");
-  const DType dt = q.scale_dtype;
-  const int64_t group = q.group_size, groups = q.groups();
-  auto* dst = static_cast<uint8_t*>(out);
-  parallel_for(q.rows, 16, [&](int64_t r0, int64_t r1) {
-    std::vector<float> scales(static_cast<size_t>(groups)), biases(static_cast<size_t>(groups));
-    uint8_t codes[kMaxGroup];
-    for (int64_t r = r0; r < r1; ++r) {
-      group_params(q, r, 0, groups, scales.data(), biases.data());
-      for (int64_t g = 0; g < groups; ++g) {
-        unpack_codes(q.bits, q.row(r), g * group, group, codes);
-        const float s = scales[size_t(g)], b = biases[size_t(g)];
-        for (int64_t j = 0; j < group; ++j) {
-          const float product = round_to(dt, s * float(codes[j]));
-          store_as(dt, round_to(dt, product + b), dst, r * q.cols + g * group + j);
-        }
-      }
-    }
-  });
+  switch (q.scale_dtype) {
+    case DType::F32: return dequantize_like_mlx<DType::F32>(q, static_cast<float*>(out));
+    case DType::BF16: return dequantize_like_mlx<DType::BF16>(q, static_cast<uint16_t*>(out));
+    case DType::F16: return dequantize_like_mlx<DType::F16>(q, static_cast<uint16_t*>(out));
+  }
 }
 
 void dequantize_tile_f32(const QuantizedMatrix& q, int64_t row0, int64_t rows, int64_t col0,
