@@ -7,7 +7,7 @@
 
 namespace glm4::quant_detail {
 
-// Rows of X up to which products use the decode kernels instead of dequantized tiles + sgemm.
+// Rows of X one forward_rows call takes (quant_linear.cpp makes passes of this many rows).
 constexpr int64_t kDecodeMaxM = 4;
 
 struct QuantKernels {
