@@ -56,7 +56,7 @@ std::string default_model_name(const std::string& dir) {
 void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   struct Flags {
-    std::string model, model_name, host = "127.0.0.1", api_key, max_body = "1MB";
+    std::string model, model_name, host = "127.0.0.1", api_key, max_body = "1MB", compute = "auto";
     std::vector<std::string> adapters;
     int port = 8080;
     int64_t max_batch = 8, max_queue = 64, max_kv_size = 0;
@@ -73,6 +73,7 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--max-queue", f->max_queue, "Requests waiting for a slot before 429 (default 64)");
   app->add_option("--max-kv-size", f->max_kv_size, "Keep at most N cached tokens per request (first 4 + most recent)");
   app->add_option("--max-body", f->max_body, "Largest request body (default 1MB; larger ones get 413)");
+  add_compute_flag(app, f->compute);
   out.push_back({app, [f] {
     GLM4_CHECK(f->port >= 0 && f->port <= 65535, "--port must be in [0, 65535], got ", f->port);
     // A handler on whichever thread the signal lands (OpenBLAS starts threads before main) that
@@ -93,7 +94,7 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
     http.max_body_bytes = parse_size(f->max_body, "--max-body");
     GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
 
-    ModelSession s = open_session(f->model, "");
+    ModelSession s = open_session(f->model, "", f->compute);
     s.require_tokenizer("serve");
     serve::ServedModels served;
     served.model = s.model.get();
@@ -124,7 +125,8 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
     nlohmann::json adapters = served.adapter_names;
     std::printf("%s\n", serve::dump({{"event", "listening"}, {"host", f->host}, {"port", port},
                                      {"model", served.base_name}, {"adapters", adapters},
-                                     {"max_batch", sc.max_batch}, {"max_queue", sc.max_queue}})
+                                     {"max_batch", sc.max_batch}, {"max_queue", sc.max_queue},
+                                     {"compute", s.compute.describe()}})
                             .c_str());
     std::fflush(stdout);
 

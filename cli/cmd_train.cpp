@@ -63,6 +63,8 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
   add("resume", &f.resume, "Continue from a checkpoint.h5 of an earlier run");
   add("adapter_format", &f.adapter_format, "peft | mlx (default peft)");
   add("threads", &f.threads, "Threads to use (default: all cores)");
+  add("compute", &f.compute, "Frozen products in auto (bf16 for bf16 weights on a CPU with AMX or AVX512-BF16), "
+      "f32 or bf16 (default auto)");
 
   out.push_back({app, [flags, config_file, targets, given] {
     TrainConfig config;

@@ -24,8 +24,7 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
     Tensor in = x;
     if (ctx.training && lora->dropout > 0)
       in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, seed_slot));
-    Tensor delta = ops::linear(ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, Tensor());
-    y = ops::add(y, ops::scale(delta, lora->scale));
+    y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
   }
   if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
   return y;
@@ -45,17 +44,19 @@ void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& 
       if (rows.slots[size_t(r)] == int32_t(s))
         for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t) tokens.push_back(t);
     if (tokens.empty()) continue;
+    // Gather this adapter's rows of x and y, add its low-rank product as the live path does,
+    // scatter the rows back.
     const int64_t n = int64_t(tokens.size());
-    Tensor xg = Tensor::empty({n, in_features});  // the rows of this adapter, gathered
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(xg.data() + i * in_features, x.data() + tokens[size_t(i)] * in_features,
-                  size_t(in_features) * sizeof(float));
-    Tensor delta = ops::linear(ops::linear(xg, w->lora_A, Tensor()), w->lora_B, Tensor());  // [n, out]
-    const float* d = delta.data();
+    Tensor xg = Tensor::empty({n, in_features}), yg = Tensor::empty({n, out_features});
     for (int64_t i = 0; i < n; ++i) {
-      float* out = y.data() + tokens[size_t(i)] * out_features;
-      for (int64_t o = 0; o < out_features; ++o) out[o] += d[i * out_features + o] * w->scale;
+      const int64_t t = tokens[size_t(i)];
+      std::memcpy(xg.data() + i * in_features, x.data() + t * in_features, size_t(in_features) * sizeof(float));
+      std::memcpy(yg.data() + i * out_features, y.data() + t * out_features, size_t(out_features) * sizeof(float));
     }
+    yg = ops::add_low_rank(std::move(yg), ops::linear(xg, w->lora_A, Tensor()), w->lora_B, w->scale);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(y.data() + tokens[size_t(i)] * out_features, yg.data() + i * out_features,
+                  size_t(out_features) * sizeof(float));
   }
 }
 

@@ -26,6 +26,10 @@ namespace fs = std::filesystem;
 const std::string kModel = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
 const std::string kClient = std::string(GLM4_SOURCE_DIR) + "/tests/serve/openai_client.mjs";
 const std::string kKey = "sk-test-0123456789";
+// The fp32 products: a decode row sums exactly the same alone or batched with up to 15 others
+// (bf16 kernels on AMX machines switch kernels with the row count), so "concurrent = one at a
+// time" checks the scheduler, not rounding.
+const std::string kCompute = "f32";
 
 class Serve : public ::testing::Test {
  protected:
@@ -46,7 +50,8 @@ class Serve : public ::testing::Test {
   std::unique_ptr<ServerProcess> start_main() {
     auto s = std::make_unique<ServerProcess>(std::vector<std::string>{
         "--model", kModel, "--adapter", "alpha=" + (dir / "alpha").string(), "--adapter",
-        "beta=" + (dir / "beta").string(), "--api-key", kKey, "--max-batch", "8", "--max-queue", "16"});
+        "beta=" + (dir / "beta").string(), "--api-key", kKey, "--max-batch", "8", "--max-queue", "16",
+        "--compute", kCompute});
     EXPECT_TRUE(s->listening()) << s->log();
     return s;
   }
@@ -60,7 +65,8 @@ class Serve : public ::testing::Test {
   // The reply glm4 generate gives for the same chat prompt (greedy, 24 tokens).
   std::string generate_reply(const std::string& adapter_dir) {
     std::vector<std::string> args = {"generate", "--model", kModel, "--chat", "--prompt",
-                                     "What is the capital of France?", "--max-tokens", "24", "--json"};
+                                     "What is the capital of France?", "--max-tokens", "24", "--json",
+                                     "--compute", kCompute};
     if (!adapter_dir.empty()) args.insert(args.end(), {"--adapter", adapter_dir});
     Result r = glm4::testing::run_program(GLM4_BINARY, args, true);
     EXPECT_EQ(r.status, 0) << r.output;

@@ -64,6 +64,7 @@ const std::map<std::string, Field>& fields() {
       {"resume", field(&TrainConfig::resume)},
       {"adapter_format", field(&TrainConfig::adapter_format)},
       {"threads", field(&TrainConfig::threads)},
+      {"compute", field(&TrainConfig::compute)},
   };
   return table;
 }
@@ -118,6 +119,8 @@ void TrainConfig::validate() const {
   GLM4_CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip must be >= 0, got ", grad_clip);
   GLM4_CHECK(val_batches == -1 || val_batches > 0, "--val-batches must be positive or -1, got ", val_batches);
   GLM4_CHECK(patience >= 0, "--patience must be >= 0, got ", patience);
+  GLM4_CHECK(compute == "auto" || compute == "f32" || compute == "bf16",
+             "--compute must be auto, f32 or bf16, got \"", compute, "\"");
   GLM4_CHECK(adapter_format == "peft" || adapter_format == "mlx",
              "--adapter-format must be peft or mlx, got \"", adapter_format, "\"");
   if (!full) {

@@ -43,6 +43,7 @@ struct TrainConfig {
   std::string resume;                // a checkpoint .h5 to continue from
   std::string adapter_format = "peft";  // peft | mlx
   int64_t threads = 0;               // 0 = all cores
+  std::string compute = "auto";      // frozen products in auto | f32 | bf16
 
   // Throws glm4::Error naming the key (as a flag, --learning-rate) when a value is invalid.
   void validate() const;
