@@ -32,6 +32,7 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenize_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenizer_command(CLI::App& parent, std::vector<Command>& out);
 void add_plot_command(CLI::App& parent, std::vector<Command>& out);
+void add_serve_command(CLI::App& parent, std::vector<Command>& out);
 void add_export_command(CLI::App& parent, std::vector<Command>& out);
 
 // "1,2,3" (spaces allowed) -> ids; each must be in [0, vocab) when vocab > 0.

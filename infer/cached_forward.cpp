@@ -14,6 +14,8 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
   const int64_t vocab = model.config.vocab_size, R = int64_t(rows.size());
   CachedRows cached;
   ForwardContext ctx;
+  AdapterRows adapters;
+  bool any_adapter = false;
   std::vector<int32_t> ids;
   cached.offsets.push_back(0);
   for (int64_t r = 0; r < R; ++r) {
@@ -29,11 +31,18 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
       ctx.positions.push_back(int32_t(row.first_position + int64_t(i)));
     }
     cached.offsets.push_back(int64_t(ids.size()));
+    GLM4_CHECK(row.adapter >= -1, "[generate] row ", r, ": adapter slot ", row.adapter);
+    adapters.slots.push_back(row.adapter);
+    any_adapter = any_adapter || row.adapter >= 0;
     for (KvCache* seen : cached.caches) GLM4_CHECK(seen != row.cache, "[generate] row ", r, " shares a cache");
     cached.caches.push_back(row.cache);
   }
   ctx.batch = 1;
   ctx.seq = int64_t(ids.size());
+  if (any_adapter) {
+    adapters.offsets = cached.offsets;
+    ctx.adapter_rows = &adapters;
+  }
   for (int64_t r = 0; r < R; ++r) rows[size_t(r)].cache->begin(int64_t(rows[size_t(r)].tokens.size()));
   Tensor hidden = model.forward_hidden(ids, ctx, &cached);  // [1, N, hidden]
   for (KvCache* cache : cached.caches) cache->commit();

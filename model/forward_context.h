@@ -10,6 +10,7 @@
 namespace glm4 {
 
 class KvCache;
+struct AdapterRows;
 
 struct ForwardContext {
   int64_t batch = 1, seq = 1;       // B, T of this call
@@ -25,6 +26,14 @@ struct ForwardContext {
     return dropout_seed * 1000003ull + uint64_t(layer) * 131ull + uint64_t(module);
   }
   int64_t layer_index = 0;  // set by the model for the layer being run
+  const AdapterRows* adapter_rows = nullptr;  // per-row resident adapters (inference)
+};
+
+// Per-row adapters in one inference forward (batch 1, seq N): tokens [offsets[r], offsets[r + 1])
+// get the delta of resident adapter slots[r] (Linear::resident) on top of the base; -1 = none.
+struct AdapterRows {
+  std::vector<int64_t> offsets;  // [R + 1], offsets[0] = 0, offsets[R] = N
+  std::vector<int32_t> slots;    // [R]
 };
 
 // Rows that continue their own KV caches, laid end to end in one forward (batch 1, seq N): row r

@@ -1,8 +1,10 @@
 #include "model/linear.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "base/check.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "base/parallel.h"
 #include "autograd/kernels/gemm.h"
@@ -18,11 +20,44 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, int slot)
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
   Tensor y = linear(x, weight, bias.value);
-  if (!lora) return y;
-  Tensor in = x;
-  if (ctx.training && lora->dropout > 0)
-    in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, seed_slot));
-  return ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
+  if (lora) {
+    Tensor in = x;
+    if (ctx.training && lora->dropout > 0)
+      in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, seed_slot));
+    y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
+  }
+  if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
+  return y;
+}
+
+void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const {
+  GLM4_CHECK(!GradMode::enabled(), "[linear] per-row adapters are for inference; run under NoGradGuard");
+  const int64_t N = x.numel() / in_features, R = int64_t(rows.slots.size());
+  GLM4_CHECK(rows.offsets.size() == size_t(R) + 1 && rows.offsets.front() == 0 && rows.offsets.back() == N,
+             "[linear] adapter rows end at ", rows.offsets.back(), " for ", N, " tokens");
+  std::vector<int64_t> tokens;
+  for (size_t s = 0; s < resident.size(); ++s) {
+    const LoraWeights* w = resident[s].get();
+    if (!w) continue;
+    tokens.clear();
+    for (int64_t r = 0; r < R; ++r)
+      if (rows.slots[size_t(r)] == int32_t(s))
+        for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t) tokens.push_back(t);
+    if (tokens.empty()) continue;
+    // Gather this adapter's rows of x and y, add its low-rank product as the live path does,
+    // scatter the rows back.
+    const int64_t n = int64_t(tokens.size());
+    Tensor xg = Tensor::empty({n, in_features}), yg = Tensor::empty({n, out_features});
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = tokens[size_t(i)];
+      std::memcpy(xg.data() + i * in_features, x.data() + t * in_features, size_t(in_features) * sizeof(float));
+      std::memcpy(yg.data() + i * out_features, y.data() + t * out_features, size_t(out_features) * sizeof(float));
+    }
+    yg = ops::add_low_rank(std::move(yg), ops::linear(xg, w->lora_A, Tensor()), w->lora_B, w->scale);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(y.data() + tokens[size_t(i)] * out_features, yg.data() + i * out_features,
+                  size_t(out_features) * sizeof(float));
+  }
 }
 
 void Linear::visit(const std::string& prefix, const ParamVisitor& fn) {
@@ -31,19 +66,25 @@ void Linear::visit(const std::string& prefix, const ParamVisitor& fn) {
 }
 
 void Linear::add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng) {
+  lora = make_lora(rank, scale, dropout, rng);
+}
+
+std::unique_ptr<LoraWeights> Linear::make_lora(int64_t rank, float scale, float dropout,
+                                               std::mt19937_64& rng) const {
   GLM4_CHECK(rank > 0, "LoRA rank must be positive, got ", rank);
-  lora = std::make_unique<LoraWeights>();
-  lora->lora_A = Tensor::empty({rank, in_features});
+  auto w = std::make_unique<LoraWeights>();
+  w->lora_A = Tensor::empty({rank, in_features});
   double bound = 1.0 / std::sqrt(double(in_features));
-  for (int64_t i = 0; i < lora->lora_A.numel(); ++i) {
+  for (int64_t i = 0; i < w->lora_A.numel(); ++i) {
     double u = double(rng() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1), 53 bits
-    lora->lora_A.data()[i] = float((2.0 * u - 1.0) * bound);
+    w->lora_A.data()[i] = float((2.0 * u - 1.0) * bound);
   }
-  lora->lora_B = Tensor::zeros({out_features, rank});
-  lora->lora_A.set_requires_grad(true);
-  lora->lora_B.set_requires_grad(true);
-  lora->scale = scale;
-  lora->dropout = dropout;
+  w->lora_B = Tensor::zeros({out_features, rank});
+  w->lora_A.set_requires_grad(true);
+  w->lora_B.set_requires_grad(true);
+  w->scale = scale;
+  w->dropout = dropout;
+  return w;
 }
 
 void Linear::merge_lora(DType dtype) {

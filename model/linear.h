@@ -19,6 +19,7 @@ struct LoraWeights {
 };
 
 struct ForwardContext;
+struct AdapterRows;
 class Linear;
 
 // Where a linear layer sits: its path ("model.layers.3.self_attn.q_proj", "lm_head"), its decoder
@@ -42,12 +43,23 @@ class Linear {
   void add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng);
   // W + scale * B A, rounded once to `dtype`; the adapter is dropped.
   void merge_lora(DType dtype);
+  // An adapter of this layer's shape, PEFT-initialised as add_lora does.
+  std::unique_ptr<LoraWeights> make_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng) const;
 
   int64_t in_features, out_features;
   int seed_slot;
   Param weight;  // [out, in]
   Param bias;    // [out], shape empty when the layer has none
   std::unique_ptr<LoraWeights> lora;
+  // Adapters resident side by side for per-request routing at inference: slot i holds the i-th
+  // adapter loaded with load_resident_adapter (null where it leaves this layer alone). A forward
+  // applies slot s only to the tokens ForwardContext::adapter_rows assigns it; never trained,
+  // saved or merged.
+  std::vector<std::unique_ptr<LoraWeights>> resident;
+
+ private:
+  // y[t] += scale_s * (x[t] A_s^T) B_s^T for the tokens of each slot s (gathered per slot).
+  void add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const;
 };
 
 }  // namespace glm4

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev nlohmann-json3-dev libsentencepiece-dev libhdf5-dev libtbb-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libcpp-httplib-dev
 )
 if [[ "${1:-}" == "--dev" ]]; then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.
@@ -17,3 +18,19 @@ fi
 
 source "$(dirname "$0")/lib/apt_install.sh"
 apt_install_missing install_deps "${packages[@]}"
+
+# The official OpenAI client that drives `glm4 serve` in the tests: pinned by tests/package.json
+# and package-lock.json, installed with npm ci into tests/node_modules (nothing global). Node.js
+# and npm come from Debian when the machine has none. Skipped when the lock file is unchanged.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install_missing install_deps nodejs npm
+fi
+tests_dir="$(cd "$(dirname "$0")/../tests" && pwd)"
+lock_sum=$(sha256sum "$tests_dir/package-lock.json" | cut -d' ' -f1)
+if [[ "$(cat "$tests_dir/node_modules/.glm4-lock-sha256" 2>/dev/null)" != "$lock_sum" ]]; then
+  echo "install_deps: npm ci in tests/ (the pinned openai client)"
+  (cd "$tests_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$lock_sum" > "$tests_dir/node_modules/.glm4-lock-sha256"
+else
+  echo "install_deps: tests/node_modules matches package-lock.json"
+fi

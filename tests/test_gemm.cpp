@@ -69,7 +69,7 @@ std::string shape_name(int64_t M, int64_t N, int64_t K) {
   return str_cat("M=", M, " N=", N, " K=", K);
 }
 
-const int64_t kMs[] = {1, 3, 17, 130};
+const int64_t kMs[] = {1, 3, 6, 16, 17, 130};
 const int64_t kNs[] = {1, 5, 33, 300};
 const int64_t kKs[] = {1, 7, 65, 520};
 
@@ -164,6 +164,25 @@ TEST(Gemm, LinearProductsMatchReference) {
             linear_input_grad(dY.data(), M, N, W, dX.data(), acc);
             expect_close(ref, scale, dX.data(), M, K, K, N, "linear_input_grad " + name);
           }
+}
+
+// A batch of decode rows (several sequences, one token each) reads the weights once, and each
+// row comes out bit for bit as when it is alone: continuous batching cannot change greedy ids.
+TEST(Gemm, DecodeRowsEqualThemselvesAloneForEveryBatchUpToSixteen) {
+  const int64_t N = 77, K = 300;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    auto w32 = random_vec(N * K, 21);
+    Weight W = Weight::from_f32(w32.data(), N, K, dt);
+    auto X = random_vec(16 * K, 22);
+    std::vector<float> alone(size_t(16 * N));
+    for (int64_t m = 0; m < 16; ++m) linear_forward(X.data() + m * K, 1, K, W, alone.data() + m * N, false);
+    for (int64_t M = 2; M <= 16; ++M) {
+      std::vector<float> Y(size_t(M * N));
+      linear_forward(X.data(), M, K, W, Y.data(), false);
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(Y[size_t(i)], alone[size_t(i)]) << dtype_name(dt) << " M=" << M << " at " << i;
+    }
+  }
 }
 
 TEST(Gemm, LinearWeightGradMatchesReference) {

@@ -6,11 +6,13 @@
 
 namespace glm4::gemm_detail {
 
-// Rows of X up to which linear_forward / linear_input_grad use the bandwidth kernels below
-// instead of sgemm tiles.
+// Rows of X up to which linear_input_grad uses the bandwidth kernels below instead of sgemm
+// tiles; linear_forward uses them up to kSmallMForward rows (a batch of decode steps of several
+// sequences reads W once, and each row's result is the same as alone).
 constexpr int64_t kSmallM = 4;
+constexpr int64_t kSmallMForward = 16;
 
-// Y[M, N] (+)= X[M, K] W[N, K]^T for M <= kSmallM; W row-major in `dtype` with row stride K.
+// Y[M, N] (+)= X[M, K] W[N, K]^T for M <= kSmallMForward; W row-major in `dtype` with row stride K.
 void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const void* W, int64_t N,
                      float* Y, bool accumulate);
 

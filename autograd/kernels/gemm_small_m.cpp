@@ -56,7 +56,9 @@ inline void dot_rows(const float* X, int64_t K, const void* W, int64_t n0, float
 template <DType DT, int MX>
 void forward_rows(const float* X, int64_t K, const void* W, int64_t N, int64_t n0, int64_t n1,
                   float* Y, bool accumulate) {
-  constexpr int R = MX <= 2 ? 4 : 2;
+  // W rows per pass: R * MX sums + MX inputs + 1 weight must fit the vector registers (32 with
+  // AVX-512, 16 with AVX2).
+  constexpr int R = MX <= 2 || L >= 16 ? 4 : 2;
   float out[R * MX];
   auto emit = [&](int64_t n, int rows) {
     for (int r = 0; r < rows; ++r)
@@ -73,6 +75,33 @@ void forward_rows(const float* X, int64_t K, const void* W, int64_t N, int64_t n
   for (; n < n1; ++n) {
     dot_rows<DT, MX, 1>(X, K, W, n, out);
     emit(n, 1);
+  }
+}
+
+// Rows [m0, m0 + MX) of X and Y.
+template <DType DT, int MX>
+void forward_rows_at(const float* X, int64_t m0, int64_t K, const void* W, int64_t N, int64_t n0,
+                     int64_t n1, float* Y, bool accumulate) {
+  forward_rows<DT, MX>(X + m0 * K, K, W, N, n0, n1, Y + m0 * N, accumulate);
+}
+
+// More than 4 rows (a batch of decode steps): each task takes its strip of W rows through the
+// rows of X four at a time while the strip is in cache, so W still comes from memory once.
+// Every output is summed exactly as with M <= 4: a row's result does not depend on M.
+constexpr int64_t kStrip = 64;  // W rows per pass over the row groups of X
+
+template <DType DT>
+void forward_groups(const float* X, int64_t M, int64_t K, const void* W, int64_t N, int64_t n0,
+                    int64_t n1, float* Y, bool accumulate) {
+  for (int64_t s0 = n0; s0 < n1; s0 += kStrip) {
+    const int64_t s1 = std::min(n1, s0 + kStrip);
+    int64_t m0 = 0;
+    for (; m0 + 4 <= M; m0 += 4) forward_rows_at<DT, 4>(X, m0, K, W, N, s0, s1, Y, accumulate);
+    switch (M - m0) {
+      case 1: forward_rows_at<DT, 1>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
+      case 2: forward_rows_at<DT, 2>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
+      case 3: forward_rows_at<DT, 3>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
+    }
   }
 }
 
@@ -150,6 +179,9 @@ void forward_dt(const float* X, int64_t M, int64_t K, const void* W, int64_t N, 
     case 3: return forward<DT, 3>(X, K, W, N, Y, acc);
     case 4: return forward<DT, 4>(X, K, W, N, Y, acc);
   }
+  const int64_t row_bytes = std::max<int64_t>(1, K * int64_t(dtype_size(DT)));
+  const int64_t grain = std::max<int64_t>(8, kMinTaskBytes / row_bytes);
+  parallel_for(N, grain, [&](int64_t n0, int64_t n1) { forward_groups<DT>(X, M, K, W, N, n0, n1, Y, acc); });
 }
 
 template <DType DT>
@@ -165,7 +197,7 @@ void input_grad_dt(const float* dY, int64_t M, int64_t N, const void* W, int64_t
 
 }  // namespace
 
-static_assert(kSmallM == 4, "small_m kernels are instantiated for M = 1..4");
+static_assert(kSmallM == 4, "small_m input-grad kernels are instantiated for M = 1..4");
 
 void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const void* W, int64_t N,
                      float* Y, bool accumulate) {

@@ -179,7 +179,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
     kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, bf16_data(W), N, Y, accumulate);
     return;
   }
-  if (M <= gemm_detail::kSmallM) {
+  if (M <= gemm_detail::kSmallMForward) {
     gemm_detail::small_m_forward(X, M, K, W.dtype(), W.data(), N, Y, accumulate);
     return;
   }

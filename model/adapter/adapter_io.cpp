@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "base/check.h"
@@ -87,12 +88,17 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
 
 AdapterInfo read_adapter_info(const fs::path& dir) { return read_adapter_file(dir, false).info; }
 
-std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& model_dir) {
+namespace {
+// What load_adapter and load_resident_adapter share: read, check everything against the model,
+// then fill the adapter pointer `target` gives for each adapted linear.
+using AdapterTarget = std::function<std::unique_ptr<LoraWeights>&(Linear&)>;
+
+std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& model_dir,
+                      const AdapterTarget& target) {
   AdapterFile a = read_adapter_file(dir);
   const AdapterInfo& info = a.info;
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
-  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir, ": the model already has LoRA modules");
 
   std::set<int64_t> layers;
   if (info.layers.empty())
@@ -142,9 +148,10 @@ std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& 
   std::mt19937_64 unused_rng(0);
   for (auto& [path, m] : a.modules) {
     Linear* lin = model.find_linear(path);
-    lin->add_lora(info.lora.rank, float(info.scale), float(info.lora.dropout), unused_rng);
-    std::memcpy(lin->lora->lora_A.data(), m.a.data(), m.a.size() * sizeof(float));
-    std::memcpy(lin->lora->lora_B.data(), m.b.data(), m.b.size() * sizeof(float));
+    std::unique_ptr<LoraWeights>& w = target(*lin);
+    w = lin->make_lora(info.lora.rank, float(info.scale), float(info.lora.dropout), unused_rng);
+    std::memcpy(w->lora_A.data(), m.a.data(), m.a.size() * sizeof(float));
+    std::memcpy(w->lora_B.data(), m.b.data(), m.b.size() * sizeof(float));
   }
 
   const std::string& base = info.base_model_name_or_path;
@@ -155,6 +162,24 @@ std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& 
   if (same) return "";
   return str_cat("adapter ", dir.string(), " was made for base model \"", base, "\", not ",
                  model_dir.string());
+}
+}  // namespace
+
+std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& model_dir) {
+  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir, ": the model already has LoRA modules");
+  return load_into(model, dir, model_dir, [](Linear& lin) -> std::unique_ptr<LoraWeights>& { return lin.lora; });
+}
+
+std::string load_resident_adapter(Glm4Model& model, const fs::path& dir, size_t slot,
+                                  const fs::path& model_dir) {
+  model.visit_linears([&](const LinearSite& site, Linear& lin) {
+    GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir, ": resident slot ",
+               slot, " of ", site.path, " is taken");
+  });
+  return load_into(model, dir, model_dir, [slot](Linear& lin) -> std::unique_ptr<LoraWeights>& {
+    if (lin.resident.size() <= slot) lin.resident.resize(slot + 1);
+    return lin.resident[slot];
+  });
 }
 
 void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std::string& to_format,

@@ -53,6 +53,13 @@ AdapterInfo read_adapter_info(const std::filesystem::path& dir);
 std::string load_adapter(Glm4Model& model, const std::filesystem::path& dir,
                          const std::filesystem::path& model_dir = {});
 
+// The same reading and checks, but the adapter goes into resident slot `slot` of each adapted
+// linear (Linear::resident), beside the live LoRA and the other slots, for per-row adapters at
+// inference (ForwardContext::adapter_rows). Throws when the slot is taken; a bad adapter leaves
+// the model as it was.
+std::string load_resident_adapter(Glm4Model& model, const std::filesystem::path& dir, size_t slot,
+                                  const std::filesystem::path& model_dir = {});
+
 // Rewrites the adapter in `in_dir` as `to_format` in `out_dir` (may be the same layout), without
 // loading a model. An MLX adapter only says "the last N layers", so converting a PEFT adapter
 // with layers_to_transform to MLX needs the base model's layer count: from

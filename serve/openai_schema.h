@@ -1,0 +1,97 @@
+// The OpenAI API as the server speaks it: request bodies of /v1/chat/completions and
+// /v1/completions checked field by field (errors name the field), turned into slot requests, and
+// the response, stream-chunk, model-list and error bodies. No HTTP here.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/chat_template.h"
+#include "io/tokenizer/tokenizer.h"
+#include "serve/scheduler.h"
+
+namespace glm4::serve {
+
+using json = nlohmann::json;
+
+// An error the client caused (or a refusal), as OpenAI reports it:
+// {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string message, std::string param = "", std::string code = "",
+           std::string type = "invalid_request_error");
+  int status;
+  std::string param, code, type;
+};
+json error_body(const ApiError& e);
+
+enum class Endpoint { Chat, Completion };
+
+// A request body after checking, before tokenization.
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::Chat;
+  std::string model;                  // empty when not given
+  std::vector<ChatMessage> messages;  // chat
+  std::string prompt;                 // completions, given as text
+  std::vector<int32_t> prompt_ids;    // completions, given as token ids
+  bool prompt_is_ids = false;
+  std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
+  SamplerConfig sampling;             // repeat_last_n = -1 is not used: the last 64, as generate
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool stream = false, include_usage = false;
+  int top_logprobs = -1;  // -1: no logprobs
+};
+
+// Throws ApiError (400) for malformed JSON, a body that is not an object, a missing required
+// field, or a field of the wrong type or out of range; unknown fields are ignored.
+ParsedRequest parse_request(std::string_view body, Endpoint endpoint);
+
+// What the server serves: one base model and adapters registered at start by name.
+struct ServedModels {
+  const Glm4Model* model = nullptr;
+  const Tokenizer* tokenizer = nullptr;   // required by the HTTP endpoints
+  ChatFormat format = ChatFormat::Glm4;
+  std::string base_name;
+  std::vector<std::string> adapter_names;  // resident slot i
+  std::vector<int32_t> eos_ids;            // end a completion (generation_config / config)
+  std::vector<int32_t> chat_stop_ids;      // end a chat reply: eos_ids + the template's role tokens
+  int64_t created = 0;                     // unix time the server started
+
+  // -1 for the base (or an empty name), the adapter's slot, or nullopt for an unknown name.
+  std::optional<int32_t> slot_of(const std::string& name) const;
+  int64_t context_length() const { return model->config.max_position_embeddings; }
+};
+
+// Tokenizes and resolves the model: 404 for an unknown model, 400 for a prompt that does not
+// fit the context (prompt tokens >= context length) or token ids outside the vocabulary.
+// A request without a seed gets `fallback_seed`; without max_tokens, the rest of the context.
+SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served, uint64_t fallback_seed);
+
+// Responses. `id` is "chatcmpl-..." / "cmpl-...", `model` as the client named it.
+struct ResponseMeta {
+  Endpoint endpoint;
+  std::string id, model;
+  int64_t created;
+};
+// The whole answer of a non-streamed request.
+json completion_body(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                     const std::vector<TokenLogprob>* logprobs, int64_t prompt_tokens,
+                     int64_t completion_tokens, const Tokenizer& tokenizer);
+// One server-sent event's data. A chunk with a finish_reason also carries usage; `role_only`
+// makes the first chat chunk ({"role": "assistant", "content": ""}).
+json stream_chunk(const ResponseMeta& meta, const std::string& text, const std::vector<TokenLogprob>* logprobs,
+                  const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens,
+                  const Tokenizer& tokenizer, bool role_only = false);
+// The usage-only chunk OpenAI sends last when stream_options.include_usage is set.
+json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
+json models_body(const ServedModels& served);
+
+// JSON text for the wire: invalid UTF-8 (never expected) is replaced, not thrown.
+std::string dump(const json& j);
+
+}  // namespace glm4::serve

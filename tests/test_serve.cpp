@@ -1,0 +1,181 @@
+// `glm4 serve` end to end: the official OpenAI client (tests/serve/openai_client.mjs, pinned in
+// tests/package.json) against the real binary on the embedded model with two adapters built
+// here; a load test with the server's memory before and after; SIGTERM during a stream.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/support/random_adapter.h"
+#include "tests/support/run_command.h"
+#include "tests/support/server_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace glm4 {
+namespace {
+
+using glm4::testing::Result;
+using glm4::testing::ServerProcess;
+using glm4::testing::TempDir;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string kModel = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+const std::string kClient = std::string(GLM4_SOURCE_DIR) + "/tests/serve/openai_client.mjs";
+const std::string kKey = "sk-test-0123456789";
+// The fp32 products: a decode row sums exactly the same alone or batched with up to 15 others
+// (bf16 kernels on AMX machines switch kernels with the row count), so "concurrent = one at a
+// time" checks the scheduler, not rounding.
+const std::string kCompute = "f32";
+
+class Serve : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(std::string(GLM4_SOURCE_DIR) + "/tests/node_modules/openai/package.json"))
+        << "the OpenAI client is missing: run scripts/install_deps.sh (npm ci in tests/)";
+    LoraConfig l;
+    l.rank = 8;
+    l.alpha = 16;
+    l.targets = {"all-linear"};
+    glm4::testing::write_random_adapter(kModel, dir / "alpha", l, 31, 0.2f);
+    l.rank = 4;
+    l.targets = {"q_proj", "v_proj", "down_proj"};
+    l.num_layers = 2;
+    glm4::testing::write_random_adapter(kModel, dir / "beta", l, 32, 0.2f);
+  }
+
+  std::unique_ptr<ServerProcess> start_main() {
+    auto s = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--model", kModel, "--adapter", "alpha=" + (dir / "alpha").string(), "--adapter",
+        "beta=" + (dir / "beta").string(), "--api-key", kKey, "--max-batch", "8", "--max-queue", "16",
+        "--compute", kCompute});
+    EXPECT_TRUE(s->listening()) << s->log();
+    return s;
+  }
+
+  Result client(const std::string& phase, const ServerProcess& main, const std::string& busy_url) {
+    return glm4::testing::run_program(
+        "env", {"GLM4_URL=" + main.url(), "GLM4_KEY=" + kKey, "GLM4_BASE=glm4-tiny", "GLM4_ADAPTERS=alpha,beta",
+                "GLM4_BUSY_URL=" + busy_url, "node", kClient, phase});
+  }
+
+  // The reply glm4 generate gives for the same chat prompt (greedy, 24 tokens).
+  std::string generate_reply(const std::string& adapter_dir) {
+    std::vector<std::string> args = {"generate", "--model", kModel, "--chat", "--prompt",
+                                     "What is the capital of France?", "--max-tokens", "24", "--json",
+                                     "--compute", kCompute};
+    if (!adapter_dir.empty()) args.insert(args.end(), {"--adapter", adapter_dir});
+    Result r = glm4::testing::run_program(GLM4_BINARY, args, true);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return json::parse(r.output, nullptr, false).value("text", std::string("?"));
+  }
+
+  TempDir dir;
+};
+
+std::vector<json> log_lines(const std::string& log) {
+  std::vector<json> out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(j);
+  }
+  return out;
+}
+
+TEST_F(Serve, OpenAIClientChatStreamAdaptersErrorsConcurrencyAndDisconnect) {
+  auto main = start_main();
+  ServerProcess busy({"--model", kModel, "--max-batch", "1", "--max-queue", "0"});
+  ASSERT_TRUE(main->listening() && busy.listening()) << busy.log();
+  Result r = client("functional", *main, busy.url());
+  ASSERT_EQ(r.status, 0) << r.output << "\nserver log:\n" << main->log();
+  json results = json::parse(r.output.substr(r.output.rfind('{')), nullptr, false);
+  ASSERT_TRUE(results.is_object()) << r.output;
+  // The server answers as the command line does, with and without an adapter.
+  EXPECT_EQ(results.value("chat", ""), generate_reply(""));
+  EXPECT_EQ(results.value("adapter", ""), generate_reply((dir / "alpha").string()));
+  EXPECT_EQ(results.value("concurrent", 0), 8);
+
+  // One JSON line per request; the client that went away is logged as cancelled early.
+  const std::vector<json> lines = log_lines(main->log());
+  int completions = 0, cancelled = 0, refused = 0;
+  for (const json& l : lines) {
+    if (!l.contains("endpoint")) continue;
+    EXPECT_TRUE(l.contains("time") && l.contains("status")) << l.dump();
+    if (l["status"] == 200 && l["endpoint"] != "/v1/models") {
+      ++completions;
+      EXPECT_TRUE(l.contains("model") && l.contains("prompt_tokens") && l.contains("completion_tokens") &&
+                  l.contains("tokens_per_s")) << l.dump();
+      if (l["finish_reason"] == "cancelled") {
+        ++cancelled;
+        EXPECT_LT(l["completion_tokens"].get<int>(), 1000);
+      }
+    }
+    if (l["status"].get<int>() >= 400) ++refused;
+  }
+  EXPECT_GE(completions, 20);
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_GE(refused, 15);
+  EXPECT_EQ(main->stop(SIGINT), 0) << main->log();
+}
+
+TEST_F(Serve, LoadTestAnswersAllSixtyFourRequestsAndMemoryReturnsNearIdle) {
+  auto main = start_main();
+  ASSERT_TRUE(main->listening());
+  Result warm = client("load", *main, "");  // threads and their heaps reach their working size
+  ASSERT_EQ(warm.status, 0) << warm.output;
+  const auto settle = std::chrono::milliseconds(1500);  // the scheduler trims memory after 1 s idle
+  std::this_thread::sleep_for(settle);
+  const int64_t idle_kb = main->rss_kb();
+  Result r = client("load", *main, "");
+  ASSERT_EQ(r.status, 0) << r.output << "\nserver log:\n" << main->log();
+  EXPECT_EQ(json::parse(r.output.substr(r.output.rfind('{'))).value("answered", 0), 64);
+  std::this_thread::sleep_for(settle);
+  const int64_t after_kb = main->rss_kb();
+  std::printf("server RSS: idle %lld kB, after 64 more requests %lld kB\n", (long long)idle_kb, (long long)after_kb);
+  EXPECT_LE(after_kb, idle_kb + idle_kb / 10 + 8 * 1024);
+  int answered = 0;
+  for (const json& l : log_lines(main->log()))
+    if (l.value("status", 0) == 200) ++answered;
+  EXPECT_EQ(answered, 128);
+  EXPECT_EQ(main->stop(SIGTERM), 0);
+}
+
+TEST_F(Serve, SigtermLetsTheStreamInFlightFinishThenExitsZero) {
+  ServerProcess server({"--model", kModel});
+  ASSERT_TRUE(server.listening()) << server.log();
+  httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(60, 0);
+  std::string received;
+  bool signalled = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = R"({"prompt": "Once upon a time", "max_tokens": 300, "stream": true, "temperature": 0})";
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    if (!signalled && received.find("data: ") != std::string::npos) {
+      signalled = true;
+      ::kill(server.pid(), SIGTERM);  // mid-stream
+    }
+    return true;
+  };
+  httplib::Result res = http.send(req);
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_TRUE(signalled);
+  EXPECT_NE(received.find("\"finish_reason\":\"length\""), std::string::npos) << received.substr(0, 400);
+  EXPECT_NE(received.find("\"completion_tokens\":300"), std::string::npos);
+  EXPECT_EQ(received.substr(received.size() - 14), "data: [DONE]\n\n");
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();  // already on its way out: exit status 0
+  const std::string log = server.log();
+  EXPECT_NE(log.find("\"event\":\"shutdown\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"stopped\""), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace glm4
