@@ -15,6 +15,8 @@
 namespace glm4 {
 
 namespace {
+constexpr size_t kInFlight = 3;  // buckets being summed at once
+
 class Stopwatch {
  public:
   explicit Stopwatch(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
@@ -107,9 +109,20 @@ void GradientReducer::mark_ready(size_t param) {
   --buckets_[bucket_of_[param]].waiting;
 }
 
-// Buckets start in index order on every rank, whatever order their gradients complete in.
+// Buckets start in index order on every rank, whatever order their gradients complete in. At
+// most kInFlight are under way at once, so their buffers stay a few buckets' worth.
 void GradientReducer::post_ready_buckets() {
   while (next_to_post_ < buckets_.size() && buckets_[next_to_post_].waiting == 0) {
+    size_t in_flight = 0, oldest = next_to_post_;
+    for (size_t k = next_to_post_; k-- > 0;)
+      if (buckets_[k].stage != Stage::kDone) {
+        ++in_flight;
+        oldest = k;
+      }
+    if (in_flight >= kInFlight) {
+      advance(buckets_[oldest], true);
+      continue;
+    }
     Bucket& b = buckets_[next_to_post_++];
     b.send.assign(size_t(b.numel), 0.0f);
     for (const Slot& s : b.slots) {
@@ -122,20 +135,22 @@ void GradientReducer::post_ready_buckets() {
   }
 }
 
-void GradientReducer::progress(bool block) {
-  for (size_t k = 0; k < next_to_post_; ++k) {
-    Bucket& b = buckets_[k];
-    if (b.stage == Stage::kExchanging && (block ? (group_.wait(b.request), true) : group_.test(b.request)))
-      reduce_pieces(b);
-    if (b.stage == Stage::kGathering && (block ? (group_.wait(b.request), true) : group_.test(b.request))) {
-      unpack(b, b.send.data(), 0, b.numel);
-      b.stage = Stage::kDone;
-    }
-    if (b.stage == Stage::kDone) {
-      b.send = {};
-      b.recv = {};
-    }
+// Moves a started bucket on as far as its requests allow (to the end when `block`).
+void GradientReducer::advance(Bucket& b, bool block) {
+  if (b.stage == Stage::kExchanging && (block ? (group_.wait(b.request), true) : group_.test(b.request)))
+    reduce_pieces(b);
+  if (b.stage == Stage::kGathering && (block ? (group_.wait(b.request), true) : group_.test(b.request))) {
+    unpack(b, b.send.data(), 0, b.numel);
+    b.stage = Stage::kDone;
   }
+  if (b.stage == Stage::kDone) {
+    b.send = {};
+    b.recv = {};
+  }
+}
+
+void GradientReducer::progress(bool block) {
+  for (size_t k = 0; k < next_to_post_; ++k) advance(buckets_[k], block);
 }
 
 // recv holds every rank's copy of my piece, rank after rank: add them in rank order, in fp32 like

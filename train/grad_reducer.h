@@ -65,6 +65,7 @@ class GradientReducer {
   void on_ready(const TensorImpl* leaf);
   void mark_ready(size_t param);
   void post_ready_buckets();
+  void advance(Bucket& b, bool block);
   void progress(bool block);
   void reduce_pieces(Bucket& b);
   void unpack(const Bucket& b, const float* from, int64_t begin, int64_t end);
