@@ -15,8 +15,6 @@
 namespace glm4 {
 
 namespace {
-constexpr size_t kInFlight = 3;  // buckets being summed at once
-
 class Stopwatch {
  public:
   explicit Stopwatch(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
@@ -36,7 +34,7 @@ ElementRange overlap(int64_t begin, int64_t end, int64_t lo, int64_t hi) {
 
 GradientReducer::GradientReducer(Distributed& group, std::vector<Tensor> params, bool shard_optimizer,
                                  int64_t bucket_bytes)
-    : group_(group), params_(std::move(params)), sharded_(shard_optimizer) {
+    : group_(group), params_(std::move(params)), sharded_(shard_optimizer), bucket_floats_(bucket_bytes / 4) {
   GLM4_CHECK(bucket_bytes > 0, "[GradientReducer] bucket size must be positive, got ", bucket_bytes);
   const int ranks = group_.size();
   bucket_of_.resize(params_.size());
@@ -109,17 +107,19 @@ void GradientReducer::mark_ready(size_t param) {
   --buckets_[bucket_of_[param]].waiting;
 }
 
-// Buckets start in index order on every rank, whatever order their gradients complete in. At
-// most kInFlight are under way at once, so their buffers stay a few buckets' worth.
+// Buckets start in index order on every rank, whatever order their gradients complete in. Those
+// under way hold at most two buckets' worth of floats (or one bucket larger than that), so their
+// send and receive buffers stay small next to the gradients.
 void GradientReducer::post_ready_buckets() {
   while (next_to_post_ < buckets_.size() && buckets_[next_to_post_].waiting == 0) {
-    size_t in_flight = 0, oldest = next_to_post_;
+    int64_t in_flight = 0;
+    size_t oldest = next_to_post_;
     for (size_t k = next_to_post_; k-- > 0;)
       if (buckets_[k].stage != Stage::kDone) {
-        ++in_flight;
+        in_flight += buckets_[k].numel;
         oldest = k;
       }
-    if (in_flight >= kInFlight) {
+    if (in_flight > 0 && in_flight + buckets_[next_to_post_].numel > 2 * bucket_floats_) {
       advance(buckets_[oldest], true);
       continue;
     }
@@ -144,8 +144,8 @@ void GradientReducer::advance(Bucket& b, bool block) {
     b.stage = Stage::kDone;
   }
   if (b.stage == Stage::kDone) {
-    b.send = {};
-    b.recv = {};
+    b.send = std::vector<float>();  // releases the memory (= {} would keep the capacity)
+    b.recv = std::vector<float>();
   }
 }
 

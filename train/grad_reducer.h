@@ -74,6 +74,7 @@ class GradientReducer {
   Distributed& group_;
   std::vector<Tensor> params_;
   bool sharded_;
+  int64_t bucket_floats_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   std::vector<std::vector<ElementRange>> owned_;  // [rank][parameter]
