@@ -58,6 +58,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 // but the weight handle.
 Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias);
 
+// y + scale * h B^T (LoRA's second product and its sum with the frozen output): y [..., out],
+// h [..., r], B [out, r] fp32. Consumes y: the result is written into y's storage, so y must be
+// referenced by nothing else (the fresh output of the frozen product). Saves h, B.
+Tensor add_low_rank(Tensor y, const Tensor& h, const Tensor& B, float scale);
+
 // --- embedding (ops/embedding.cpp) ---
 // ids [N] -> rows of table [V, H] as [N, H]; the backward scatter-adds into the table.
 Tensor embedding(std::span<const int32_t> ids, const Tensor& table);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "autograd/storage_pool.h"
 #include "base/check.h"
 
 namespace glm4 {
@@ -38,15 +39,13 @@ int64_t shape_numel(const Shape& s) {
 }
 
 Storage::Storage(int64_t numel) : numel_(numel) {
-  size_t bytes = size_t(std::max<int64_t>(numel, 1)) * sizeof(float);
-  bytes = (bytes + 63) / 64 * 64;
-  data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!data_) fail("out of memory allocating a tensor of ", numel, " floats");
+  block_ = pool_allocate(size_t(std::max<int64_t>(numel, 1)) * sizeof(float));
+  data_ = static_cast<float*>(block_.data);
   count_alloc(int64_t(numel) * 4);
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  pool_release(block_);
   g_live.fetch_sub(int64_t(numel_) * 4);
 }
 

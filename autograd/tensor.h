@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/storage_pool.h"
+
 namespace glm4 {
 
 using Shape = std::vector<int64_t>;
@@ -35,6 +37,7 @@ class Storage {
  private:
   float* data_;
   int64_t numel_;
+  PoolBlock block_;
 };
 
 struct TensorImpl {

@@ -1,4 +1,4 @@
-// GFLOP/s of the linear-layer products (autograd/gemm.h) on GLM-4 shapes, f32 and bf16 weights,
+// GFLOP/s of the linear-layer products (autograd/kernels/gemm.h) on GLM-4 shapes, f32 and bf16 weights,
 // forward (X W^T) and input gradient (dY W), next to the best plain fp32 sgemm on the same shape:
 // OpenBLAS single-threaded per TBB panel, OpenBLAS's own threads, and Eigen per TBB panel.
 // Usage: bench_gemm [--big] [--threads 1,2] [--dtypes f32,bf16,f16] [--ops fwd,dgrad]

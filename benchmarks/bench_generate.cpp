@@ -1,8 +1,9 @@
 // Generation speed on a random model of configs/mid.json (infer/generator.h): prefill a
-// 512-token prompt, then decode 128 tokens greedily, for each stored weight dtype; next to the
-// decode floor, weight bytes read per token / 30 GB/s (docs/DESIGN.md section 5).
-// Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16] [--prompt 512]
-//                       [--tokens 128] [--reps 2] [--threads 2]
+// 512-token prompt, then decode 128 tokens greedily, for each stored weight dtype and --compute;
+// next to the decode floor, the memory bandwidth measured in the same run (a streaming read of
+// 2 GiB) divided by the weight bytes one token reads.
+// Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16] [--compute auto]
+//                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,21 +16,22 @@
 #include "base/parallel.h"
 #include "autograd/weight.h"
 #include "infer/generator.h"
+#include "model/compute_choice.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
+#include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
 
 using namespace glm4;
 
 namespace {
 
-constexpr double kBandwidth = 30e9;  // bytes/s, docs/DESIGN.md section 5
-
 struct Options {
   std::string config =
       (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/mid.json").string();
   std::vector<std::string> dtypes{"f32", "bf16", "f16"};
+  std::string compute = "auto";
   int64_t prompt = 512;
   int tokens = 128;
   int reps = 2;
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
     else if (a == "--dtypes") o.dtypes = split_commas(value());
     else if (a == "--prompt") o.prompt = std::stoll(value());
     else if (a == "--tokens") o.tokens = std::stoi(value());
+    else if (a == "--compute") o.compute = value();
     else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));
     else if (a == "--threads") o.threads = std::stoi(value());
     else { std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str()); return 2; }
@@ -69,11 +72,12 @@ int main(int argc, char** argv) {
     std::vector<int32_t> prompt(size_t(o.prompt));
     for (int32_t& t : prompt) t = int32_t(2 + rng() % uint64_t(config.vocab_size - 2));
 
+    const double bandwidth = bench::bandwidth_probe_gbs() * 1e9;
     std::printf("# bench_generate: %s, random weights, prompt %ld tokens, %d greedy tokens, %d threads,"
-                " best of %d runs\n# decode tok/s = forward passes / s (the first token comes from the "
-                "prefill logits); floor = %.0f GB/s / weight bytes per token\n",
-                o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, kBandwidth / 1e9);
-    std::printf("%-5s %11s %11s %9s %11s %8s %10s\n", "dtype", "prefill t/s", "decode t/s",
+                " best of %d runs, --compute %s\n# decode tok/s = forward passes / s (the first token comes"
+                " from the prefill logits); floor = %.1f GB/s (measured now) / weight bytes per token\n",
+                o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, o.compute.c_str(), bandwidth / 1e9);
+    std::printf("%-5s %-16s %11s %11s %9s %11s %8s %10s\n", "dtype", "compute", "prefill t/s", "decode t/s",
                 "ms/token", "floor t/s", "%floor", "weight MB");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
       if (!parse_dtype(name, &dtype)) { std::fprintf(stderr, "unknown dtype %s\n", name.c_str()); return 2; }
       Glm4Model model(config);
       init_random(model, 0, dtype);
+      const ComputeChoice compute = apply_compute_flag(model, o.compute);
       GenerationConfig gc;
       gc.max_tokens = o.tokens;  // greedy (temperature 0), no stop ids: exactly o.tokens tokens
       gc.prefill_chunk = std::max<int64_t>(o.prompt, 1);
@@ -95,8 +100,9 @@ int main(int argc, char** argv) {
         if (s.generated_tokens > 1 && s.decode_seconds > 0)
           decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
       }
-      const double floor = kBandwidth / decode_weight_bytes(config, dtype);
-      std::printf("%-5s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f\n", name.c_str(), prefill, decode,
+      const double floor = bandwidth / decode_weight_bytes(config, dtype);
+      std::printf("%-5s %-16s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f\n", name.c_str(), compute.describe().c_str(),
+                  prefill, decode,
                   1e3 / decode, floor, 100 * decode / floor, double(weight_bytes_live()) / 1048576.0);
       std::fflush(stdout);
     }

@@ -1,9 +1,9 @@
 // Time of one LoRA training step (forward + backward + AdamW, train_step) on a random model of
-// configs/mid.json with fp32 frozen weights, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down: tokens/s, peak tensor
+// configs/mid.json with frozen weights in --dtype (fp32 by default), LoRA r=16 alpha=32 on q,k,v,o,gate_up,down: tokens/s, peak tensor
 // memory and peak RSS, with and without gradient checkpointing. Each case runs in a child
 // process of its own, so that its peak RSS is its own.
 // Usage: bench_lora_step [--config configs/mid.json] [--shapes 4x256,1x512] [--checkpoint 0,1]
-//                        [--steps 3] [--threads 2]
+//                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16] [--compute auto|f32|bf16]
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +22,8 @@
 #include "autograd/tensor.h"
 #include "autograd/weight.h"
 #include "model/config.h"
+#include "base/check.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adamw.h"
@@ -47,6 +49,8 @@ struct Options {
   std::vector<Case> cases;
   int steps = 3;
   int threads = 2;
+  std::string dtype = "f32";     // storage of the frozen weights
+  std::string compute = "auto";  // --compute of the frozen products
   bool child = false;
 };
 
@@ -87,7 +91,10 @@ int run_case(const Options& o, const Case& c) {
   set_max_threads(o.threads);
   ModelConfig config = load_model_config(o.config);
   Glm4Model model(config);
-  init_random(model, 0, DType::F32);
+  DType dtype;
+  if (!parse_dtype(o.dtype, &dtype)) throw Error("--dtype " + o.dtype + ": expected f32, bf16 or f16");
+  init_random(model, 0, dtype);
+  apply_compute_flag(model, o.compute);
   LoraConfig lora;
   lora.rank = 16;
   lora.alpha = 32;
@@ -138,7 +145,8 @@ int spawn_case(const Options& o, const Case& c, const char* self) {
                                 "--shapes", std::to_string(c.B) + "x" + std::to_string(c.T),
                                 "--checkpoint", c.checkpoint ? "1" : "0",
                                 "--steps", std::to_string(o.steps),
-                                "--threads", std::to_string(o.threads)};
+                                "--threads", std::to_string(o.threads),
+                                "--dtype", o.dtype, "--compute", o.compute};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -162,6 +170,8 @@ int main(int argc, char** argv) {
     else if (a == "--checkpoint") ckpt = value();
     else if (a == "--steps") o.steps = std::max(1, std::stoi(value()));
     else if (a == "--threads") o.threads = std::stoi(value());
+    else if (a == "--dtype") o.dtype = value();
+    else if (a == "--compute") o.compute = value();
     else if (a == "--child") o.child = true;
     else { std::fprintf(stderr, "unknown flag %s (see the header of bench_lora_step.cpp)\n", a.c_str()); return 2; }
   }
@@ -172,10 +182,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_lora_step: %s\n", e.what());
     return 1;
   }
-  std::printf("# bench_lora_step: %s, fp32 frozen weights, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; %d threads;\n"
+  std::printf("# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; %d threads;\n"
               "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
               "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen Weights\n",
-              o.config.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");
+              o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");
   std::printf("%11s %4s %5s %8s %8s %9s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps", "s/step",
               "best", "tokens/s", "GF/s", "tensor MB", "RSS MB", "weight MB", "loss");
   std::fflush(stdout);

@@ -4,7 +4,7 @@ random GLM-4 (configs/mid.json, fp32 frozen weights, LoRA r=16 alpha=32 on q,k,v
 in a child process of its own. Also holds the minimal GLM-4 module torch_generate.py uses.
 
 Run: /usr/bin/python3 benchmarks/torch_lora_step.py [--shapes 4x256,1x512] [--checkpoint 0,1]
-     [--steps 3] [--threads 2] [--config configs/mid.json]
+     [--steps 3] [--threads 2] [--config configs/mid.json] [--dtype f32|bf16]
 (Debian python3-torch with libopenblas0-pthread: scripts/install_deps.sh --dev.)"""
 
 import argparse
@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 DEFAULT_CONFIG = os.path.join(HERE, "..", "configs", "mid.json")
 
 
@@ -32,8 +33,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(n), requires_grad=False)
         self.eps = eps
 
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+    def forward(self, x):  # transformers: statistics in fp32, cast back, then the weight
+        xf = x.float()
+        return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 
 class Linear(nn.Module):
@@ -55,8 +57,9 @@ class Linear(nn.Module):
 
     def forward(self, x):
         y = F.linear(x, self.weight, self.bias)
-        if self.lora_a is not None:
-            y = y + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
+        if self.lora_a is not None:  # PEFT keeps adapters fp32 on a bf16 base and casts back
+            xa = x.to(self.lora_a.dtype)
+            y = (y + F.linear(F.linear(xa, self.lora_a), self.lora_b) * self.scale).to(y.dtype)
         return y
 
 
@@ -94,7 +97,7 @@ class Attention(nn.Module):
         if T > 1:
             allowed = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
             scores = scores.masked_fill(~allowed, float("-inf"))
-        probs = torch.softmax(scores, dim=-1).view(B, self.KV, rep * T, S)
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype).view(B, self.KV, rep * T, S)
         out = (probs @ v).view(B, self.H, T, self.D)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.H * self.D))
 
@@ -195,7 +198,7 @@ def run_case(args, B, T, ckpt):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     c = load_config(args.config)
-    model = Glm4(c)
+    model = Glm4(c).to(DTYPES[args.dtype])  # frozen weights in --dtype; adapters stay fp32
     params = model.add_lora()
     opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     ids = torch.randint(2, c["vocab_size"], (B, T))
@@ -203,7 +206,7 @@ def run_case(args, B, T, ckpt):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(ids, checkpoint_layers=ckpt)
+        logits = model(ids, checkpoint_layers=ckpt).float()  # the loss in fp32, as transformers takes it
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         loss.backward()
         opt.step()
@@ -231,6 +234,7 @@ def main():
     p.add_argument("--checkpoint", default="0,1")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", default="f32", choices=sorted(DTYPES), help="frozen weights and activations")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
@@ -238,7 +242,7 @@ def main():
     if args.child:
         run_case(args, shapes[0][0], shapes[0][1], ckpts[0])
         return
-    print(f"# torch_lora_step: torch {torch.__version__} (BLAS {blas_name()}), {args.config}, fp32 frozen "
+    print(f"# torch_lora_step: torch {torch.__version__} (BLAS {blas_name()}), {args.config}, {args.dtype} frozen "
           f"weights, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; {args.threads} threads;\n"
           f"# s/step: median (best) of {args.steps} timed steps after one warm-up; GF/s counts 4 (6 with "
           f"checkpointing) FLOPs/token per matmul parameter; RSS MB: peak over the timed steps (VmHWM)")
@@ -249,7 +253,8 @@ def main():
         for ck in ckpts:
             rc |= subprocess.call([sys.executable, os.path.abspath(__file__), "--child", "--config", args.config,
                                    "--shapes", f"{B}x{T}", "--checkpoint", "1" if ck else "0",
-                                   "--steps", str(args.steps), "--threads", str(args.threads)])
+                                   "--steps", str(args.steps), "--threads", str(args.threads),
+                                   "--dtype", args.dtype])
     sys.exit(rc)
 
 

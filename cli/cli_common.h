@@ -32,6 +32,7 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenize_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenizer_command(CLI::App& parent, std::vector<Command>& out);
 void add_plot_command(CLI::App& parent, std::vector<Command>& out);
+void add_export_command(CLI::App& parent, std::vector<Command>& out);
 
 // "1,2,3" (spaces allowed) -> ids; each must be in [0, vocab) when vocab > 0.
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
@@ -39,6 +40,8 @@ std::vector<int32_t> parse_token_list(const std::string& text, const std::string
 // "2GB", "500MB", "1.5GiB", "123" (bytes), "0": bytes. Decimal units are powers of 1000 and
 // binary ones (KiB, MiB, GiB, TiB) powers of 1024, as transformers' max_shard_size reads them.
 size_t parse_size(const std::string& text, const std::string& flag);
+// --compute auto|f32|bf16 into `value` (default auto).
+void add_compute_flag(CLI::App* app, std::string& value);
 // "f32" | "bf16" | "f16".
 DType parse_dtype_flag(const std::string& text, const std::string& flag);
 

@@ -20,7 +20,7 @@ namespace glm4::cli {
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");
   struct Flags {
-    std::string model, adapter, data, label;
+    std::string model, adapter, data, label, compute = "auto";
     int64_t batch_size = 16, max_examples = 0;
     bool show = false;
   };
@@ -32,9 +32,10 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--batch-size", f->batch_size, "Prompts generated together (default 16)");
   app->add_option("--max-examples", f->max_examples, "Score only the first N examples");
   app->add_flag("--show", f->show, "Print every answer next to the reference (stderr)");
+  add_compute_flag(app, f->compute);
   out.push_back({app, [f] {
     GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    ModelSession s = open_session(f->model, f->adapter);
+    ModelSession s = open_session(f->model, f->adapter, f->compute);
     s.require_tokenizer("evaluate");
     std::vector<AnswerExample> examples;
     for_each_record(f->data, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
@@ -62,7 +63,8 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
                      {"examples", examples.size()},
                      {"exact_match", em.rate()},
                      {"answer_loss", p.loss},
-                     {"answer_tokens", p.tokens}};
+                     {"answer_tokens", p.tokens},
+                     {"compute", compute_dtype_name(s.compute.dtype)}};
     if (!em.by_task.empty()) {
       nlohmann::json t = nlohmann::json::object();
       for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);

@@ -32,7 +32,7 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   out.push_back({app, [f] {
     check_output_dir(f->out, "--out", f->force);
     size_t shard = parse_size(f->shard_size, "--shard-size");
-    ModelSession s = open_session(f->model, f->adapter);
+    ModelSession s = open_session(f->model, f->adapter, "f32");
     DType dtype = f->dtype.empty() ? s.model->config.torch_dtype : parse_dtype_flag(f->dtype, "--dtype");
     int64_t merged = merge_adapters(*s.model, dtype);
     ModelConfig config = s.model->config;
@@ -46,7 +46,7 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on a JSONL file");
   struct Flags {
-    std::string model, adapter, data;
+    std::string model, adapter, data, compute = "auto";
     int64_t batch_size = 4, max_seq_length = 2048;
     bool mask_prompt = false;
   };
@@ -57,16 +57,18 @@ void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--batch-size", f->batch_size, "Examples per forward pass (default 4)");
   app->add_option("--max-seq-length", f->max_seq_length, "Longer examples are truncated (default 2048)");
   app->add_flag("--mask-prompt", f->mask_prompt, "Score only completions / assistant turns");
+  add_compute_flag(app, f->compute);
   out.push_back({app, [f] {
     GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    ModelSession s = open_session(f->model, f->adapter);
+    ModelSession s = open_session(f->model, f->adapter, f->compute);
     DatasetOptions o;
     o.mask_prompt = f->mask_prompt;
     o.max_seq_length = f->max_seq_length;
     o.vocab_size = s.model->config.vocab_size;
     Dataset d = with_flag("--data", f->data, [&] { return load_dataset(f->data, make_text_encoder(f->model), o); });
     LossScore r = score_loss(*s.model, d.examples, f->batch_size);
-    std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld}\n", r.loss, r.perplexity, (long long)r.tokens);
+    std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n", r.loss, r.perplexity,
+                (long long)r.tokens, compute_dtype_name(s.compute.dtype));
   }});
 }
 

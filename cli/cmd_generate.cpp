@@ -22,7 +22,7 @@ struct SamplingFlags {
   int top_k = 0;
   uint64_t seed = 0;
   int64_t max_kv_size = 0;
-  std::string adapter, system;
+  std::string adapter, system, compute = "auto";
 
   void add(CLI::App* app) {
     app->add_option("--adapter", adapter, "LoRA adapter directory (PEFT or MLX), applied live");
@@ -35,6 +35,7 @@ struct SamplingFlags {
     app->add_option("--seed", seed, "Sampling seed (default 0)");
     app->add_option("--max-kv-size", max_kv_size, "Keep at most N cached tokens (first 4 + most recent)");
     app->add_option("--system", system, "System message (with --chat)");
+    add_compute_flag(app, compute);
   }
   GenerationConfig config(const ModelSession& s, bool chat) const {
     GenerationConfig g;
@@ -88,7 +89,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   out.push_back({app, [f] {
     GLM4_CHECK(!f->prompt.empty() || !f->tokens.empty() || !f->prompts_file.empty(),
                "one of --prompt, --tokens or --prompts-file is required");
-    ModelSession s = open_session(f->model, f->sampling.adapter);
+    ModelSession s = open_session(f->model, f->sampling.adapter, f->sampling.compute);
     GenerationConfig cfg = f->sampling.config(s, f->chat);
     NoGradGuard no_grad;
     if (!f->prompts_file.empty()) {
@@ -111,7 +112,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
       auto outputs = generate_batch(*s.model, prompts, cfg);
       for (size_t i = 0; i < outputs.size(); ++i) {
         std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
-        if (f->json) std::printf("%s\n", nlohmann::json({{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}}).dump().c_str());
+        if (f->json) std::printf("%s\n", nlohmann::json({{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}, {"compute", compute_dtype_name(s.compute.dtype)}, {"kernel", s.compute.kernel}}).dump().c_str());
         else std::printf("%s\n", text.c_str());
       }
       return;
@@ -145,7 +146,9 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
       std::printf("%s\n", nlohmann::json({{"prompt_ids", prompt}, {"ids", ids}, {"text", text},
                                           {"prefill_tps", st.prefill_tokens_per_second()},
                                           {"decode_tps", st.decode_tokens_per_second()},
-                                          {"peak_rss_mb", peak_rss_mb()}}).dump().c_str());
+                                          {"peak_rss_mb", peak_rss_mb()},
+                                          {"compute", compute_dtype_name(s.compute.dtype)},
+                                          {"kernel", s.compute.kernel}}).dump().c_str());
     } else {
       std::printf("\n");
       print_stats(st);
@@ -163,7 +166,7 @@ void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--model", f->model, "Model directory")->required();
   f->sampling.add(app);
   out.push_back({app, [f] {
-    ModelSession s = open_session(f->model, f->sampling.adapter);
+    ModelSession s = open_session(f->model, f->sampling.adapter, f->sampling.compute);
     s.require_tokenizer("chat");
     GenerationConfig cfg = f->sampling.config(s, true);
     NoGradGuard no_grad;

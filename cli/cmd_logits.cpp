@@ -14,7 +14,7 @@ namespace glm4::cli {
 
 namespace {
 struct LogitsOptions {
-  std::string model, tokens, text, out, adapter;
+  std::string model, tokens, text, out, adapter, compute = "auto";
   bool dump_layers = false;
 };
 
@@ -23,7 +23,7 @@ void run_logits(const LogitsOptions& o) {
   check_output_file(o.out, "--out");
   GLM4_CHECK(o.tokens.empty() || o.text.empty(), "give either --tokens or --text, not both");
   GLM4_CHECK(std::filesystem::is_directory(o.model), "--model ", o.model, ": not a directory");
-  ModelSession s = open_session(o.model, o.adapter);
+  ModelSession s = open_session(o.model, o.adapter, o.compute);
   const ModelConfig& c = s.model->config;
   std::vector<int32_t> ids = o.text.empty() ? parse_token_list(o.tokens, "--tokens", c.vocab_size)
                                             : (s.require_tokenizer("--text"), s.encode_prompt(o.text));
@@ -64,6 +64,7 @@ void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
   tokens->excludes(text);
   sub->add_option("--out", o->out, "Output .safetensors file")->required();
   sub->add_option("--adapter", o->adapter, "LoRA adapter directory (PEFT or MLX layout) to apply");
+  add_compute_flag(sub, o->compute);
   sub->add_flag("--dump-layers", o->dump_layers,
                 "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");
   sub->footer(

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     glm4::cli::add_tokenize_command(app, commands);
     glm4::cli::add_tokenizer_command(app, commands);
     glm4::cli::add_plot_command(app, commands);
+    glm4::cli::add_export_command(app, commands);
     check_subcommand_names(app, argc, argv);
     try {
       app.parse(argc, argv);

@@ -10,7 +10,7 @@
 
 namespace glm4::cli {
 
-ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir) {
+ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir, const std::string& compute) {
   ModelSession s;
   s.model_dir = model_dir;
   s.model = with_flag("--model", model_dir, [&] { return load_model(model_dir); });
@@ -19,6 +19,7 @@ ModelSession open_session(const std::string& model_dir, const std::string& adapt
         with_flag("--adapter", adapter_dir, [&] { return load_adapter(*s.model, adapter_dir, model_dir); });
     if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   }
+  s.compute = apply_compute_flag(*s.model, compute);
   namespace fs = std::filesystem;
   if (fs::exists(fs::path(model_dir) / "tokenizer.json") || fs::exists(fs::path(model_dir) / "tokenizer.model")) {
     s.tokenizer = with_flag("--model", model_dir, [&] { return load_tokenizer(model_dir); });

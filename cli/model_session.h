@@ -8,6 +8,7 @@
 
 #include "io/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 
 namespace glm4::cli {
@@ -17,6 +18,7 @@ struct ModelSession {
   std::unique_ptr<Glm4Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has no tokenizer files
   ChatFormat format = ChatFormat::Glm4;
+  ComputeChoice compute;  // what the frozen products run in (--compute)
 
   Tokenizer& require_tokenizer(const char* why) const;
   // [gMASK]<sop> + encode(text) (what Hugging Face's encode adds for GLM models).
@@ -25,7 +27,9 @@ struct ModelSession {
   std::vector<int32_t> stop_ids(bool chat) const;
 };
 
-// Loads --model and, when given, applies --adapter live (a warning goes to stderr).
-ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir);
+// Loads --model and, when given, applies --adapter live (a warning goes to stderr), and sets the
+// process's compute dtype from --compute (auto | f32 | bf16).
+ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir,
+                          const std::string& compute = "auto");
 
 }  // namespace glm4::cli

@@ -10,6 +10,7 @@
 #include "io/chat_template.h"
 #include "io/tokenizer/stream_decoder.h"
 #include "io/tokenizer/tokenizer.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/adapter/adapter_io.h"
 
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   try {
     std::unique_ptr<glm4::Glm4Model> model = glm4::load_model(argv[1]);
     if (argc > 3) glm4::load_adapter(*model, argv[3], argv[1]);  // applied live, not merged
+    glm4::apply_compute_flag(*model, "auto");  // bf16 products where weights and CPU allow
     std::unique_ptr<glm4::Tokenizer> tokenizer = glm4::load_tokenizer(argv[1]);
     glm4::ChatFormat format = glm4::detect_chat_format(*tokenizer);
 

@@ -15,8 +15,10 @@ double peak_rss_mb();  // of this process so far
 
 class MetricsLog {
  public:
-  // Appends when `append` (a resumed run), else starts the file afresh.
-  MetricsLog(const std::filesystem::path& path, bool append);
+  // Appends when `append` (a resumed run), else starts the file afresh. A resumed run passes the
+  // step it resumes from: lines of later steps (logged by a run that died after its last save)
+  // are dropped first, so every step appears once.
+  MetricsLog(const std::filesystem::path& path, bool append, int64_t keep_through_step = -1);
   ~MetricsLog();
   void write(const nlohmann::json& line);  // one line, flushed
 

@@ -22,8 +22,7 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
   Tensor in = x;
   if (ctx.training && lora->dropout > 0)
     in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, seed_slot));
-  Tensor delta = ops::linear(ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, Tensor());
-  return ops::add(y, ops::scale(delta, lora->scale));
+  return ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
 }
 
 void Linear::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages glm4 builds and tests with. Idempotent: packages already
 # present are skipped, so a second run costs one dpkg query.
-# Usage: scripts/install_deps.sh [--dev]   (--dev adds PyTorch for the reference script and benchmarks)
+# Usage: scripts/install_deps.sh [--dev]   (--dev adds PyTorch and oneDNN for the reference script and benchmarks)
 set -euo pipefail
 
 packages=(
@@ -12,7 +12,8 @@ packages=(
 )
 if [[ "${1:-}" == "--dev" ]]; then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.
-  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece)
+  # libdnnl-dev: oneDNN, the bf16 matmul bench_bf16_gemm compares against (nothing else links it).
+  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece libdnnl-dev)
 fi
 
 source "$(dirname "$0")/lib/apt_install.sh"

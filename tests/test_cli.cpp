@@ -13,6 +13,7 @@
 #include "model/glm4_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
+#include "autograd/kernels/bf16_gemm.h"
 #include "model/adapter/adapter_io.h"
 
 namespace glm4 {
@@ -21,6 +22,7 @@ namespace {
 using glm4::testing::TempDir;
 using glm4::testing::Result;
 using glm4::testing::run;
+using glm4::testing::run_program;
 using glm4::testing::succeeds;
 namespace fs = std::filesystem;
 
@@ -181,6 +183,32 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 }
 
 // Each failure: status 1, one message naming the flag or file, never a crash.
+// --compute: auto runs fp32 checkpoints in f32 and bf16 ones in bf16 where the CPU has native bf16;
+// the choice is reported in generate --json and is what the products then use.
+TEST(Cli, ComputeFlagIsResolvedAndReported) {
+  const std::string bf16_model = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
+  auto compute_of = [](const std::string& model, const std::string& flag) {
+    auto r = run_program(GLM4_BINARY, {"generate", "--model", model, "--tokens", "1,2,3", "--max-tokens", "4",
+                                       "--json", "--compute", flag}, true);
+    EXPECT_TRUE(succeeds(r)) << flag;
+    return nlohmann::json::parse(r.output);
+  };
+  EXPECT_EQ(compute_of(kTinyGlm4, "auto")["compute"], "f32");
+  EXPECT_EQ(compute_of(bf16_model, "f32")["compute"], "f32");
+  EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
+  const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  nlohmann::json automatic = compute_of(bf16_model, "auto");
+  EXPECT_EQ(automatic["compute"], native ? "bf16" : "f32");
+  if (native) {
+    EXPECT_EQ(automatic["kernel"], kernels::bf16_kernel_name(kernels::bf16_kernel()));
+    EXPECT_EQ(compute_of(bf16_model, "bf16")["compute"], "bf16");
+  } else {
+    auto r = run({"generate", "--model", bf16_model, "--tokens", "1,2", "--compute", "bf16"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.output.find("--compute bf16"), std::string::npos) << r.output;
+  }
+}
+
 TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
   TempDir tmp;
   const std::string out = (tmp / "x.safetensors").string();
@@ -210,6 +238,8 @@ TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
       {{"init", "--config", kTinyConfig, "--out", model_out, "--seed", "abc"}, {"--seed"}},
       {{"init", "--config", kTinyConfig, "--out", model_out, "--bogus"}, {"--bogus"}},
       {{"logits", "--model", kTinyGlm4, "--out", out}, {"--tokens", "--text"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1,2", "--out", out, "--compute", "fp8"}, {"--compute", "fp8"}},
+      {{"generate", "--model", kTinyGlm4, "--tokens", "1,2", "--compute", "half"}, {"--compute", "half"}},
       {{"logits", "--model", kTinyGlm4, "--tokens", "1,x,3", "--out", out}, {"--tokens", "\"x\""}},
       {{"logits", "--model", kTinyGlm4, "--tokens", "1,,3", "--out", out}, {"--tokens"}},
       {{"logits", "--model", kTinyGlm4, "--tokens", "9999", "--out", out}, {"--tokens", "9999", "512"}},

@@ -65,7 +65,7 @@ struct Chatter {
 // and must equal a fresh generation over the whole conversation.
 TEST(ChatCommand, TwoTurnsEqualFreshGenerations) {
   const std::string q1 = "What is 17 plus 25?", q2 = "Name a book of the Bible.";
-  auto r = run_program_with_input(GLM4_BINARY, {"chat", "--model", kModel, "--max-tokens", "24"},
+  auto r = run_program_with_input(GLM4_BINARY, {"chat", "--model", kModel, "--max-tokens", "24", "--compute", "f32"},
                                   q1 + "\n" + q2 + "\n\n", /*stdout_only=*/true);
   ASSERT_TRUE(succeeds(r));
   Chatter c(kModel);
@@ -205,7 +205,7 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
   }
   for (const char* batch : {"1", "4"}) {
     auto r = run_program(GLM4_BINARY, {"evaluate", "--model", model.string(), "--data", (tmp / "eval.jsonl").string(),
-                                       "--batch-size", batch}, true);
+                                       "--batch-size", batch, "--compute", "f32"}, true);
     ASSERT_TRUE(succeeds(r));
     nlohmann::json j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["examples"], 5);

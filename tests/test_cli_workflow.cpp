@@ -50,10 +50,11 @@ TEST(Workflow, ShortLoraRunThenLiveFusedAndExampleAgree) {
 
   const std::string q = "What is 17 plus 25?";
   auto base = run_program(GLM4_BINARY, {"generate", "--model", kModel, "--chat", "--prompt", q, "--max-tokens", "24"}, true);
+  // Exact agreement of live and merged needs the same products: the fused model is f32, so f32.
   auto live = run_program(GLM4_BINARY, {"generate", "--model", kModel, "--adapter", adapter, "--chat", "--prompt", q,
-                                        "--max-tokens", "24", "--json"}, true);
+                                        "--max-tokens", "24", "--json", "--compute", "f32"}, true);
   auto merged = run_program(GLM4_BINARY, {"generate", "--model", fused, "--chat", "--prompt", q, "--max-tokens", "24",
-                                          "--json"}, true);
+                                          "--json", "--compute", "f32"}, true);
   ASSERT_TRUE(succeeds(base));
   ASSERT_TRUE(succeeds(live));
   ASSERT_TRUE(succeeds(merged));
@@ -73,20 +74,22 @@ TEST(Workflow, ShortLoraRunThenLiveFusedAndExampleAgree) {
   EXPECT_EQ(example_adapted.output, cli_adapted.output);
 
   auto p_live = run_program(GLM4_BINARY, {"perplexity", "--model", kModel, "--adapter", adapter, "--data",
-                                          kFinetune + "/valid.jsonl"}, true);
-  auto p_fused = run_program(GLM4_BINARY, {"perplexity", "--model", fused, "--data", kFinetune + "/valid.jsonl"}, true);
+                                          kFinetune + "/valid.jsonl", "--compute", "f32"}, true);
+  auto p_fused = run_program(GLM4_BINARY, {"perplexity", "--model", fused, "--data", kFinetune + "/valid.jsonl",
+                                           "--compute", "f32"}, true);
   ASSERT_TRUE(succeeds(p_live));
   ASSERT_TRUE(succeeds(p_fused));
   double a = nlohmann::json::parse(p_live.output)["loss"], b = nlohmann::json::parse(p_fused.output)["loss"];
   EXPECT_NEAR(a, b, 1e-4 * a);
 
   // The adapter changed the model: held-out loss fell, and the generated answer differs.
-  auto p_base = run_program(GLM4_BINARY, {"perplexity", "--model", kModel, "--data", kFinetune + "/valid.jsonl"}, true);
+  auto p_base = run_program(GLM4_BINARY, {"perplexity", "--model", kModel, "--data", kFinetune + "/valid.jsonl",
+                                          "--compute", "f32"}, true);
   ASSERT_TRUE(succeeds(p_base));
   double base_loss = nlohmann::json::parse(p_base.output)["loss"];
   EXPECT_LT(a, base_loss - 0.05) << "adapter " << a << " vs base " << base_loss;
   auto base_json = run_program(GLM4_BINARY, {"generate", "--model", kModel, "--chat", "--prompt", q, "--max-tokens",
-                                             "24", "--json"}, true);
+                                             "24", "--json", "--compute", "f32"}, true);
   ASSERT_TRUE(succeeds(base_json));
   EXPECT_NE(nlohmann::json::parse(base_json.output)["ids"], jl["ids"]);
 }

@@ -125,7 +125,8 @@ TEST(FusedOps, AttentionEqualsComposition) {
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t t = 0; t < 40; ++t) packed.seg_start.push_back(t < 13 ? 0 : t < 30 ? 13 : 30);
   std::vector<Case> cases{{2, 80, 80, 4, 2, 16, padded}, {1, 3, 80, 8, 1, 8, decode},
-                          {2, 40, 40, 2, 2, 4, packed}, {1, 1, 1, 1, 1, 1, {}}};
+                          {2, 40, 40, 2, 2, 4, packed}, {1, 1, 1, 1, 1, 1, {}},
+                          {1, 200, 200, 2, 1, 8, {}}};  // backward cut into 7 query splits
   for (const Case& c : cases) {
     expect_same({{c.B, c.T, c.Hq, c.D}, {c.B, c.S, c.Hkv, c.D}, {c.B, c.S, c.Hkv, c.D}},
                 [&](const V& x) { return ops::attention(x[0], x[1], x[2], c.mask); },

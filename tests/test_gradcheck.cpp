@@ -76,6 +76,10 @@ std::vector<GradCase> all_cases() {
   c.push_back({"matmul_batched", {{2, 3, 5}, {2, 5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"matmul_shared_b", {{2, 3, 5}, {5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"linear", {{2, 3, 7}, {5, 7}, {5}}, [](const V& x) { return ops::linear(x[0], x[1], x[2]); }});
+  // add_low_rank consumes its first operand, so it gets a fresh one (scale by 1) every call.
+  c.push_back({"add_low_rank", {{2, 3, 5}, {2, 3, 4}, {5, 4}}, [](const V& x) {
+                 return ops::add_low_rank(ops::scale(x[0], 1.0f), x[1], x[2], 0.7f);
+               }});
   c.push_back({"linear_nobias_m1", {{1, 7}, {3, 7}}, [](const V& x) { return ops::linear(x[0], x[1], Tensor()); }});
   c.push_back({"linear_frozen_bf16", {{4, 6}, {3}}, [](const V& x) {
                  static std::vector<float> w = testing::random_tensor({3, 6}, 9).to_vector();

@@ -6,6 +6,8 @@
 
 #include "autograd/node.h"
 #include "infer/score.h"
+#include "base/check.h"
+#include "model/compute_choice.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "train/train_step.h"
@@ -21,10 +23,10 @@ struct LoraFixture {
   std::vector<std::pair<std::string, Tensor>> params;  // PEFT key -> our tensor
 };
 
-LoraFixture setup() {
+LoraFixture setup(const std::string& model = "tiny_glm4") {
   LoraFixture f;
   f.file = SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
-  f.model = load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4");
+  f.model = load_model(std::string(GLM4_TEST_DATA) + "/" + model);
   LoraConfig lora;
   lora.rank = 4;
   lora.alpha = 8;
@@ -117,6 +119,34 @@ TEST(LoraTrainParity, RecomputeWithDropoutGivesTheSameGradients) {
 }
 
 TEST(LoraTrainParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }
+
+// The reference run on the base rounded to bf16 (tiny_glm4_bf16): our bf16 compute's loss curve
+// stays within twice PyTorch's bf16 deviation (bf16 base, fp32 adapters) from the fp64 curve.
+TEST(LoraTrainParity, Bf16ComputeLossCurveWithinTwiceTorchBf16) {
+  LoraFixture f = setup("tiny_glm4_bf16");
+  try {
+    apply_compute_flag(*f.model, "bf16");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no native bf16 on this CPU: " << e.what();
+  }
+  std::vector<std::pair<std::string, Tensor>> named(f.params.begin(), f.params.end());
+  AdamW opt(named, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  std::vector<float> ref = read_f32(f.file->at("bf16_base.losses_fp64"));
+  std::vector<float> torch = read_f32(f.file->at("bf16_base.losses_torch_bf16"));
+  double ours = 0, theirs = 0;
+  for (int s = 0; s < 20; ++s) {
+    StepOptions o;
+    o.lr = 1e-3;
+    o.max_grad_norm = 1.0;
+    StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
+    ours = std::max(ours, std::abs(r.loss - double(ref[size_t(s)])));
+    theirs = std::max(theirs, std::abs(double(torch[size_t(s)]) - double(ref[size_t(s)])));
+  }
+  set_compute_dtype(ComputeDType::F32);
+  std::printf("[ bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n", ours, theirs);
+  EXPECT_LE(ours, 2 * theirs);
+  EXPECT_GT(ours, 0.0);
+}
 TEST(LoraTrainParity, TwentyStepsMatchWithGradientCheckpointing) { run_twenty_steps(true); }
 
 }  // namespace

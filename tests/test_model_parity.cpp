@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "autograd/node.h"
 #include "io/safetensors.h"
+#include "base/check.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 
 namespace glm4 {
@@ -69,6 +72,52 @@ TEST_P(ModelParity, LogitsAndHiddenStatesMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
                          ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16"));
+
+// Largest |ours - fp64 reference| over valid positions, absolute.
+double max_abs_error(const float* a, const std::vector<float>& b, const Fixture& f, int64_t width) {
+  double worst = 0;
+  for (int64_t bi = 0; bi < f.B; ++bi)
+    for (int64_t t = 0; t < f.lengths[bi]; ++t)
+      for (int64_t j = 0; j < width; ++j) {
+        size_t i = size_t((bi * f.T + t) * width + j);
+        worst = std::max(worst, double(std::abs(a[i] - b[i])));
+      }
+  return worst;
+}
+
+// bf16 compute is no less accurate than PyTorch's bf16: its logits are at most twice as far from
+// the fp64 reference as PyTorch's own bf16 forward (transformers' dtype rules) is.
+TEST(Bf16Compute, LogitsWithinTwiceTorchBf16OfTheFp64Reference) {
+  const std::string dir = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
+  auto model = load_model(dir);
+  ComputeChoice choice;
+  try {
+    choice = apply_compute_flag(*model, "bf16");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no native bf16 on this CPU: " << e.what();
+  }
+  Fixture f = read_fixture(dir);
+  auto logits_of = [&] {
+    NoGradGuard no_grad;
+    ForwardContext ctx;
+    ctx.batch = f.B;
+    ctx.seq = f.T;
+    for (int64_t b = 0; b < f.B; ++b)
+      for (int64_t t = 0; t < f.T; ++t) ctx.positions.push_back(int32_t(t));
+    ctx.mask.kv_end = f.lengths;
+    return model->logits(model->forward_hidden(f.ids, ctx), ctx);
+  };
+  Tensor bf16 = logits_of();
+  set_compute_dtype(ComputeDType::F32);
+  Tensor f32 = logits_of();
+  const int64_t V = model->config.vocab_size;
+  std::vector<float> ref = read_f32(f.file->at("logits")), torch = read_f32(f.file->at("logits_torch_bf16"));
+  const double ours = max_abs_error(bf16.data(), ref, f, V), theirs = max_abs_error(torch.data(), ref, f, V);
+  std::printf("[ bf16 ] %s: max |logit - fp64| ours %.3g, PyTorch bf16 %.3g, ours in f32 %.3g\n",
+              choice.describe().c_str(), ours, theirs, max_abs_error(f32.data(), ref, f, V));
+  EXPECT_LE(ours, 2 * theirs);
+  EXPECT_GT(ours, max_abs_error(f32.data(), ref, f, V));  // the bf16 kernels did run
+}
 
 TEST(ModelLoading, Bf16WeightsStayBf16InMemory) {
   auto model = load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16");

@@ -156,6 +156,10 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
 
   std::ifstream f(tmp / "out" / "metrics.jsonl");
   std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  json first = json::parse(line);  // the run's compute choice comes first: fp32 weights run in f32
+  EXPECT_EQ(first["compute"], "f32");
+  EXPECT_EQ(first["kernel"], "fp32");
   int train_lines = 0;
   while (std::getline(f, line)) {
     json j = json::parse(line);

@@ -80,9 +80,16 @@ def spec_from_config(cfg: dict) -> Spec:
 
 # ---------------------------------------------------------------- shared pieces
 
+def work_dtype(t):
+    """The precision transformers computes norms and softmax in: fp32 for bf16/f16 tensors."""
+    return torch.float32 if t.dtype in (torch.bfloat16, torch.float16) else t.dtype
+
+
 def rms_norm(x, w, eps):
-    # y = w * x / sqrt(mean(x^2) + eps), statistics in the working precision (>= fp32)
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    # y = w * x / sqrt(mean(x^2) + eps), statistics in the working precision (>= fp32), cast
+    # back to x's dtype before the weight multiplies (transformers' Glm4RMSNorm)
+    xf = x.to(work_dtype(x))
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def rope_angles(spec: Spec, T: int):
@@ -109,7 +116,7 @@ def core_attention(q, k, v, allowed, n_rep):
     v = v.repeat_interleave(n_rep, dim=1)
     scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)  # [B,H,T,T]
     scores = scores.masked_fill(~allowed, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
+    probs = torch.softmax(scores, dim=-1, dtype=work_dtype(scores)).to(q.dtype)
     B, H, T, D = q.shape
     return (probs @ v).transpose(1, 2).reshape(B, T, H * D)
 
@@ -121,8 +128,8 @@ def linear(x, W, name, lora=None):
     if bias is not None:
         y = y + bias
     if lora is not None and name in lora["modules"]:
-        A, B = lora["modules"][name]
-        y = y + lora["scale"] * ((x @ A.t()) @ B.t())
+        A, B = lora["modules"][name]  # in their own dtype (fp32 on a bf16 base, as PEFT keeps them)
+        y = y + (lora["scale"] * ((x.to(A.dtype) @ A.t()) @ B.t())).to(y.dtype)
     return y
 
 

@@ -89,6 +89,7 @@ def make_data(g):
 def ce_sum(spec, W, lora, ids, labels, lengths):
     """Summed next-token CE: logits[:, :-1] against labels[:, 1:], -100 ignored."""
     logits, _, _ = gm.forward(spec, W, ids, lengths, lora)
+    logits = logits.to(gm.work_dtype(logits))  # transformers takes the loss of bf16 logits in fp32
     V = logits.shape[-1]
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1),
                            ignore_index=HP["ignore_index"], reduction="sum")
@@ -98,11 +99,12 @@ def n_targets(labels):
     return int((labels[:, 1:] != HP["ignore_index"]).sum())
 
 
-def train(spec, W32, init, data, dtype):
-    """Runs the whole fine-tune in `dtype`. Returns dict with losses, grad_norms, grad0, final.
-    Alongside torch's optimizer it applies docs/DESIGN.md's AdamW formula by hand and asserts
-    both agree, and checks clip_grad_norm_ against the plain L2 norm."""
-    W = {k: v.to(dtype) for k, v in W32.items()}
+def train(spec, W32, init, data, dtype, base_dtype=None):
+    """Runs the whole fine-tune in `dtype` (the base model in `base_dtype` when given: bf16 with
+    fp32 adapters is PEFT on a bf16 checkpoint). Returns dict with losses, grad_norms, grad0,
+    final. Alongside torch's optimizer it applies docs/DESIGN.md's AdamW formula by hand and
+    asserts both agree, and checks clip_grad_norm_ against the plain L2 norm."""
+    W = {k: v.to(base_dtype or dtype) for k, v in W32.items()}
     keys = sorted(init)
     params = {k: init[k].to(dtype).clone().requires_grad_(True) for k in keys}
     scale = HP["lora_alpha"] / HP["r"]

@@ -211,8 +211,9 @@ def model_fixture(spec, W, seed):
                      "fp32_vs_fp64_logits_max_abs": fp32_dev}
 
 
-def check_written_fixture(path, spec):
-    """Read the file back and check the published names, dtypes and shapes."""
+def check_written_fixture(path, spec, extra=()):
+    """Read the file back and check the published names (plus `extra` [B, T, V] logits),
+    dtypes and shapes."""
     t, _ = st.read(path)
     B, T, V, h = len(FIX_LENGTHS), FIX_T, spec.vocab, spec.hidden
     want = {"input_ids": (torch.int32, [B, T]), "lengths": (torch.int32, [B]),
@@ -220,6 +221,7 @@ def check_written_fixture(path, spec):
             "greedy_prompt": (torch.int32, [PROMPT_LEN]),
             "greedy_ids": (torch.int32, [GREEDY_STEPS])}
     want.update({f"hidden.{i}": (torch.float32, [B, T, h]) for i in range(spec.layers)})
+    want.update({name: (torch.float32, [B, T, V]) for name in extra})
     assert sorted(t) == sorted(want), sorted(t)
     for k, (dtype, shape) in want.items():
         assert t[k].dtype == dtype and list(t[k].shape) == shape, k
@@ -300,6 +302,13 @@ def lora_fixture(out, spec, W32):
     lora = {"scale": lora_ref.HP["lora_alpha"] / lora_ref.HP["r"], "modules": modules}
     W64 = {k: v.double() for k, v in W32.items()}
     tensors["final_logits"] = gm.forward(spec, W64, ids0, lengths0, lora)[0].float()
+    # The same run on the base rounded to bf16: in fp64 (the reference) and as PyTorch runs it
+    # in bf16 with fp32 adapters (the yardstick for our bf16 compute).
+    Wbf = {k: v.to(torch.bfloat16).float() for k, v in W32.items()}
+    r64_bf = lora_ref.train(spec, Wbf, init, data, torch.float64)
+    r_torch_bf = lora_ref.train(spec, Wbf, init, data, torch.float32, base_dtype=torch.bfloat16)
+    tensors["bf16_base.losses_fp64"] = torch.tensor(r64_bf["losses"], dtype=torch.float32)
+    tensors["bf16_base.losses_torch_bf16"] = torch.tensor(r_torch_bf["losses"], dtype=torch.float32)
     for s, micro in enumerate(data):
         for m, (ids, labels, lengths) in enumerate(micro):
             tensors[f"step{s}.micro{m}.input_ids"] = ids.to(torch.int32)
@@ -320,6 +329,8 @@ def lora_fixture(out, spec, W32):
         "fp32_vs_fp64_final_max_abs": drift,
         "fp32_vs_fp64_loss_max_abs": max(abs(a - b) for a, b in zip(r64["losses"],
                                                                      r32["losses"])),
+        "bf16_base_torch_bf16_vs_fp64_loss_max_abs": max(
+            abs(a - b) for a, b in zip(r64_bf["losses"], r_torch_bf["losses"])),
     }
 
 
@@ -359,9 +370,20 @@ def main():
             d16 = write_model_dir(args.out, "tiny_glm4_bf16", bf16)
             tensors, rep = model_fixture(spec, {k: v.double() for k, v in bf16.items()},
                                          SEEDS[name] + 100)
+            # What PyTorch computes in bf16 (transformers' dtype rules), each row alone: the
+            # yardstick for our bf16 compute against the fp64 logits above.
+            ids16 = tensors["input_ids"].long()
+            torch_bf16 = torch.zeros_like(tensors["logits"])
+            for b, n in enumerate(FIX_LENGTHS):
+                torch_bf16[b, :n] = gm.forward(spec, bf16, ids16[b : b + 1, :n])[0][0].float()
+            tensors["logits_torch_bf16"] = torch_bf16
+            rep["torch_bf16_vs_fp64_logits_max_abs"] = float(
+                max((torch_bf16[b, :n].double() - tensors["logits"][b, :n].double()).abs().max()
+                    for b, n in enumerate(FIX_LENGTHS)))
             st.write(os.path.join(d16, "fixture.safetensors"), tensors,
                      metadata={"format": "pt"})
-            check_written_fixture(os.path.join(d16, "fixture.safetensors"), spec)
+            check_written_fixture(os.path.join(d16, "fixture.safetensors"), spec,
+                                  extra=["logits_torch_bf16"])
             report["tiny_glm4_bf16"] = rep
             report["lora_train_glm4"] = lora_fixture(args.out, spec, weights)
     json.dump(report, sys.stdout, indent=1)

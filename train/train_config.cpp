@@ -66,6 +66,7 @@ const std::map<std::string, Field>& fields() {
       {"threads", field(&TrainConfig::threads)},
       {"bucket_mb", field(&TrainConfig::bucket_mb)},
       {"sync_check_every", field(&TrainConfig::sync_check_every)},
+      {"compute", field(&TrainConfig::compute)},
   };
   return table;
 }
@@ -123,6 +124,8 @@ void TrainConfig::validate() const {
   GLM4_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
   GLM4_CHECK(std::isfinite(bucket_mb) && bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
   GLM4_CHECK(sync_check_every >= 0, "--sync-check-every must be >= 0, got ", sync_check_every);
+  GLM4_CHECK(compute == "auto" || compute == "f32" || compute == "bf16",
+             "--compute must be auto, f32 or bf16, got \"", compute, "\"");
   GLM4_CHECK(adapter_format == "peft" || adapter_format == "mlx",
              "--adapter-format must be peft or mlx, got \"", adapter_format, "\"");
   if (!full) {

@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "autograd/node.h"
 #include "base/parallel.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "model/adapter/adapter_io.h"
@@ -91,6 +92,17 @@ std::vector<Batch> next_micro_batches(BatchIterator& batches, const std::vector<
   return micro;
 }
 
+// The temporary files (`*.tmp`, io/atomic_file.h) a killed run left in OUT and OUT/best: a save
+// that never finished. The files they were to replace are whole.
+void remove_stale_temporaries(const fs::path& out) {
+  for (const fs::path& dir : {out, out / "best"}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.is_regular_file() && e.path().extension() == ".tmp") fs::remove(e.path(), ec);
+  }
+}
+
 Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c, int64_t vocab,
                    ProgressBar& bar) {
   DatasetOptions o;
@@ -115,6 +127,7 @@ TrainSummary train(const TrainConfig& config, Distributed& group) {
   ProgressBar bar(0, c.iters, c.steps_per_report, !root);
 
   std::unique_ptr<Glm4Model> model = load_model(c.model);
+  const ComputeChoice compute = apply_compute_flag(*model, c.compute);
   TextEncoder encoder = make_text_encoder(c.model);
   Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);
   Dataset valid;
@@ -165,11 +178,14 @@ TrainSummary train(const TrainConfig& config, Distributed& group) {
   std::optional<MetricsLog> metrics;  // rank 0 alone writes
   if (root) {
     fs::create_directories(c.out);
-    metrics.emplace(fs::path(c.out) / "metrics.jsonl", !c.resume.empty());
+    remove_stale_temporaries(c.out);
+    metrics.emplace(fs::path(c.out) / "metrics.jsonl", !c.resume.empty(), state.step);
   }
   auto log = [&](const nlohmann::json& line) {
     if (metrics) metrics->write(line);
   };
+  log({{"step", state.step}, {"compute", compute_dtype_name(compute.dtype)}, {"kernel", compute.kernel},
+       {"threads", max_threads()}, {"ranks", group.size()}});
 
   BatchOptions bo;
   bo.batch_size = c.batch_size;

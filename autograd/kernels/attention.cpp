@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "autograd/kernels/vec_math.h"
 #include "base/parallel.h"
 
 namespace glm4::kernels {
@@ -71,20 +72,15 @@ void attention_forward(const AttentionArgs& a) {
           float* srow = sbuf.data() + r * tk;
           int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
           int64_t jhi = std::clamp<int64_t>(rr.hi[r] - k0, 0, tk);
-          float row_max = -INFINITY;
-          for (int64_t j = jlo; j < jhi; ++j) row_max = std::max(row_max, srow[j]);
           if (jlo >= jhi) {
             std::fill_n(srow, tk, 0.0f);
             continue;
           }
-          float new_m = std::max(m[r], row_max);
+          std::fill(srow, srow + jlo, -INFINITY);  // masked keys: exp gives exactly 0
+          std::fill(srow + jhi, srow + tk, -INFINITY);
+          float new_m = std::max(m[r], kernels::max_of(srow + jlo, jhi - jlo));
           float alpha = std::exp(m[r] - new_m);
-          float sum = 0;
-          for (int64_t j = 0; j < tk; ++j) {
-            float p = (j >= jlo && j < jhi) ? std::exp(srow[j] - new_m) : 0.0f;
-            srow[j] = p;
-            sum += p;
-          }
+          float sum = float(exp_shifted(srow, new_m, srow, tk));
           l[r] = l[r] * alpha + sum;
           m[r] = new_m;
           float* arow = acc.data() + r * d;
@@ -102,24 +98,39 @@ void attention_forward(const AttentionArgs& a) {
   });
 }
 
+// Tasks of the backward pass: every (batch row, kv head) is cut into `splits` ranges of query
+// tiles so that small batches still give enough tasks; each task keeps its own dK/dV partial sums,
+// added in split order afterwards. The cut depends on the shapes only, so results do not depend
+// on the thread count.
+constexpr int64_t kMinBackwardTasks = 16;
+
 void attention_backward(const AttentionGradArgs& g) {
   const AttentionArgs& a = g.fwd;
   const int64_t group = a.Hq / a.Hkv, d = a.D;
   AttentionMask no_mask;
   const AttentionMask& mask = a.mask ? *a.mask : no_mask;
-  parallel_for(a.B * a.Hkv, 1, [&](int64_t lo_task, int64_t hi_task) {
+  const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
+  const int64_t splits = std::clamp<int64_t>((kMinBackwardTasks + a.B * a.Hkv - 1) / (a.B * a.Hkv), 1,
+                                             std::max<int64_t>(q_tiles, 1));
+  const int64_t tiles_per_split = (q_tiles + splits - 1) / splits;
+  // [B * Hkv * splits, S, d] partial dK and dV of each task.
+  std::vector<float> dk_part(size_t(a.B * a.Hkv * splits * a.S * d)), dv_part(dk_part.size());
+  parallel_for(a.B * a.Hkv * splits, 1, [&](int64_t lo_task, int64_t hi_task) {
     std::vector<float> qbuf(kTileQ * d), dobuf(kTileQ * d), dqbuf(kTileQ * d), kbuf(kTileK * d),
         vbuf(kTileK * d), pbuf(kTileQ * kTileK), dpbuf(kTileQ * kTileK), drow(kTileQ);
-    std::vector<float> dk_acc(size_t(a.S * d)), dv_acc(size_t(a.S * d));
     RowRanges rr;
     for (int64_t task = lo_task; task < hi_task; ++task) {
-      int64_t b = task / a.Hkv, kvh = task % a.Hkv;
-      std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
-      std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
+      int64_t b = task / (a.Hkv * splits), kvh = (task / splits) % a.Hkv, split = task % splits;
+      float* dk_acc = dk_part.data() + task * a.S * d;
+      float* dv_acc = dv_part.data() + task * a.S * d;
+      std::fill_n(dk_acc, a.S * d, 0.0f);
+      std::fill_n(dv_acc, a.S * d, 0.0f);
       const float* kbase = a.k + b * a.kv_batch_stride + kvh * d;
       const float* vbase = a.v + b * a.kv_batch_stride + kvh * d;
+      const int64_t t_begin = split * tiles_per_split * kTileQ;
+      const int64_t t_end = std::min(a.T, (split + 1) * tiles_per_split * kTileQ);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        for (int64_t t0 = 0; t0 < a.T; t0 += kTileQ) {
+        for (int64_t t0 = t_begin; t0 < t_end; t0 += kTileQ) {
           int64_t tq = std::min(kTileQ, a.T - t0);
           rr.compute(mask, b, t0, tq, a.S);
           int64_t row0 = (b * a.T + t0) * a.Hq + h;
@@ -149,10 +160,12 @@ void attention_backward(const AttentionGradArgs& g) {
               int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
               int64_t jhi = std::clamp<int64_t>(rr.hi[r] - k0, 0, tk);
               float* prow = pbuf.data() + r * tk;
-              for (int64_t j = 0; j < tk; ++j)
-                prow[j] = (j >= jlo && j < jhi) ? std::exp(prow[j] * a.scale - lse[r]) : 0.0f;
+              scale_in_place(prow, tk, a.scale);
+              std::fill(prow, prow + std::max<int64_t>(jlo, 0), -INFINITY);  // masked: exp gives 0
+              std::fill(prow + std::max(jlo, jhi), prow + tk, -INFINITY);
+              exp_shifted(prow, lse[r], prow, tk);
             }
-            MapMat(dv_acc.data() + k0 * d, tk, d).noalias() += P.transpose() * dO;
+            MapMat(dv_acc + k0 * d, tk, d).noalias() += P.transpose() * dO;
             dP.noalias() = dO * V.transpose();
             for (int64_t r = 0; r < tq; ++r) {  // dS = P * (dP - D), scaled
               float* prow = pbuf.data() + r * tk;
@@ -160,15 +173,30 @@ void attention_backward(const AttentionGradArgs& g) {
               for (int64_t j = 0; j < tk; ++j) dprow[j] = prow[j] * (dprow[j] - drow[r]) * a.scale;
             }
             MapMat(dqbuf.data(), tq, d).noalias() += dP * K;
-            MapMat(dk_acc.data() + k0 * d, tk, d).noalias() += dP.transpose() * Q;
+            MapMat(dk_acc + k0 * d, tk, d).noalias() += dP.transpose() * Q;
           }
           for (int64_t r = 0; r < tq; ++r)
             std::memcpy(g.dq + (row0 + r * a.Hq) * d, dqbuf.data() + r * d, size_t(d) * 4);
         }
       }
+    }
+  });
+  // dK, dV: the partial sums of each (b, kv head) added in split order.
+  parallel_for(a.B * a.Hkv, 1, [&](int64_t lo_task, int64_t hi_task) {
+    for (int64_t bk = lo_task; bk < hi_task; ++bk) {
+      const int64_t b = bk / a.Hkv, kvh = bk % a.Hkv;
       for (int64_t s = 0; s < a.S; ++s) {
-        std::memcpy(g.dk + ((b * a.S + s) * a.Hkv + kvh) * d, dk_acc.data() + s * d, size_t(d) * 4);
-        std::memcpy(g.dv + ((b * a.S + s) * a.Hkv + kvh) * d, dv_acc.data() + s * d, size_t(d) * 4);
+        float* dk = g.dk + ((b * a.S + s) * a.Hkv + kvh) * d;
+        float* dv = g.dv + ((b * a.S + s) * a.Hkv + kvh) * d;
+        const float* pk = dk_part.data() + (bk * splits * a.S + s) * d;
+        const float* pv = dv_part.data() + (bk * splits * a.S + s) * d;
+        std::memcpy(dk, pk, size_t(d) * 4);
+        std::memcpy(dv, pv, size_t(d) * 4);
+        for (int64_t sp = 1; sp < splits; ++sp)
+          for (int64_t c = 0; c < d; ++c) {
+            dk[c] += pk[sp * a.S * d + c];
+            dv[c] += pv[sp * a.S * d + c];
+          }
       }
     }
   });

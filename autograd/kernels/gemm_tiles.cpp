@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "base/check.h"
+#include "autograd/compute_dtype.h"
+#include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/gemm_internal.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4 {
@@ -131,6 +133,15 @@ void run_tiled(const Problem& p) {
   });
 }
 
+// True when W's products go to the bf16 kernels: a bf16 weight, BF16 compute and a CPU with
+// native bf16 dot products (kernels::bf16_kernel()).
+bool use_bf16_kernels(const Weight& W) {
+  return W.dtype() == DType::BF16 && compute_dtype() == ComputeDType::BF16 &&
+         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+}
+
+const uint16_t* bf16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
+
 void check_ptr(const char* op, const void* ptr, const char* name, int64_t count) {
   GLM4_CHECK(ptr != nullptr || count == 0, "[", op, "] ", name, " is null");
 }
@@ -164,6 +175,10 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
              "[linear_forward] size too large");
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
+  if (use_bf16_kernels(W)) {
+    kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, bf16_data(W), N, Y, accumulate);
+    return;
+  }
   if (M <= gemm_detail::kSmallM) {
     gemm_detail::small_m_forward(X, M, K, W.dtype(), W.data(), N, Y, accumulate);
     return;
@@ -182,6 +197,11 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
              "[linear_input_grad] size too large");
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
+  if (use_bf16_kernels(W)) {
+    kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, bf16_data(W), K, dX,
+                                    accumulate);
+    return;
+  }
   if (M <= gemm_detail::kSmallM) {
     gemm_detail::small_m_input_grad(dY, M, N, W.dtype(), W.data(), K, dX, accumulate);
     return;

@@ -31,7 +31,12 @@ inline VecF load(const uint16_t* p, DType t) {
 inline void store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 inline VecF fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 inline VecF add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
+inline VecF sub(VecF a, VecF b) { return _mm512_sub_ps(a, b); }
+inline VecF mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
+inline VecF div(VecF a, VecF b) { return _mm512_div_ps(a, b); }
+inline VecF max(VecF a, VecF b) { return _mm512_max_ps(a, b); }
 inline float hsum(VecF v) { return _mm512_reduce_add_ps(v); }
+inline float hmax(VecF v) { return _mm512_reduce_max_ps(v); }
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 constexpr int kLanes = 8;
@@ -47,6 +52,16 @@ inline VecF load(const uint16_t* p, DType t) {
 inline void store(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 inline VecF fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 inline VecF add(VecF a, VecF b) { return _mm256_add_ps(a, b); }
+inline VecF sub(VecF a, VecF b) { return _mm256_sub_ps(a, b); }
+inline VecF mul(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
+inline VecF div(VecF a, VecF b) { return _mm256_div_ps(a, b); }
+inline VecF max(VecF a, VecF b) { return _mm256_max_ps(a, b); }
+inline float hmax(VecF v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
 inline float hsum(VecF v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -66,7 +81,12 @@ inline VecF load(const uint16_t* p, DType t) {
 inline void store(float* p, VecF v) { *p = v; }
 inline VecF fma(VecF a, VecF b, VecF c) { return a * b + c; }
 inline VecF add(VecF a, VecF b) { return a + b; }
+inline VecF sub(VecF a, VecF b) { return a - b; }
+inline VecF mul(VecF a, VecF b) { return a * b; }
+inline VecF div(VecF a, VecF b) { return a / b; }
+inline VecF max(VecF a, VecF b) { return a > b ? a : b; }
 inline float hsum(VecF v) { return v; }
+inline float hmax(VecF v) { return v; }
 #endif
 
 // One element widened to fp32 (for tails).

@@ -1,7 +1,9 @@
 // silu, fused swiglu on a gate_up tensor, softmax over the last dimension.
 #include <cmath>
+#include <vector>
 
 #include "base/check.h"
+#include "autograd/kernels/vec_math.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "base/parallel.h"
@@ -10,7 +12,13 @@ namespace glm4::ops {
 
 namespace {
 constexpr int64_t kGrain = 1 << 13;
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// A per-thread scratch row for sigmoid values.
+float* scratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < size_t(n)) buf.resize(size_t(n));
+  return buf.data();
+}
 }  // namespace
 
 Tensor silu(const Tensor& x) {
@@ -18,7 +26,8 @@ Tensor silu(const Tensor& x) {
   const float* px = x.data();
   float* py = y.data();
   parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) py[i] = px[i] * sigmoid(px[i]);
+    kernels::sigmoid(px + lo, py + lo, hi - lo);
+    for (int64_t i = lo; i < hi; ++i) py[i] *= px[i];
   });
   return record(y, "silu", {x}, {x.detach()}, [](Node& n, const Tensor& g) {
     const Tensor& x = n.saved[0];
@@ -27,10 +36,8 @@ Tensor silu(const Tensor& x) {
     const float* pg = g.data();
     float* pd = dx.data();
     parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        float s = sigmoid(px[i]);
-        pd[i] = pg[i] * s * (1.0f + px[i] * (1.0f - s));
-      }
+      kernels::sigmoid(px + lo, pd + lo, hi - lo);
+      for (int64_t i = lo; i < hi; ++i) pd[i] = pg[i] * pd[i] * (1.0f + px[i] * (1.0f - pd[i]));
     });
     return std::vector<Tensor>{dx};
   });
@@ -50,7 +57,8 @@ Tensor swiglu(const Tensor& gate_up) {
       const float* gate = px + r * two_i;
       const float* up = gate + inter;
       float* out = py + r * inter;
-      for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * sigmoid(gate[j]) * up[j];
+      kernels::sigmoid(gate, out, inter);
+      for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * out[j] * up[j];
     }
   });
   return record(y, "swiglu", {gate_up}, {gate_up.detach()}, [rows, inter](Node& n, const Tensor& g) {
@@ -66,8 +74,10 @@ Tensor swiglu(const Tensor& gate_up) {
         const float* gr = pg + r * inter;
         float* dgate = pd + r * 2 * inter;
         float* dup = dgate + inter;
+        float* sig = scratch(inter);
+        kernels::sigmoid(gate, sig, inter);
         for (int64_t j = 0; j < inter; ++j) {
-          float s = sigmoid(gate[j]);
+          float s = sig[j];
           float act = gate[j] * s;
           dup[j] = gr[j] * act;
           dgate[j] = gr[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
@@ -88,12 +98,8 @@ Tensor softmax(const Tensor& x) {
     for (int64_t r = lo; r < hi; ++r) {
       const float* in = px + r * cols;
       float* out = py + r * cols;
-      float m = -INFINITY;
-      for (int64_t j = 0; j < cols; ++j) m = std::max(m, in[j]);
-      double s = 0;
-      for (int64_t j = 0; j < cols; ++j) s += (out[j] = std::exp(in[j] - m));
-      float inv = float(1.0 / s);
-      for (int64_t j = 0; j < cols; ++j) out[j] *= inv;
+      const double s = kernels::exp_shifted(in, kernels::max_of(in, cols), out, cols);
+      kernels::scale_in_place(out, cols, float(1.0 / s));
     }
   });
   return record(y, "softmax", {x}, {y.detach()}, [rows, cols](Node& n, const Tensor& g) {

@@ -3,6 +3,7 @@
 
 #include "base/check.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/vec_math.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "base/parallel.h"
@@ -55,16 +56,12 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
           if (need_grad) std::fill_n(row, v, 0.0f);
           continue;
         }
-        float m = -INFINITY;
-        for (int64_t j = 0; j < v; ++j) m = std::max(m, row[j]);
-        double s = 0;
-        for (int64_t j = 0; j < v; ++j) s += std::exp(double(row[j] - m));
-        double lse = double(m) + std::log(s);
-        row_loss[i] = lse - double(row[label]);
-        if (need_grad) {  // d loss / d logits for an upstream gradient of 1
-          float coef = float(1.0 / divisor), flse = float(lse);
-          for (int64_t j = 0; j < v; ++j) row[j] = coef * std::exp(row[j] - flse);
-          row[label] -= coef;
+        const float m = kernels::max_of(row, v), label_logit = row[label];
+        const double s = kernels::exp_shifted(row, m, row, v);  // row := exp(logits - max)
+        row_loss[i] = double(m) + std::log(s) - double(label_logit);
+        if (need_grad) {  // d loss / d logits for an upstream gradient of 1: softmax - onehot
+          kernels::scale_in_place(row, v, float(1.0 / (divisor * s)));
+          row[label] -= float(1.0 / divisor);
         }
       }
     });

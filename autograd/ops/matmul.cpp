@@ -130,4 +130,27 @@ Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias) {
   });
 }
 
+Tensor add_low_rank(Tensor y, const Tensor& h, const Tensor& B, float scale) {
+  GLM4_CHECK(B.rank() == 2 && h.rank() >= 1 && h.dim(-1) == B.dim(1) && y.rank() == h.rank() &&
+                 y.dim(-1) == B.dim(0) && y.numel() / B.dim(0) == h.numel() / B.dim(1),
+             "[add_low_rank] y ", shape_str(y.shape()), ", h ", shape_str(h.shape()), ", B ", shape_str(B.shape()));
+  const int64_t n = B.dim(0), r = B.dim(1), m = h.numel() / r;
+  Tensor out = y.detach();  // the same storage, without y's graph
+  sgemm(false, true, m, n, r, scale, h.data(), r, B.data(), r, 1.0f, out.data(), n);
+  return record(out, "add_low_rank", {y, h, B}, {h.detach(), B.detach()}, [m, n, r, scale](Node& node, const Tensor& g) {
+    const Tensor& h = node.saved[0];
+    const Tensor& B = node.saved[1];
+    Tensor dh, dB;
+    if (node.needs_grad(1)) {  // dh = scale * g B
+      dh = Tensor::empty(h.shape());
+      sgemm(false, false, m, r, n, scale, g.data(), n, B.data(), r, 0.0f, dh.data(), r);
+    }
+    if (node.needs_grad(2)) {  // dB = scale * g^T h
+      dB = Tensor::empty(B.shape());
+      sgemm(true, false, n, r, m, scale, g.data(), n, h.data(), r, 0.0f, dB.data(), r);
+    }
+    return std::vector<Tensor>{node.needs_grad(0) ? g : Tensor(), dh, dB};
+  });
+}
+
 }  // namespace glm4::ops

@@ -1,8 +1,10 @@
 // Minimal protobuf wire-format walk over ModelProto: field 1 is `repeated SentencePiece pieces`,
-// and SentencePiece has 1: piece (string), 2: score (float), 3: type (enum, default NORMAL).
+// and SentencePiece has 1: piece (string), 2: score (float), 3: type (enum, default NORMAL);
+// field 3 is NormalizerSpec, with 3: add_dummy_prefix and 4: remove_extra_whitespaces (bools).
 #include "io/tokenizer/sp_model_proto.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/check.h"
 
@@ -42,7 +44,13 @@ class Reader {
       case 0: *value = varint(); break;
       case 1: bytes(8); break;
       case 2: *payload = bytes(varint()); break;
-      case 5: bytes(4); break;
+      case 5: {  // fixed32: the raw little-endian bits in *value
+        const std::string_view b = bytes(4);
+        uint32_t bits = 0;
+        std::memcpy(&bits, b.data(), 4);
+        *value = bits;
+        break;
+      }
       default: fail(where_, ": unsupported protobuf wire type ", *wire, " at byte ", pos_);
     }
     return uint32_t(tag >> 3);
@@ -71,12 +79,33 @@ std::vector<SpPiece> read_sp_pieces(std::string_view proto, const std::string& w
       uint64_t v = 0;
       const uint32_t f = inner.field(&wire, &p, &v);
       if (f == 1 && wire == 2) piece.text = std::string(p);
+      if (f == 2 && wire == 5) std::memcpy(&piece.score, &v, 4);
       if (f == 3 && wire == 0) piece.type = int(v);
     }
     pieces.push_back(std::move(piece));
   }
   GLM4_CHECK(!pieces.empty(), where, ": not a sentencepiece model (no pieces)");
   return pieces;
+}
+
+SpNormalizer read_sp_normalizer(std::string_view proto, const std::string& where) {
+  SpNormalizer out;
+  Reader top(proto, where);
+  while (!top.done()) {
+    int wire = 0;
+    std::string_view payload;
+    uint64_t value = 0;
+    if (top.field(&wire, &payload, &value) != 3 || wire != 2) continue;
+    Reader inner(payload, where);
+    while (!inner.done()) {
+      std::string_view p;
+      uint64_t v = 0;
+      const uint32_t f = inner.field(&wire, &p, &v);
+      if (f == 3 && wire == 0) out.add_dummy_prefix = v != 0;
+      if (f == 4 && wire == 0) out.remove_extra_whitespaces = v != 0;
+    }
+  }
+  return out;
 }
 
 }  // namespace glm4

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/pretokenizer.h"
@@ -17,17 +18,6 @@ namespace glm4 {
 namespace {
 
 using nlohmann::json;
-
-// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 map to U+0100...
-std::array<uint32_t, 256> byte_to_unicode() {
-  std::array<uint32_t, 256> map{};
-  uint32_t extra = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    map[b] = printable ? b : extra++;
-  }
-  return map;
-}
 
 class ByteLevelDecoder {
  public:

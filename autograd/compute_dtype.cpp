@@ -1,0 +1,17 @@
+#include "autograd/compute_dtype.h"
+
+#include <atomic>
+
+namespace glm4 {
+
+namespace {
+std::atomic<ComputeDType> g_compute{ComputeDType::F32};
+}  // namespace
+
+void set_compute_dtype(ComputeDType dtype) { g_compute.store(dtype, std::memory_order_relaxed); }
+ComputeDType compute_dtype() { return g_compute.load(std::memory_order_relaxed); }
+const char* compute_dtype_name(ComputeDType dtype) {
+  return dtype == ComputeDType::BF16 ? "bf16" : "f32";
+}
+
+}  // namespace glm4

@@ -1,0 +1,305 @@
+// The bf16 GEMM driver: picks the kernel, packs the activation once per call, cuts the output
+// into (weight block x activation block) tasks on TBB, packs each task's weight panel into a
+// thread-local buffer and runs the ISA's panel product over it. The blocking depends on the
+// shapes only, and every output element is summed over the whole reduction by one task in
+// k order, so results do not depend on the thread count.
+#include "autograd/kernels/bf16_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/check.h"
+#include "autograd/kernels/bf16_internal.h"
+#include "autograd/kernels/cpu_features.h"
+#include "base/parallel.h"
+
+namespace glm4::kernels {
+
+namespace {
+
+using namespace bf16;
+
+constexpr int64_t kSmallM = 4;           // up to this many rows the forward reads W directly
+constexpr int64_t kPanelKb = 1024;       // weight panel per task, KB (half of L2)
+constexpr int64_t kChunkKb = 128;        // activation chunk per pass, KB
+constexpr int64_t kMaxWeightGroups = 8;  // 128 weight rows / columns per task at most
+constexpr int64_t kMaxWideGroups = 16;   // 256 weight columns per task (input gradient)
+constexpr int64_t kMaxActGroups = 32;    // 512 activation rows per task at most
+constexpr int64_t kMaxKc = 64;           // k-blocks per pass (2048 reduction steps)
+constexpr int64_t kMaxKs = 256;          // k-blocks per weight panel (8192 reduction steps)
+constexpr int64_t kMinTasks = 8;         // enough tasks to balance a few threads
+constexpr int64_t kMinTaskBytes = 1 << 16;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// A 64-byte aligned buffer that only grows.
+template <typename T>
+class AlignedBuffer {
+ public:
+  T* get(int64_t n) {
+    if (n > size_) {
+      const size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
+      data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+      GLM4_CHECK(data_ != nullptr, "[bf16 gemm] out of memory for ", bytes, " bytes");
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<T, FreeDeleter> data_;
+  int64_t size_ = 0;
+};
+
+struct Isa {
+  void (*panel)(const PanelArgs&);
+  void (*begin)();
+  void (*end)();
+};
+
+void no_op() {}
+
+Isa isa_of(Bf16Kernel kernel, const char* op) {
+  GLM4_CHECK(kernel != Bf16Kernel::kNone, "[", op, "] no bf16 kernel selected");
+  GLM4_CHECK(bf16_kernel_available(kernel), "[", op, "] the ", bf16_kernel_name(kernel),
+             " kernel is not available on this CPU");
+  if (kernel == Bf16Kernel::kAmx) return {amx_panel, amx_begin, amx_end};
+  return {avx512_panel, no_op, no_op};
+}
+
+// Tasks: weight blocks of wg groups x activation blocks of ag groups, C held for the whole task.
+// A task packs its weight panel for ks k-blocks of the reduction at a time (so the panel fits
+// L2 whatever K is), then runs activation chunks of ac groups over that part in passes of kc
+// k-blocks. Storing and reloading fp32 C between passes is exact, so the chunking changes no
+// result; it depends on the shapes alone anyway.
+struct Plan {
+  int64_t wg, ag, ac, kc, ks;
+  int64_t w_blocks, a_blocks;
+};
+
+// `wide`: the weight pack reads a strip of columns from every row (the input gradient), so
+// wider strips over fewer rows per panel keep its reads sequential.
+Plan plan(int64_t weight_groups, int64_t act_groups, int64_t kb, bool wide) {
+  Plan p;
+  p.kc = std::min(kb, kMaxKc);
+  p.ks = std::min(kb, wide ? kMaxKc : kMaxKs);
+  p.wg = std::min(std::clamp<int64_t>(kPanelKb / p.ks, 2, wide ? kMaxWideGroups : kMaxWeightGroups),
+                  weight_groups);
+  p.ag = std::min(act_groups, kMaxActGroups);
+  auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+  while (blocks(weight_groups, p.wg) * blocks(act_groups, p.ag) < kMinTasks) {
+    if (p.wg > 2) p.wg = (p.wg + 1) / 2;  // weight panels are cheaper to repeat than packs
+    else if (p.ag > 2) p.ag = (p.ag + 1) / 2;
+    else break;
+  }
+  p.w_blocks = blocks(weight_groups, p.wg);
+  p.a_blocks = blocks(act_groups, p.ag);
+  p.ac = std::min(std::max<int64_t>(kChunkKb / p.kc, 2), p.ag);
+  return p;
+}
+
+// The task loop shared by both products. `act` is the packed activation (group stride kb
+// blocks); pack_w(w0, wn, s0, s1, panel) packs weight groups [w0, w0 + wn) over k-blocks
+// [s0, s1); store(w0, wn, a0, an, c, ldc) writes the task's C out. With weight_is_a, C is
+// [weight rows][activation rows] (the forward's Y^T), else [activation rows][weight columns].
+template <typename PackW, typename Store>
+void run_tasks(const Isa& isa, const Plan& pl, bool weight_is_a, int64_t kb, int64_t wgroups,
+               int64_t agroups, const uint16_t* act, PackW&& pack_w, Store&& store) {
+  parallel_for(pl.w_blocks * pl.a_blocks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local AlignedBuffer<uint16_t> panel_buf;
+    thread_local AlignedBuffer<float> c_buf;
+    uint16_t* panel = panel_buf.get(pl.wg * pl.ks * kBlockElems);
+    float* c = c_buf.get(pl.wg * pl.ag * kGroup * kGroup);
+    const int64_t ldc = (weight_is_a ? pl.ag : pl.wg) * kGroup;
+    const int64_t act_stride = kb * kBlockElems;
+    isa.begin();
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t w0 = t / pl.a_blocks * pl.wg, wn = std::min(wgroups, w0 + pl.wg) - w0;
+      const int64_t a0 = t % pl.a_blocks * pl.ag, an = std::min(agroups, a0 + pl.ag) - a0;
+      for (int64_t s0 = 0; s0 < kb; s0 += pl.ks) {
+        const int64_t s1 = std::min(kb, s0 + pl.ks), panel_stride = (s1 - s0) * kBlockElems;
+        pack_w(w0, wn, s0, s1, panel);
+        for (int64_t h = 0; h < an; h += pl.ac) {
+          const int64_t hn = std::min(an, h + pl.ac) - h;
+          const uint16_t* ap = act + (a0 + h) * act_stride + s0 * kBlockElems;
+          for (int64_t k0 = s0; k0 < s1; k0 += pl.kc) {
+            const int64_t k1 = std::min(s1, k0 + pl.kc);
+            const bool more = k0 > 0;  // add to the passes before
+            if (weight_is_a)
+              isa.panel({panel, wn, panel_stride, ap, hn, act_stride, k0 - s0, k1 - s0,
+                         c + h * kGroup, ldc, more});
+            else
+              isa.panel({ap, hn, act_stride, panel, wn, panel_stride, k0 - s0, k1 - s0,
+                         c + h * kGroup * ldc, ldc, more});
+          }
+        }
+      }
+      store(w0, wn, a0, an, c, ldc);
+    }
+    isa.end();
+  });
+}
+
+void check_args(const char* op, int64_t M, int64_t N, int64_t K, const void* act,
+                int64_t act_count, const uint16_t* W, const float* out, int64_t out_count) {
+  GLM4_CHECK(M >= 0 && N >= 0 && K >= 0, "[", op, "] negative size M=", M, " N=", N, " K=", K);
+  GLM4_CHECK((act != nullptr || act_count == 0) && (W != nullptr || N * K == 0) &&
+                 (out != nullptr || out_count == 0),
+             "[", op, "] null pointer with M=", M, " N=", N, " K=", K);
+}
+
+// out[rows, cols] (+)= 0 when the reduction is empty.
+void fill_empty(float* out, int64_t rows, int64_t cols, bool accumulate) {
+  if (!accumulate) std::fill(out, out + rows * cols, 0.0f);
+}
+
+void small_forward(const float* X, int64_t M, int64_t K, const uint16_t* W, int64_t N, float* Y,
+                   bool accumulate) {
+  std::vector<uint16_t> xb(size_t(M * kblocks(K) * kKBlock));
+  round_rows_bf16(X, M, K, xb.data());
+  const int64_t grain = std::max<int64_t>(8, kMinTaskBytes / std::max<int64_t>(1, 2 * K));
+  parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    avx512_small_forward(xb.data(), M, K, W, N, n0, n1, Y, accumulate);
+  });
+}
+
+void small_input_grad(const float* dY, int64_t M, int64_t N, const uint16_t* W, int64_t K,
+                      float* dX, bool accumulate) {
+  const int64_t np = kblocks(N) * kKBlock;
+  std::vector<uint16_t> dyb(size_t(M * np));
+  round_rows_bf16(dY, M, N, dyb.data());
+  const int64_t width = avx512_small_grad_stripe(M), stripes = (K + width - 1) / width;
+  const int64_t grain = std::max<int64_t>(1, kMinTaskBytes / std::max<int64_t>(1, 2 * N * width));
+  parallel_for(stripes, grain, [&](int64_t s0, int64_t s1) {
+    avx512_small_input_grad(dyb.data(), M, N, W, K, s0, s1, dX, accumulate);
+  });
+}
+
+}  // namespace
+
+const char* bf16_kernel_name(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::kNone: return "none";
+    case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
+    case Bf16Kernel::kAmx: return "amx";
+  }
+  return "?";
+}
+
+bool bf16_kernel_available(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::kNone: return true;
+    case Bf16Kernel::kAvx512Bf16: return cpu_features().avx512_bf16;
+    case Bf16Kernel::kAmx: return enable_amx();
+  }
+  return false;
+}
+
+Bf16Kernel parse_bf16_kernel(std::string_view name) {
+  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16, Bf16Kernel::kNone})
+    if (name == bf16_kernel_name(k)) return k;
+  fail("[bf16 kernel] unknown kernel '", name, "': expected amx, avx512bf16 or none");
+}
+
+namespace {
+
+Bf16Kernel default_kernel() {
+  if (const char* env = std::getenv("GLM4_BF16_KERNEL"); env != nullptr && *env != '\0') {
+    const Bf16Kernel k = parse_bf16_kernel(env);
+    GLM4_CHECK(bf16_kernel_available(k), "GLM4_BF16_KERNEL=", env,
+               ": this CPU cannot run that kernel");
+    return k;
+  }
+  if (bf16_kernel_available(Bf16Kernel::kAmx)) return Bf16Kernel::kAmx;
+  if (bf16_kernel_available(Bf16Kernel::kAvx512Bf16)) return Bf16Kernel::kAvx512Bf16;
+  return Bf16Kernel::kNone;
+}
+
+std::atomic<int> g_override{-1};  // a Bf16Kernel set by set_bf16_kernel, or -1
+
+}  // namespace
+
+Bf16Kernel bf16_kernel() {
+  const int forced = g_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return Bf16Kernel(forced);
+  static const Bf16Kernel chosen = default_kernel();
+  return chosen;
+}
+
+void set_bf16_kernel(Bf16Kernel kernel) {
+  GLM4_CHECK(bf16_kernel_available(kernel), "[set_bf16_kernel] this CPU cannot run the ",
+             bf16_kernel_name(kernel), " kernel");
+  g_override.store(int(kernel), std::memory_order_relaxed);
+}
+
+void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                         const uint16_t* W, int64_t N, float* Y, bool accumulate) {
+  check_args("bf16_linear_forward", M, N, K, X, M * K, W, Y, M * N);
+  const Isa isa = isa_of(kernel, "bf16_linear_forward");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return fill_empty(Y, M, N, accumulate);
+  if (M <= kSmallM) return small_forward(X, M, K, W, N, Y, accumulate);
+
+  const int64_t kb = kblocks(K), mg = groups(M), ng = groups(N);
+  AlignedBuffer<uint16_t> xb_buf;
+  uint16_t* xb = xb_buf.get(mg * kb * kBlockElems);  // X as B: [mg][kb][16 pairs][16][2]
+  parallel_for(mg, std::max<int64_t>(1, 64 / kb), [&](int64_t g0, int64_t g1) {
+    pack_pairs_f32(X, M, K, K, g0, g1, kb, xb);
+  });
+  const Plan pl = plan(ng, mg, kb, /*wide=*/false);
+  run_tasks(
+      isa, pl, /*weight_is_a=*/true, kb, ng, mg, xb,
+      [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
+        pack_rows_bf16(W, K, w0 * kGroup, std::min(N, (w0 + wn) * kGroup), s0 * kKBlock,
+                       std::min(K, s1 * kKBlock), panel);
+      },
+      [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
+        const int64_t n0 = w0 * kGroup, n1 = std::min(N, (w0 + wn) * kGroup);
+        const int64_t m0 = a0 * kGroup, m1 = std::min(M, (a0 + an) * kGroup);
+        store_transposed(c, ldc, n1 - n0, m1 - m0, Y + m0 * N + n0, N, accumulate);  // C = Y^T
+      });
+}
+
+void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                            const uint16_t* W, int64_t K, float* dX, bool accumulate) {
+  check_args("bf16_linear_input_grad", M, N, K, dY, M * N, W, dX, M * K);
+  const Isa isa = isa_of(kernel, "bf16_linear_input_grad");
+  if (M == 0 || K == 0) return;
+  if (N == 0) return fill_empty(dX, M, K, accumulate);
+  if (M <= kSmallM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
+
+  const int64_t nkb = kblocks(N), mg = groups(M), kg = groups(K);
+  AlignedBuffer<uint16_t> dy_buf;
+  uint16_t* dyb = dy_buf.get(mg * nkb * kBlockElems);  // dY as A: [mg][nkb][16][32]
+  parallel_for(mg, std::max<int64_t>(1, 64 / nkb), [&](int64_t g0, int64_t g1) {
+    pack_rows_f32(dY, M, N, N, g0, g1, nkb, dyb);
+  });
+  const Plan pl = plan(kg, mg, nkb, /*wide=*/true);
+  run_tasks(
+      isa, pl, /*weight_is_a=*/false, nkb, kg, mg, dyb,
+      [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
+        pack_pairs_bf16(W, K, s0 * kKBlock, std::min(N, s1 * kKBlock), w0 * kGroup,
+                        std::min(K, (w0 + wn) * kGroup), panel);
+      },
+      [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
+        const int64_t c0 = w0 * kGroup, c1 = std::min(K, (w0 + wn) * kGroup);
+        const int64_t m0 = a0 * kGroup, m1 = std::min(M, (a0 + an) * kGroup);
+        for (int64_t m = m0; m < m1; ++m) {
+          float* dx = dX + m * K + c0;
+          const float* row = c + (m - m0) * ldc;
+          if (accumulate)
+            for (int64_t j = 0; j < c1 - c0; ++j) dx[j] += row[j];
+          else
+            std::memcpy(dx, row, size_t(c1 - c0) * sizeof(float));
+        }
+      });
+}
+
+}  // namespace glm4::kernels

@@ -1,0 +1,36 @@
+// bf16 products of a linear layer on the CPU's bf16 units (AMX tiles or AVX512-BF16 dot
+// products) for a row-major bf16 weight W[N, K]: fp32 activations in, fp32 out. The activation
+// is rounded to bf16 (nearest even) per call, products are summed in fp32 in an order fixed by
+// the shapes alone, so results do not depend on the thread count. The weight is read in place
+// (the mmapped file pages stay its only copy); panels are repacked per task in a small buffer.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace glm4::kernels {
+
+enum class Bf16Kernel { kNone, kAvx512Bf16, kAmx };
+
+// "none", "avx512bf16", "amx" (the spellings GLM4_BF16_KERNEL takes).
+const char* bf16_kernel_name(Bf16Kernel kernel);
+// Whether this CPU (and OS) can run `kernel`; kNone always can.
+bool bf16_kernel_available(Bf16Kernel kernel);
+// "amx" / "avx512bf16" / "none" to the kernel; anything else throws.
+Bf16Kernel parse_bf16_kernel(std::string_view name);
+// The kernel of this process: the one set by set_bf16_kernel, else GLM4_BF16_KERNEL=amx|
+// avx512bf16|none if set (read once; a choice the CPU cannot run throws), else the best
+// available (AMX, then AVX512-BF16, else kNone: callers then use the fp32 path).
+Bf16Kernel bf16_kernel();
+// Overrides the choice for the rest of the process (tests, benchmarks); throws if the CPU
+// cannot run `kernel`.
+void set_bf16_kernel(Bf16Kernel kernel);
+
+// Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).
+void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                         const uint16_t* W, int64_t N, float* Y, bool accumulate);
+
+// dX[M, K] (+)= dY[M, N] W[N, K]: the input gradient of bf16_linear_forward, same weight.
+void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                            const uint16_t* W, int64_t K, float* dX, bool accumulate);
+
+}  // namespace glm4::kernels

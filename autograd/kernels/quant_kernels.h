@@ -1,0 +1,41 @@
+// Internal to the quantized kernels: one table of entry points per instruction set (AVX-512,
+// AVX2 + FMA, portable C++), each in its own file, and the run-time choice among them.
+#pragma once
+#include <cstdint>
+
+#include "autograd/kernels/quantized_matrix.h"
+
+namespace glm4::quant_detail {
+
+// Rows of X one forward_rows call takes (quant_linear.cpp makes passes of this many rows).
+constexpr int64_t kDecodeMaxM = 4;
+
+struct QuantKernels {
+  const char* name;  // "avx512", "avx2" or "scalar"
+  // xp[M, K] = X[M, K] reordered within each block of columns the way forward_rows reads it
+  // for `bits` (the identity for most widths).
+  void (*prepare_x)(int bits, const float* X, int64_t M, int64_t K, float* xp);
+  // Y[m * ldy + n] (+)= sum_k X[m, k] deq(W)[n, k] for n in [n0, n1), m < M <= kDecodeMaxM,
+  // with xp from prepare_x. Each output is one fixed-order sum, whatever n0 and n1 are.
+  void (*forward_rows)(const QuantizedMatrix& W, const float* xp, int64_t M, int64_t n0,
+                       int64_t n1, float* Y, int64_t ldy, bool accumulate);
+  // out[j] = fma(scale, code, bias) for columns [c0, c0 + count) of row r; c0 and count are
+  // multiples of the group size.
+  void (*dequant_row)(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count, float* out);
+};
+
+const QuantKernels& scalar_kernels();
+const QuantKernels& avx2_kernels();
+const QuantKernels& avx512_kernels();
+
+// Whether this CPU (and OS) can run the kernels called `name`.
+bool cpu_supports(const char* name);
+// The kernels in use: the best this CPU runs, or GLM4_QUANT_KERNEL=avx512|avx2|scalar (read on
+// first use; a value the CPU cannot run throws), or the last set_quant_kernel().
+const QuantKernels& active();
+
+// Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32.
+void load_group_params(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
+                       int64_t count, float* out);
+
+}  // namespace glm4::quant_detail

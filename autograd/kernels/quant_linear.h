@@ -1,0 +1,32 @@
+// Products of fp32 activations with a frozen weight in mlx's affine format (quantized_matrix.h),
+// never materialising the whole dequantized matrix. Every weight value is fma(scale, code, bias)
+// in fp32, so the result is an fp32 product with those values. Results do not depend on the
+// thread count.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autograd/kernels/quantized_matrix.h"
+
+namespace glm4 {
+
+// Y[M, N] (+)= X[M, K] deq(W)^T with W [N, K]. Up to 32 rows (decode, small batches) the packed
+// codes are streamed, 4 rows of X a pass, and dequantized in registers; more rows (prefill)
+// dequantize tiles of W into a thread-local fp32 buffer for the sgemm tiles of gemm.h.
+void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W, float* Y,
+                          bool accumulate);
+
+// dX[M, K] (+)= dY[M, N] deq(W): the input gradient of quant_linear_forward (QLoRA's backward).
+void quant_linear_input_grad(const float* dY, int64_t M, int64_t N, const QuantizedMatrix& W,
+                             float* dX, bool accumulate);
+
+// The decode kernels in use ("avx512", "avx2" or "scalar"): chosen at run time from the CPU, or
+// by GLM4_QUANT_KERNEL, or by set_quant_kernel (tests, benchmarks), which throws if the CPU
+// cannot run the named kernels.
+const char* quant_kernel_name();
+void set_quant_kernel(std::string_view name);
+std::vector<std::string> quant_kernels_supported();
+
+}  // namespace glm4

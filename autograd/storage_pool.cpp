@@ -1,0 +1,97 @@
+#include "autograd/storage_pool.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "base/check.h"
+
+namespace glm4 {
+
+namespace {
+
+// Blocks below this use aligned_alloc; the heap handles them without trouble.
+constexpr size_t kPooledFrom = size_t(256) << 10;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPoolOn = false;  // AddressSanitizer must see every allocation and free
+#else
+constexpr bool kPoolOn = true;
+#endif
+
+// Size classes: 8 per power of two, so a block wastes at most 1/8 of its size.
+size_t size_class(size_t bytes) {
+  size_t top = size_t(1) << (63 - __builtin_clzll(bytes));  // largest power of two <= bytes
+  size_t step = std::max<size_t>(top / 8, 4096);
+  return (bytes + step - 1) / step * step;
+}
+
+struct Pool {
+  std::mutex mu;
+  std::map<size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
+  size_t cached = 0;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: tensors may die during static destruction
+  return *p;
+}
+
+}  // namespace
+
+PoolBlock pool_allocate(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 64);
+  if (!kPoolOn || bytes < kPooledFrom) {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) fail("out of memory allocating ", bytes, " bytes of tensor storage");
+    return {p, rounded};
+  }
+  const size_t cls = size_class(bytes);
+  {
+    Pool& P = pool();
+    std::lock_guard<std::mutex> lock(P.mu);
+    auto it = P.free_blocks.find(cls);
+    if (it != P.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      P.cached -= cls;
+      return {p, cls};
+    }
+  }
+  void* p = ::mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("out of memory allocating ", bytes, " bytes of tensor storage");
+  return {p, cls};
+}
+
+void pool_release(PoolBlock block) {
+  if (!block.data) return;
+  if (!kPoolOn || block.capacity < kPooledFrom) {
+    std::free(block.data);
+    return;
+  }
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  P.free_blocks[block.capacity].push_back(block.data);
+  P.cached += block.capacity;
+}
+
+size_t pool_cached_bytes() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  return P.cached;
+}
+
+void pool_trim() {
+  Pool& P = pool();
+  std::lock_guard<std::mutex> lock(P.mu);
+  for (auto& [cls, blocks] : P.free_blocks)
+    for (void* p : blocks) ::munmap(p, cls);
+  P.free_blocks.clear();
+  P.cached = 0;
+}
+
+}  // namespace glm4

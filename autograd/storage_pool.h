@@ -1,0 +1,25 @@
+// The caching allocator behind tensor storage. Large blocks come from mmap and, when a tensor
+// dies, wait in a free list of their size class for the next tensor of that class, so a
+// training step that repeats the same shapes reuses the same pages: no heap fragmentation (a
+// 1.7 GB LoRA step had ~500 MB of it under glibc malloc) and no page faults after the first step.
+// Small blocks use the ordinary heap.
+#pragma once
+#include <cstddef>
+
+namespace glm4 {
+
+struct PoolBlock {
+  void* data = nullptr;
+  size_t capacity = 0;  // bytes actually reserved (the size class)
+};
+
+// A 64-byte aligned block of at least `bytes`; throws glm4::Error when memory runs out.
+PoolBlock pool_allocate(size_t bytes);
+void pool_release(PoolBlock block);
+
+// Bytes of free blocks the pool keeps for reuse.
+size_t pool_cached_bytes();
+// Returns every cached block to the system (tests, and before a phase with other shapes).
+void pool_trim();
+
+}  // namespace glm4

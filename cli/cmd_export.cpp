@@ -1,0 +1,102 @@
+// glm4 export: files for other runtimes. `gguf` writes a model (an adapter merged first) as one
+// GGUF file for llama.cpp; `gguf-lora` writes an adapter in llama.cpp's LoRA adapter format.
+#include <cstdio>
+#include <memory>
+
+#include "cli/cli_common.h"
+#include "infer/gguf_export.h"
+#include "infer/gguf_lora_export.h"
+#include "infer/merge.h"
+#include "model/adapter/adapter_files.h"
+#include "model/adapter/adapter_io.h"
+
+namespace fs = std::filesystem;
+
+namespace glm4::cli {
+namespace {
+
+struct ExportFlags {
+  std::string model, adapter, out, type = "f32";
+};
+
+GgmlType parse_type_flag(const std::string& text, bool adapter) {
+  GgmlType t;
+  const bool ok = parse_ggml_type(text, &t) && (!adapter || t == GgmlType::F32 || t == GgmlType::F16 ||
+                                                t == GgmlType::BF16);
+  GLM4_CHECK(ok, "--type ", text, ": unknown type; expected ",
+             adapter ? "f32, f16 or bf16" : "f32, f16, bf16, q8_0 or q4_0");
+  return t;
+}
+
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+}
+
+void run_gguf(const ExportFlags& f) {
+  const GgmlType type = parse_type_flag(f.type, false);
+  check_output_file(f.out, "--out");
+  std::unique_ptr<Glm4Model> model = with_flag("--model", f.model, [&] { return load_model(f.model); });
+  if (!f.adapter.empty()) {
+    const std::string warning = with_flag("--adapter", f.adapter, [&] { return load_adapter(*model, f.adapter, f.model); });
+    if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    const int64_t merged = merge_adapters(*model, DType::F32);  // one rounding: to --type, below
+    std::fprintf(stderr, "merged %lld adapted modules\n", static_cast<long long>(merged));
+  }
+  const GgufExportResult r =
+      with_flag("--out", f.out, [&] { return export_gguf_model(*model, f.model, f.out, type); });
+  print_notes(r.notes);
+  std::printf("wrote %s: %s, %lld tensors, %lld parameters, %s\n", f.out.c_str(), r.arch.c_str(),
+              static_cast<long long>(r.tensors), static_cast<long long>(r.parameters), f.type.c_str());
+}
+
+void run_gguf_lora(const ExportFlags& f) {
+  const GgmlType type = parse_type_flag(f.type, true);
+  check_output_file(f.out, "--out");
+  const ModelConfig config = with_flag("--model", f.model, [&] { return load_model_config(f.model); });
+  const AdapterFile adapter = with_flag("--adapter", f.adapter, [&] { return read_adapter_file(f.adapter); });
+  std::vector<GgufLoraModule> modules;
+  for (const auto& [path, m] : adapter.modules) {
+    GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter, ": module ", path,
+               " has A or B that is not a matrix");
+    modules.push_back({path, m.a_shape[0], m.a_shape[1], m.b_shape[0], m.a, m.b});
+  }
+  const std::string name = fs::weakly_canonical(fs::path(f.adapter)).filename().string();
+  const GgufLoraExportResult r = with_flag("--adapter", f.adapter, [&] {
+    return export_gguf_lora(config, modules, adapter.info.scale, name, f.out, type);
+  });
+  print_notes(r.notes);
+  std::printf("wrote %s: LoRA for %s, %lld tensors, alpha %g, %s\n", f.out.c_str(),
+              config.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm", static_cast<long long>(r.tensors),
+              r.alpha, f.type.c_str());
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& parent, std::vector<Command>& out) {
+  CLI::App* exp = parent.add_subcommand("export", "Write files for other runtimes (GGUF for llama.cpp)");
+  exp->require_subcommand(1);
+
+  auto g = std::make_shared<ExportFlags>();
+  CLI::App* gguf = exp->add_subcommand("gguf", "Write the model as one GGUF file for llama.cpp");
+  gguf->add_option("--model", g->model, "Model directory (config.json, safetensors, tokenizer)")->required();
+  gguf->add_option("--adapter", g->adapter, "LoRA adapter (PEFT or MLX) to merge in first");
+  gguf->add_option("--out", g->out, "GGUF file to write")->required();
+  gguf->add_option("--type", g->type, "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
+  gguf->footer(
+      "Architecture glm4 (GLM-4-0414) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), tensor\n"
+      "names and metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms and biases stay f32;\n"
+      "a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is asked.\n"
+      "Example: glm4 export gguf --model ~/GLM-4-9B-0414 --out glm4-9b-q8_0.gguf --type q8_0");
+  out.push_back({gguf, [g] { run_gguf(*g); }});
+
+  auto l = std::make_shared<ExportFlags>();
+  CLI::App* lora = exp->add_subcommand("gguf-lora", "Write a LoRA adapter in llama.cpp's GGUF adapter format");
+  lora->add_option("--model", l->model, "Base model directory (its config.json is read)")->required();
+  lora->add_option("--adapter", l->adapter, "LoRA adapter directory (PEFT or MLX)")->required();
+  lora->add_option("--out", l->out, "GGUF file to write")->required();
+  lora->add_option("--type", l->type, "f32 | f16 | bf16 (default f32)");
+  lora->footer("Use with llama.cpp: llama-cli -m base.gguf --lora adapter.gguf");
+  out.push_back({lora, [l] { run_gguf_lora(*l); }});
+}
+
+}  // namespace glm4::cli

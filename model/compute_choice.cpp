@@ -1,0 +1,37 @@
+#include "model/compute_choice.h"
+
+#include "autograd/kernels/bf16_gemm.h"
+#include "base/check.h"
+
+namespace glm4 {
+
+namespace {
+// True when most of the model's matrix bytes are frozen bf16 (the layers' weights and the head).
+bool mostly_bf16(Glm4Model& model) {
+  int64_t bf16 = 0, other = 0;
+  model.visit([&](const std::string&, Param& p) {
+    if (!p.is_matrix()) return;
+    (p.frozen.dtype() == DType::BF16 && !p.frozen.empty() ? bf16 : other) += shape_numel(p.shape);
+  });
+  return bf16 > other;
+}
+}  // namespace
+
+std::string ComputeChoice::describe() const { return std::string(compute_dtype_name(dtype)) + " (" + kernel + ")"; }
+
+ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
+  GLM4_CHECK(flag == "auto" || flag == "f32" || flag == "bf16", "--compute ", flag, ": expected auto, f32 or bf16");
+  const kernels::Bf16Kernel kernel = kernels::bf16_kernel();
+  const bool native = kernel != kernels::Bf16Kernel::kNone;
+  GLM4_CHECK(flag != "bf16" || native, "--compute bf16: this CPU has no native bf16 dot products (AMX or ",
+             "AVX512-BF16); use --compute auto or f32");
+  ComputeChoice c;
+  if (flag == "bf16" || (flag == "auto" && native && mostly_bf16(model))) {
+    c.dtype = ComputeDType::BF16;
+    c.kernel = kernels::bf16_kernel_name(kernel);
+  }
+  set_compute_dtype(c.dtype);
+  return c;
+}
+
+}  // namespace glm4

@@ -1,0 +1,62 @@
+// The caching allocator behind tensor storage: large blocks are reused by size class, the
+// waste per block is bounded, and trimming gives everything back.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "autograd/storage_pool.h"
+#include "autograd/tensor.h"
+
+namespace glm4 {
+namespace {
+
+TEST(StoragePool, ReusesLargeBlocksOfTheSameClass) {
+  pool_trim();
+  PoolBlock a = pool_allocate(3u << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 64, 0u);
+  EXPECT_GE(a.capacity, 3u << 20);
+  std::memset(a.data, 1, 3u << 20);  // writable over its whole size
+  void* first = a.data;
+  pool_release(a);
+  EXPECT_EQ(pool_cached_bytes(), a.capacity);
+  PoolBlock b = pool_allocate((3u << 20) - 1000);  // same class: the same block comes back
+  EXPECT_EQ(b.data, first);
+  EXPECT_EQ(pool_cached_bytes(), 0u);
+  PoolBlock c = pool_allocate(5u << 20);  // another class: a new block
+  EXPECT_NE(c.data, first);
+  pool_release(b);
+  pool_release(c);
+  EXPECT_EQ(pool_cached_bytes(), b.capacity + c.capacity);
+  pool_trim();
+  EXPECT_EQ(pool_cached_bytes(), 0u);
+}
+
+TEST(StoragePool, SizeClassesWasteAtMostAnEighth) {
+  for (size_t bytes : {size_t(256) << 10, (size_t(256) << 10) + 1, size_t(1000001), size_t(77) << 20}) {
+    PoolBlock b = pool_allocate(bytes);
+    EXPECT_GE(b.capacity, bytes);
+    EXPECT_LE(double(b.capacity), double(bytes) * 1.125 + 4096) << bytes;
+    pool_release(b);
+  }
+  PoolBlock small = pool_allocate(100);  // small blocks go to the heap, never to the cache
+  size_t cached = pool_cached_bytes();
+  pool_release(small);
+  EXPECT_EQ(pool_cached_bytes(), cached);
+  pool_trim();
+}
+
+TEST(StoragePool, TensorsDrawFromIt) {
+  pool_trim();
+  float* first;
+  {
+    Tensor t = Tensor::empty({1024, 1024});
+    first = t.data();
+  }
+  EXPECT_GE(pool_cached_bytes(), size_t(4) << 20);
+  Tensor again = Tensor::zeros({1024, 1024});
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(again.data()[12345], 0.0f);  // zeros() still zeroes a reused block
+}
+
+}  // namespace
+}  // namespace glm4
