@@ -12,6 +12,7 @@ namespace glm4 {
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local bool t_saw_trainable = false;
+thread_local const LeafReadyHook::Fn* t_leaf_ready = nullptr;
 
 Edge edge_of(const Tensor& t) {
   Edge e;
@@ -46,6 +47,10 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, const char* where) 
 bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool on) { t_grad_enabled = on; }
 bool& saw_trainable_in_no_grad() { return t_saw_trainable; }
+
+LeafReadyHook::LeafReadyHook(Fn fn) : fn_(std::move(fn)), prev_(t_leaf_ready) { t_leaf_ready = &fn_; }
+LeafReadyHook::~LeafReadyHook() { t_leaf_ready = prev_; }
+const LeafReadyHook::Fn* LeafReadyHook::current() { return t_leaf_ready; }
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs)
@@ -97,6 +102,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   }
 
+  // With a leaf-ready hook: edges into each leaf still to deliver in this pass.
+  const LeafReadyHook::Fn* leaf_ready = t_leaf_ready;
+  std::unordered_map<const TensorImpl*, int64_t> pending;
+  if (leaf_ready)
+    for (Node* node : order)
+      for (const Edge& e : node->inputs)
+        if (e.leaf) ++pending[e.leaf.get()];
+
   std::unordered_map<Node*, Tensor> grad_of;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
@@ -133,6 +146,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       }
     }
     node->release();
+    if (leaf_ready)
+      for (const Edge& e : node->inputs)
+        if (e.leaf && --pending[e.leaf.get()] == 0) (*leaf_ready)(e.leaf.get());
   }
 }
 

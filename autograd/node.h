@@ -63,6 +63,24 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 // uses it to learn whether a block touches trainable parameters.
 bool& saw_trainable_in_no_grad();
 
+// While alive, tells `fn` during every backward pass on this thread when a leaf's gradient for
+// that pass is complete: every recorded edge into the leaf has delivered (for a leaf used inside a
+// recompute block, when that block's inner pass is done). The data-parallel reducer uses it to
+// start sending finished gradients while backward goes on.
+class LeafReadyHook {
+ public:
+  using Fn = std::function<void(const TensorImpl* leaf)>;
+  explicit LeafReadyHook(Fn fn);
+  ~LeafReadyHook();
+  LeafReadyHook(const LeafReadyHook&) = delete;
+  LeafReadyHook& operator=(const LeafReadyHook&) = delete;
+  static const Fn* current();  // null when none is installed
+
+ private:
+  Fn fn_;
+  const Fn* prev_;
+};
+
 // Reverse-mode pass from `roots`, seeded with `grads` (a scalar root may pass an undefined
 // seed, meaning 1). Leaf gradients accumulate into their grad(); the graph is freed.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {});

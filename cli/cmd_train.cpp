@@ -62,7 +62,10 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
   add("init_adapter", &f.init_adapter, "Start from this adapter (PEFT or MLX directory)");
   add("resume", &f.resume, "Continue from a checkpoint.h5 of an earlier run");
   add("adapter_format", &f.adapter_format, "peft | mlx (default peft)");
-  add("threads", &f.threads, "Threads to use (default: all cores)");
+  add("threads", &f.threads, "Threads to use (default: all cores; under mpirun, the rank's share)");
+  add("bucket_mb", &f.bucket_mb, "mpirun: sum gradients over the ranks in buckets of this many MB (default 25)");
+  add("sync_check_every", &f.sync_check_every,
+      "mpirun: check every N steps that all ranks hold the same parameters; 0 = off (default 100)");
   add("compute", &f.compute, "Frozen products in auto (bf16 for bf16 weights on a CPU with AMX or AVX512-BF16), "
       "f32 or bf16 (default auto)");
 
@@ -85,6 +88,7 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
       if (opt->count() > 0) passed[key] = key == "lora_targets" ? nlohmann::json(*targets) : from_flags[key];
     apply_json(config, passed, "command line");
     TrainSummary s = run_training(config);
+    if (s.rank != 0) return;  // under mpirun, rank 0 reports
     std::fprintf(stderr, "trained %lld steps; last loss %.4f", (long long)s.steps, s.last_loss);
     if (s.best_val_loss >= 0) std::fprintf(stderr, "; best val loss %.4f", s.best_val_loss);
     std::fprintf(stderr, "\n%s: %s\n", config.full ? "model" : "adapter", config.out.c_str());

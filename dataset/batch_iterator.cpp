@@ -100,7 +100,9 @@ void BatchIterator::set_cursor(DataCursor cursor) {
   cursor_ = cursor;
 }
 
-Batch BatchIterator::next() {
+Batch BatchIterator::next() { return make_batch(*examples_, next_rows(), options_.pack, options_.pad_id); }
+
+std::vector<std::vector<int64_t>> BatchIterator::next_rows() {
   plan_epoch(cursor_.epoch);
   if (cursor_.position >= batches_per_epoch_) {
     cursor_ = {cursor_.epoch + 1, 0};
@@ -111,7 +113,7 @@ Batch BatchIterator::next() {
   const int64_t last = std::min<int64_t>(first + bs, int64_t(rows_.size()));
   std::vector<std::vector<int64_t>> rows(rows_.begin() + first, rows_.begin() + last);
   ++cursor_.position;
-  return make_batch(*examples_, rows, options_.pack, options_.pad_id);
+  return rows;
 }
 
 }  // namespace glm4

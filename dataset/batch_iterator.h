@@ -43,6 +43,8 @@ class BatchIterator {
 
   // The batch at the cursor; then the cursor moves on, into the next epoch after the last.
   Batch next();
+  // The same batch as its rows (example indices each); next() is make_batch of these.
+  std::vector<std::vector<int64_t>> next_rows();
   DataCursor cursor() const { return cursor_; }
   void set_cursor(DataCursor cursor);  // checked: epoch >= 0, position <= batches_per_epoch
   // Of the cursor's epoch: with packing the row count depends on the epoch's order.

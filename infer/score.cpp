@@ -26,9 +26,10 @@ Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOpt
   return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by);
 }
 
-LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
-                     int64_t max_batches) {
+std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<Example>& examples,
+                                      int64_t batch_size, int64_t max_batches, int64_t offset, int64_t stride) {
   GLM4_CHECK(batch_size > 0, "[score_loss] batch_size must be > 0, got ", batch_size);
+  GLM4_CHECK(stride > 0 && offset >= 0 && offset < stride, "[score_loss] batches ", offset, " mod ", stride);
   for (size_t e = 0; e < examples.size(); ++e) {
     GLM4_CHECK(!examples[e].ids.empty(), "[score_loss] example ", e, " is empty");
     GLM4_CHECK(examples[e].labels.size() == examples[e].ids.size(), "[score_loss] example ", e, " has ",
@@ -37,13 +38,24 @@ LossScore score_loss(const Glm4Model& model, const std::vector<Example>& example
   NoGradGuard no_grad;
   const int32_t pad_id = model.config.pad_token_id.value_or(0);
   const int64_t n = int64_t(examples.size());
-  double total = 0;
-  int64_t tokens = 0, batches = 0;
-  for (int64_t first = 0; first < n && (max_batches <= 0 || batches < max_batches); first += batch_size, ++batches) {
-    Batch b = make_batch(examples, first, std::min(n, first + batch_size), pad_id);
+  int64_t batches = (n + batch_size - 1) / batch_size;
+  if (max_batches > 0) batches = std::min(batches, max_batches);
+  std::vector<BatchScore> out;
+  for (int64_t k = offset; k < batches; k += stride) {
+    Batch b = make_batch(examples, k * batch_size, std::min(n, (k + 1) * batch_size), pad_id);
     if (b.target_tokens == 0) continue;
-    total += double(batch_loss(model, b, {.divide_by = 1.0}).item());
-    tokens += b.target_tokens;
+    out.push_back({k, double(batch_loss(model, b, {.divide_by = 1.0}).item()), b.target_tokens});
+  }
+  return out;
+}
+
+LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
+                     int64_t max_batches) {
+  double total = 0;
+  int64_t tokens = 0;
+  for (const BatchScore& b : score_batches(model, examples, batch_size, max_batches)) {
+    total += b.total;
+    tokens += b.tokens;
   }
   LossScore s;
   s.tokens = tokens;

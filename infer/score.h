@@ -38,6 +38,19 @@ struct LossScore {
 LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
                      int64_t max_batches = 0);
 
+// One batch of score_loss's walk: its index, loss summed over its targets, and target count.
+struct BatchScore {
+  int64_t index = 0;
+  double total = 0;
+  int64_t tokens = 0;
+};
+
+// The batches of score_loss's walk with index % stride == offset (all of them by default), so
+// data-parallel ranks can split an evaluation and add the totals in batch order afterwards.
+std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<Example>& examples,
+                                      int64_t batch_size, int64_t max_batches = 0, int64_t offset = 0,
+                                      int64_t stride = 1);
+
 // A prompt and the answer the model should give to it.
 struct AnswerExample {
   std::vector<int32_t> prompt;  // ends where the answer starts (e.g. with <|assistant|>)

@@ -51,11 +51,12 @@ void MetricsLog::write(const nlohmann::json& line) {
              "cannot write the metrics log ", path_.string());
 }
 
-ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every)
-    : first_(first_step), total_(total_steps), every_(report_every), tty_(isatty(STDERR_FILENO)),
+ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every, bool silent)
+    : first_(first_step), total_(total_steps), every_(report_every), tty_(isatty(STDERR_FILENO)), silent_(silent),
       start_(std::chrono::steady_clock::now()) {}
 
 void ProgressBar::update(int64_t step, double loss, double lr, double tokens_per_s) {
+  if (silent_) return;
   int64_t done = step + 1;
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double per_step = elapsed / double(std::max<int64_t>(1, done - first_));
@@ -79,11 +80,12 @@ void ProgressBar::update(int64_t step, double loss, double lr, double tokens_per
 }
 
 void ProgressBar::message(const std::string& text) {
+  if (silent_) return;
   std::fprintf(stderr, tty_ ? "\r\033[K%s\n" : "%s\n", text.c_str());
 }
 
 void ProgressBar::finish() {
-  if (tty_) std::fputs("\n", stderr);
+  if (tty_ && !silent_) std::fputs("\n", stderr);
 }
 
 }  // namespace glm4

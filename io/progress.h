@@ -29,14 +29,15 @@ class MetricsLog {
 
 class ProgressBar {
  public:
-  ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every);
+  // A silent bar prints nothing (the ranks other than 0 of a data-parallel run).
+  ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every, bool silent = false);
   void update(int64_t step, double loss, double lr, double tokens_per_s);
   void message(const std::string& text);  // a line of its own above the bar
   void finish();
 
  private:
   int64_t first_, total_, every_;
-  bool tty_;
+  bool tty_, silent_;
   std::chrono::steady_clock::time_point start_;
 };
 

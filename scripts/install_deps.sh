@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev libsentencepiece-dev libhdf5-dev libtbb-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libcpp-httplib-dev
+  libopenmpi-dev openmpi-bin  # mpirun -np N glm4 train (data-parallel); optional at build time
 )
 if [[ "${1:-}" == "--dev" ]]; then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.

@@ -60,7 +60,8 @@ void update_range(const StepConstants& c, float* p, const float* g, float* m, fl
 
 }  // namespace
 
-AdamW::AdamW(std::vector<std::pair<std::string, Tensor>> params, AdamWOptions options)
+AdamW::AdamW(std::vector<std::pair<std::string, Tensor>> params, AdamWOptions options,
+             std::vector<ElementRange> owned)
     : options_(options) {
   const AdamWOptions& o = options_;
   GLM4_CHECK(o.lr >= 0, "[AdamW] learning rate must be >= 0, got ", o.lr);
@@ -68,15 +69,23 @@ AdamW::AdamW(std::vector<std::pair<std::string, Tensor>> params, AdamWOptions op
   GLM4_CHECK(o.beta2 >= 0 && o.beta2 < 1, "[AdamW] beta2 must be in [0, 1), got ", o.beta2);
   GLM4_CHECK(o.eps >= 0, "[AdamW] eps must be >= 0, got ", o.eps);
   GLM4_CHECK(o.weight_decay >= 0, "[AdamW] weight_decay must be >= 0, got ", o.weight_decay);
+  GLM4_CHECK(owned.empty() || owned.size() == params.size(), "[AdamW] ", owned.size(),
+             " owned ranges for ", params.size(), " parameters");
   std::set<std::string> seen;
-  for (auto& [name, p] : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& [name, p] = params[i];
     GLM4_CHECK(p.defined(), "[AdamW] parameter '", name, "' is an undefined tensor");
     GLM4_CHECK(p.is_leaf(), "[AdamW] parameter '", name, "' is not a leaf tensor");
     GLM4_CHECK(seen.insert(name).second, "[AdamW] parameter name '", name, "' appears twice");
+    const ElementRange r = owned.empty() ? ElementRange{0, p.numel()} : owned[i];
+    GLM4_CHECK(0 <= r.begin && r.begin <= r.end && r.end <= p.numel(), "[AdamW] owned elements [", r.begin,
+               ", ", r.end, ") of '", name, "' are outside its ", p.numel());
+    const Shape moment_shape = r.size() == p.numel() ? p.shape() : Shape{r.size()};
     names_.push_back(name);
     params_.push_back(p);
-    exp_avg_.push_back(Tensor::zeros(p.shape()));
-    exp_avg_sq_.push_back(Tensor::zeros(p.shape()));
+    owned_.push_back(r);
+    exp_avg_.push_back(Tensor::zeros(moment_shape));
+    exp_avg_sq_.push_back(Tensor::zeros(moment_shape));
     param_steps_.push_back(0);
   }
 }
@@ -91,11 +100,12 @@ void AdamW::step(double lr) {
     GLM4_CHECK(g.shape() == params_[i].shape(), "[AdamW] gradient of '", names_[i], "' has shape ",
                shape_str(g.shape()), ", parameter has ", shape_str(params_[i].shape()));
     const StepConstants c = step_constants(options_, lr, ++param_steps_[i]);
-    float* p = params_[i].data();
-    const float* gd = g.data();
+    const ElementRange r = owned_[i];
+    float* p = params_[i].data() + r.begin;
+    const float* gd = g.data() + r.begin;
     float* m = exp_avg_[i].data();
     float* v = exp_avg_sq_[i].data();
-    parallel_for(params_[i].numel(), kGrain,
+    parallel_for(r.size(), kGrain,
                  [&](int64_t lo, int64_t hi) { update_range(c, p, gd, m, v, lo, hi); });
   }
 }
@@ -128,10 +138,11 @@ void AdamW::load_state(int64_t step_count, const std::vector<Tensor>& exp_avg,
   }
   for (size_t i = 0; i < n; ++i) {
     param_steps_[i] = param_steps.empty() ? step_count : param_steps[i];
-    const size_t bytes = size_t(params_[i].numel()) * sizeof(float);
+    const size_t bytes = size_t(owned_[i].size()) * sizeof(float);
     if (bytes == 0) continue;
-    std::memmove(exp_avg_[i].data(), exp_avg[i].data(), bytes);  // may be our own tensors
-    std::memmove(exp_avg_sq_[i].data(), exp_avg_sq[i].data(), bytes);
+    // may be our own tensors
+    std::memmove(exp_avg_[i].data(), exp_avg[i].data() + owned_[i].begin, bytes);
+    std::memmove(exp_avg_sq_[i].data(), exp_avg_sq[i].data() + owned_[i].begin, bytes);
   }
   step_count_ = step_count;
 }

@@ -27,9 +27,9 @@ double sum_squares_range(const float* p, int64_t begin, int64_t end) {
   return s;
 }
 
-double sum_squares_fixed_order(const Tensor& t) {
-  const float* p = t.data();
-  const int64_t n = t.numel();
+}  // namespace
+
+double sum_of_squares(const float* p, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(size_t(chunks), 0.0);
   parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
@@ -41,14 +41,17 @@ double sum_squares_fixed_order(const Tensor& t) {
   return s;
 }
 
-}  // namespace
+float clip_factor(double norm, double max_norm) {
+  const double scale = max_norm / (norm + 1e-6);
+  return scale >= 1.0 ? 1.0f : float(scale);
+}
 
 double grad_norm(const std::vector<Tensor>& params) {
   double total = 0;
   for (const Tensor& p : params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
-    if (g.defined()) total += sum_squares_fixed_order(g);
+    if (g.defined()) total += sum_of_squares(g.data(), g.numel());
   }
   return std::sqrt(total);
 }
@@ -57,9 +60,8 @@ double clip_grad_norm(std::vector<Tensor>& params, double max_norm) {
   GLM4_CHECK(max_norm >= 0, "[clip_grad_norm] max_norm must be >= 0, got ", max_norm);
   const double norm = grad_norm(params);
   if (!std::isfinite(norm)) return norm;
-  const double scale = max_norm / (norm + 1e-6);
-  if (scale >= 1.0) return norm;
-  const float s = float(scale);
+  const float s = clip_factor(norm, max_norm);
+  if (s == 1.0f) return norm;
   for (Tensor& p : params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();

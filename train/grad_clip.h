@@ -16,4 +16,10 @@ double clip_grad_norm(std::vector<Tensor>& params, double max_norm);
 // The same norm without clipping.
 double grad_norm(const std::vector<Tensor>& params);
 
+// The pieces of both, for gradients split over data-parallel ranks: the sum of squares of
+// p[0, n) in double (the fixed order grad_norm uses for one tensor), and the factor
+// clip_grad_norm multiplies by (1 when no clipping is due).
+double sum_of_squares(const float* p, int64_t n);
+float clip_factor(double norm, double max_norm);
+
 }  // namespace glm4

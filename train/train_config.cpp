@@ -64,6 +64,8 @@ const std::map<std::string, Field>& fields() {
       {"resume", field(&TrainConfig::resume)},
       {"adapter_format", field(&TrainConfig::adapter_format)},
       {"threads", field(&TrainConfig::threads)},
+      {"bucket_mb", field(&TrainConfig::bucket_mb)},
+      {"sync_check_every", field(&TrainConfig::sync_check_every)},
       {"compute", field(&TrainConfig::compute)},
   };
   return table;
@@ -119,6 +121,9 @@ void TrainConfig::validate() const {
   GLM4_CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip must be >= 0, got ", grad_clip);
   GLM4_CHECK(val_batches == -1 || val_batches > 0, "--val-batches must be positive or -1, got ", val_batches);
   GLM4_CHECK(patience >= 0, "--patience must be >= 0, got ", patience);
+  GLM4_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  GLM4_CHECK(std::isfinite(bucket_mb) && bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
+  GLM4_CHECK(sync_check_every >= 0, "--sync-check-every must be >= 0, got ", sync_check_every);
   GLM4_CHECK(compute == "auto" || compute == "f32" || compute == "bf16",
              "--compute must be auto, f32 or bf16, got \"", compute, "\"");
   GLM4_CHECK(adapter_format == "peft" || adapter_format == "mlx",

@@ -42,7 +42,9 @@ struct TrainConfig {
   std::string init_adapter;          // continue from an adapter (its rank/alpha/targets win)
   std::string resume;                // a checkpoint .h5 to continue from
   std::string adapter_format = "peft";  // peft | mlx
-  int64_t threads = 0;               // 0 = all cores
+  int64_t threads = 0;               // 0 = all cores (under mpirun: the rank's share of them)
+  double bucket_mb = 25;             // mpirun: gradients are summed over the ranks in buckets of this size
+  int64_t sync_check_every = 100;    // mpirun: compare the ranks' parameter checksums every N steps; 0 = off
   std::string compute = "auto";      // frozen products in auto | f32 | bf16
 
   // Throws glm4::Error naming the key (as a flag, --learning-rate) when a value is invalid.

@@ -18,7 +18,7 @@ std::string exact(double v) {  // round-trips every double, inf included
 }  // namespace
 
 void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
-                           const AdamW& optimizer, const TrainState& state) {
+                           const AdamW& optimizer, const TrainState& state, const MomentSource& moments) {
   Hdf5Writer w(path);
   w.set_attr_i64("format_version", kTrainingStateVersion);
   w.set_attr("config", to_json(config).dump());
@@ -33,8 +33,17 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
     const Tensor& p = optimizer.params()[i];
     std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
     w.write_f32("params/" + names[i], shape, p.data());
-    w.write_f32("exp_avg/" + names[i], shape, optimizer.exp_avg()[i].data());
-    w.write_f32("exp_avg_sq/" + names[i], shape, optimizer.exp_avg_sq()[i].data());
+    if (!moments) {
+      w.write_f32("exp_avg/" + names[i], shape, optimizer.exp_avg()[i].data());
+      w.write_f32("exp_avg_sq/" + names[i], shape, optimizer.exp_avg_sq()[i].data());
+      continue;
+    }
+    std::vector<float> m, v;
+    moments(i, &m, &v);
+    GLM4_CHECK(int64_t(m.size()) == p.numel() && int64_t(v.size()) == p.numel(), path.string(),
+               ": the moments of ", names[i], " have ", m.size(), " elements, the tensor ", p.numel());
+    w.write_f32("exp_avg/" + names[i], shape, m.data());
+    w.write_f32("exp_avg_sq/" + names[i], shape, v.data());
   }
   w.write_i64("param_steps", {int64_t(names.size())}, optimizer.param_steps().data());
   w.commit();

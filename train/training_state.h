@@ -3,6 +3,7 @@
 // continues bit-identically. Written to a temporary name, then renamed.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -21,11 +22,17 @@ struct TrainState {
   int64_t evals_without_improvement = 0;
 };
 
-void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
-                           const AdamW& optimizer, const TrainState& state);
+// Gives parameter i's full AdamW moments (the optimizer may hold only a piece of them when it is
+// sharded over data-parallel ranks); asked for every parameter, in order.
+using MomentSource = std::function<void(size_t i, std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq)>;
 
-// Restores parameters (in place, by name), moments and state; returns the saved config.
-// Throws naming the file when the parameters do not match the run's (names or shapes).
+// Without `moments`, the optimizer's own (whole) moments are saved.
+void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
+                           const AdamW& optimizer, const TrainState& state, const MomentSource& moments = {});
+
+// Restores parameters (in place, by name), moments (the optimizer keeps the elements it owns) and
+// state; returns the saved config. The file holds whole tensors, so a run with any number of
+// ranks can resume it. Throws naming the file when the parameters do not match the run's.
 TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state);
 
 }  // namespace glm4
