@@ -73,17 +73,20 @@ void WriteProgress::add(size_t bytes, const std::string& what) {
   const double frac = double(done_) / double(total_);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int64_t eta = frac > 0 ? int64_t(elapsed * (1 - frac) / frac) : 0;
+  const bool gb = total_ >= size_t(1e9);  // else MB
+  const double unit = gb ? 1e9 : 1e6;
+  const char* name = gb ? "GB" : "MB";
   if (tty_) {
     const int width = 24;
     std::string bar(size_t(double(width) * frac), '#');
     bar.resize(width, '.');
-    std::fprintf(stderr, "\r\033[K%s [%s] %.2f/%.2f GB ETA %lldm%02llds %s", label_.c_str(), bar.c_str(),
-                 double(done_) / 1e9, double(total_) / 1e9, (long long)(eta / 60), (long long)(eta % 60),
+    std::fprintf(stderr, "\r\033[K%s [%s] %.2f/%.2f %s ETA %lldm%02llds %s", label_.c_str(), bar.c_str(),
+                 double(done_) / unit, double(total_) / unit, name, (long long)(eta / 60), (long long)(eta % 60),
                  what.c_str());
   } else if (int(frac * 10) > last_tenth_) {
     last_tenth_ = int(frac * 10);
-    std::fprintf(stderr, "%s %3.0f%% %.2f/%.2f GB (%s)\n", label_.c_str(), 100 * frac, double(done_) / 1e9,
-                 double(total_) / 1e9, what.c_str());
+    std::fprintf(stderr, "%s %3.0f%% %.2f/%.2f %s (%s)\n", label_.c_str(), 100 * frac, double(done_) / unit,
+                 double(total_) / unit, name, what.c_str());
   }
 }
 
