@@ -74,6 +74,27 @@ TEST(QuantizeCli, QuantizeTrainQloraFuseAndDequantize) {
   EXPECT_NEAR(last_json_line(live.output)["loss"].get<double>(), last_json_line(merged.output)["loss"].get<double>(), 1e-4);
 }
 
+// QLoRA checkpoints resume exactly: 3 steps + resume to 6 writes the adapter of 6 straight steps.
+TEST(QuantizeCli, QloraResumesBitIdentically) {
+  TempDir tmp;
+  const std::string q = (tmp / "q4").string();
+  ASSERT_TRUE(succeeds(run({"quantize", "--model", kModel, "--out", q, "--bits", "4"})));
+  const std::vector<std::string> common{"train", "--config", kSource + "/configs/main_job.json", "--model", q, "--data",
+                                        kFinetune, "--warmup", "0", "--steps-per-eval", "6", "--val-batches", "1",
+                                        "--batch-size", "4", "--save-every", "3", "--seed", "1", "--lr-schedule",
+                                        "constant", "--grad-checkpoint"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_TRUE(succeeds(with({"--out", (tmp / "straight").string(), "--iters", "6"})));
+  ASSERT_TRUE(succeeds(with({"--out", (tmp / "resumed").string(), "--iters", "3"})));
+  ASSERT_TRUE(succeeds(with({"--out", (tmp / "resumed").string(), "--iters", "6", "--resume",
+                             (tmp / "resumed" / "checkpoint.h5").string()})));
+  EXPECT_EQ(slurp(tmp / "straight" / "adapter_model.safetensors"), slurp(tmp / "resumed" / "adapter_model.safetensors"));
+}
+
 TEST(QuantizeCli, InitBitsWritesWhatInitThenQuantizeWrites) {
   TempDir tmp;
   const std::string config = std::string(GLM4_TEST_DATA) + "/tiny_glm4/config.json";
