@@ -1,4 +1,5 @@
-// Weight: owned 64-byte aligned buffers (counted) or views of external memory (not counted).
+// Weight: owned 64-byte aligned buffers (counted) or views of external memory (not counted);
+// dense elements or mlx affine groups.
 #include "autograd/weight.h"
 
 #include <atomic>
@@ -8,7 +9,9 @@
 #include <new>
 
 #include "base/check.h"
+#include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/convert.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 
@@ -32,6 +35,18 @@ struct OwnedBuffer {
   }
   OwnedBuffer(const OwnedBuffer&) = delete;
   OwnedBuffer& operator=(const OwnedBuffer&) = delete;
+};
+
+// Owned quantized storage, counted in weight_bytes_live while it lives.
+struct OwnedQuant {
+  QuantizedStorage storage;
+  size_t size;
+  explicit OwnedQuant(QuantizedStorage q) : storage(std::move(q)), size(storage.view().bytes()) {
+    g_live_bytes += size;
+  }
+  ~OwnedQuant() { g_live_bytes -= size; }
+  OwnedQuant(const OwnedQuant&) = delete;
+  OwnedQuant& operator=(const OwnedQuant&) = delete;
 };
 
 void check_shape(const char* op, DType dtype, int64_t rows, int64_t cols) {
@@ -102,12 +117,44 @@ Weight Weight::view(DType dtype, const void* data, int64_t rows, int64_t cols,
   return w;
 }
 
+Weight Weight::quantized_view(const QuantizedMatrix& q, std::shared_ptr<const void> owner) {
+  check_quantized(q, "Weight::quantized_view");
+  check_shape("quantized_view", q.scale_dtype, q.rows, q.cols);
+  Weight w;
+  w.dtype_ = q.scale_dtype;
+  w.rows_ = q.rows;
+  w.cols_ = q.cols;
+  w.quantized_ = true;
+  w.quant_ = q;
+  w.keep_ = std::move(owner);
+  return w;
+}
+
+Weight Weight::quantized(QuantizedStorage q) {
+  auto owned = std::make_shared<OwnedQuant>(std::move(q));
+  Weight w = quantized_view(owned->storage.view(), owned);
+  w.owned_ = true;
+  return w;
+}
+
+const QuantizedMatrix& Weight::quant() const {
+  GLM4_CHECK(quantized_, "[Weight::quant] a ", dtype_name(dtype_), " weight (", rows_, ", ",
+             cols_, ") is not quantized");
+  return quant_;
+}
+
 void Weight::row_to_f32(int64_t r, float* out) const {
   GLM4_CHECK(r >= 0 && r < rows_, "[Weight::row_to_f32] row ", r, " out of range [0, ", rows_,
              ")");
+  if (quantized_) return dequantize_tile_f32(quant_, r, 1, 0, cols_, out, cols_);
   convert_to_f32(dtype_, element_ptr(dtype_, data_, r * cols_), cols_, out);
 }
 
-void Weight::to_f32(float* out) const { convert_to_f32(dtype_, data_, numel(), out); }
+void Weight::to_f32(float* out) const {
+  if (!quantized_) return convert_to_f32(dtype_, data_, numel(), out);
+  parallel_for(rows_, 64, [&](int64_t r0, int64_t r1) {
+    dequantize_tile_f32(quant_, r0, r1 - r0, 0, cols_, out + r0 * cols_, cols_);
+  });
+}
 
 }  // namespace glm4

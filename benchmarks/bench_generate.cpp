@@ -1,9 +1,12 @@
 // Generation speed on a random model of configs/mid.json (infer/generator.h): prefill a
-// 512-token prompt, then decode 128 tokens greedily, for each stored weight dtype and --compute;
-// next to the decode floor, the memory bandwidth measured in the same run (a streaming read of
-// 2 GiB) divided by the weight bytes one token reads.
-// Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16] [--compute auto]
-//                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2]
+// 512-token prompt, then decode 128 tokens greedily, for each stored weight form (f32, bf16, f16,
+// q4, q8: benchmarks/bench_model.h) and --compute; next to the decode floor, the memory
+// bandwidth measured in the same run (a streaming read of 2 GiB) divided by the weight bytes
+// one token reads. --model DIR runs a model directory instead (e.g. from glm4 init --bits 4).
+// Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
+//                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +25,8 @@
 #include "model/save.h"
 #include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
+#include "benchmarks/bench_model.h"
+#include "io/progress.h"
 
 using namespace glm4;
 
@@ -32,21 +37,19 @@ struct Options {
       (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/mid.json").string();
   std::vector<std::string> dtypes{"f32", "bf16", "f16"};
   std::string compute = "auto";
+  std::string model;  // a model directory instead of random weights
   int64_t prompt = 512;
   int tokens = 128;
   int reps = 2;
   int threads = 2;
 };
 
-// Bytes of weights one decode step reads: every layer matrix and lm_head (the embedding only
-// gives one row).
-double decode_weight_bytes(const ModelConfig& m, DType dtype) {
-  const double h = double(m.hidden_size), hd = double(m.head_dim);
-  const double per_layer = h * hd * double(m.num_attention_heads) * 2 +
-                           h * hd * double(m.num_key_value_heads) * 2 +
-                           3.0 * h * double(m.intermediate_size);
-  return (per_layer * double(m.num_hidden_layers) + h * double(m.vocab_size)) *
-         double(dtype_size(dtype));
+// CPU seconds this process has used (all its threads): other processes' load does not inflate
+// it, so with --threads 1 it gives one core's rate on a shared machine.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 }  // namespace
@@ -63,10 +66,15 @@ int main(int argc, char** argv) {
     else if (a == "--compute") o.compute = value();
     else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));
     else if (a == "--threads") o.threads = std::stoi(value());
+    else if (a == "--model") o.model = value();
     else { std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str()); return 2; }
   }
   set_max_threads(o.threads);
   try {
+    if (!o.model.empty()) {
+      o.config = o.model;
+      o.dtypes = {"file"};
+    }
     ModelConfig config = load_model_config(o.config);
     std::mt19937_64 rng(1);
     std::vector<int32_t> prompt(size_t(o.prompt));
@@ -77,33 +85,37 @@ int main(int argc, char** argv) {
                 " best of %d runs, --compute %s\n# decode tok/s = forward passes / s (the first token comes"
                 " from the prefill logits); floor = %.1f GB/s (measured now) / weight bytes per token\n",
                 o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, o.compute.c_str(), bandwidth / 1e9);
-    std::printf("%-5s %-16s %11s %11s %9s %11s %8s %10s\n", "dtype", "compute", "prefill t/s", "decode t/s",
-                "ms/token", "floor t/s", "%floor", "weight MB");
+    std::printf("# cpu t/s: the same per CPU second of this process (one core's rate with --threads 1)\n");
+    std::printf("%-5s %-16s %11s %11s %9s %11s %8s %10s %8s %12s %11s\n", "dtype", "compute", "prefill t/s", "decode t/s",
+                "ms/token", "floor t/s", "%floor", "weight MB", "RSS MB", "prefill cpu", "decode cpu");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
-      DType dtype;
-      if (!parse_dtype(name, &dtype)) { std::fprintf(stderr, "unknown dtype %s\n", name.c_str()); return 2; }
-      Glm4Model model(config);
-      init_random(model, 0, dtype);
+      std::unique_ptr<Glm4Model> owned = name == "file" ? load_model(o.model) : bench::make_model(config, name);
+      Glm4Model& model = *owned;
       const ComputeChoice compute = apply_compute_flag(model, o.compute);
       GenerationConfig gc;
       gc.max_tokens = o.tokens;  // greedy (temperature 0), no stop ids: exactly o.tokens tokens
       gc.prefill_chunk = std::max<int64_t>(o.prompt, 1);
       Generator gen(model, gc);
-      double prefill = 0, decode = 0;
+      double prefill = 0, decode = 0, prefill_cpu = 0, decode_cpu = 0;
       for (int r = 0; r < o.reps; ++r) {
+        const double c0 = cpu_seconds();
         gen.start(prompt);
-        while (gen.next()) {
-        }
+        const double c1 = cpu_seconds();
+        int64_t steps = 0;
+        while (gen.next()) ++steps;
+        const double c2 = cpu_seconds();
+        prefill_cpu = std::max(prefill_cpu, double(o.prompt) / (c1 - c0));
+        if (steps > 1) decode_cpu = std::max(decode_cpu, double(steps - 1) / (c2 - c1));
         GenerationStats s = gen.stats();
         prefill = std::max(prefill, s.prefill_tokens_per_second());
         if (s.generated_tokens > 1 && s.decode_seconds > 0)
           decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
       }
-      const double floor = bandwidth / decode_weight_bytes(config, dtype);
-      std::printf("%-5s %-16s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f\n", name.c_str(), compute.describe().c_str(),
-                  prefill, decode,
-                  1e3 / decode, floor, 100 * decode / floor, double(weight_bytes_live()) / 1048576.0);
+      const double floor = bandwidth / bench::decode_weight_bytes(model);
+      std::printf("%-5s %-16s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f\n", name.c_str(),
+                  compute.describe().c_str(), prefill, decode, 1e3 / decode, floor, 100 * decode / floor,
+                  bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(), prefill_cpu, decode_cpu);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

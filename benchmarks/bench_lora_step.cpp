@@ -1,11 +1,14 @@
 // Time of one LoRA training step (forward + backward + AdamW, train_step) on a random model of
-// configs/mid.json with frozen weights in --dtype (fp32 by default), LoRA r=16 alpha=32 on q,k,v,o,gate_up,down: tokens/s, peak tensor
-// memory and peak RSS, with and without gradient checkpointing. Each case runs in a child
-// process of its own, so that its peak RSS is its own.
+// configs/mid.json with frozen weights in --dtype (fp32 by default; q4 / q8 = QLoRA over an mlx
+// affine base, benchmarks/bench_model.h), or a model directory (--model), LoRA r=16 alpha=32 on
+// q,k,v,o,gate_up,down: tokens/s, peak tensor memory and peak RSS, with and without gradient
+// checkpointing. Each case runs in a child process of its own, so that its peak RSS is its own.
 // Usage: bench_lora_step [--config configs/mid.json] [--shapes 4x256,1x512] [--checkpoint 0,1]
-//                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16] [--compute auto|f32|bf16]
+//                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16|q4|q8] [--compute auto|f32|bf16]
+//                        [--model DIR]
 #include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include "dataset/batch.h"
 #include "train/train_step.h"
 #include "benchmarks/bench_flags.h"
+#include "benchmarks/bench_model.h"
 
 extern char** environ;
 using namespace glm4;
@@ -51,6 +55,7 @@ struct Options {
   int threads = 2;
   std::string dtype = "f32";     // storage of the frozen weights
   std::string compute = "auto";  // --compute of the frozen products
+  std::string model;             // a model directory instead of random weights
   bool child = false;
 };
 
@@ -77,6 +82,13 @@ double vm_hwm_mb() {
 }
 void reset_vm_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
+// CPU seconds of this process (all threads): not inflated by other processes' load.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Example> rows(static_cast<size_t>(B));
@@ -89,11 +101,9 @@ Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
 // Runs one case in this process and prints its table row.
 int run_case(const Options& o, const Case& c) {
   set_max_threads(o.threads);
-  ModelConfig config = load_model_config(o.config);
-  Glm4Model model(config);
-  DType dtype;
-  if (!parse_dtype(o.dtype, &dtype)) throw Error("--dtype " + o.dtype + ": expected f32, bf16 or f16");
-  init_random(model, 0, dtype);
+  ModelConfig config = load_model_config(o.model.empty() ? o.config : o.model);
+  std::unique_ptr<Glm4Model> owned = o.model.empty() ? bench::make_model(config, o.dtype) : load_model(o.model);
+  Glm4Model& model = *owned;
   apply_compute_flag(model, o.compute);
   LoraConfig lora;
   lora.rank = 16;
@@ -118,24 +128,27 @@ int run_case(const Options& o, const Case& c) {
   train_step(model, optimizer, {batch}, so);  // warm-up: allocator, OpenBLAS buffers, AdamW state
   TensorMemory::reset_peak();
   reset_vm_hwm();
-  std::vector<double> seconds;
+  std::vector<double> seconds, cpu;
   double loss = 0;
   for (int s = 0; s < o.steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds();
     StepResult r = train_step(model, optimizer, {batch}, so);
+    cpu.push_back(cpu_seconds() - c0);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (s == 0) loss = r.loss;
   }
+  std::sort(cpu.begin(), cpu.end());
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds[seconds.size() / 2];
   const double tokens = double(c.B * c.T);
   const double flops = (c.checkpoint ? 6.0 : 4.0) * matmul_params * tokens;
   const std::string shape = std::to_string(c.B) + "x" + std::to_string(c.T);
-  std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n", shape.c_str(),
+  std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %10.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n", shape.c_str(),
               c.checkpoint ? "yes" : "no", o.steps, median, seconds.front(),
-              tokens / median, flops / median / 1e9,
+              tokens / median, tokens / cpu[cpu.size() / 2], flops / median / 1e9,
               double(TensorMemory::peak_bytes()) / 1048576.0, vm_hwm_mb(),
-              double(weight_bytes_live()) / 1048576.0, loss);
+              bench::matrix_bytes(model) / 1048576.0, loss);
   std::fflush(stdout);
   return 0;
 }
@@ -147,6 +160,10 @@ int spawn_case(const Options& o, const Case& c, const char* self) {
                                 "--steps", std::to_string(o.steps),
                                 "--threads", std::to_string(o.threads),
                                 "--dtype", o.dtype, "--compute", o.compute};
+  if (!o.model.empty()) {
+    args.push_back("--model");
+    args.push_back(o.model);
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -173,6 +190,7 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") o.dtype = value();
     else if (a == "--compute") o.compute = value();
     else if (a == "--child") o.child = true;
+    else if (a == "--model") o.model = value();
     else { std::fprintf(stderr, "unknown flag %s (see the header of bench_lora_step.cpp)\n", a.c_str()); return 2; }
   }
   o.cases = make_cases(shapes, ckpt);
@@ -182,12 +200,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_lora_step: %s\n", e.what());
     return 1;
   }
+  if (!o.model.empty()) {
+    o.config = o.model;
+    o.dtype = "file";
+  }
   std::printf("# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; %d threads;\n"
               "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
               "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen Weights\n",
               o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");
-  std::printf("%11s %4s %5s %8s %8s %9s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps", "s/step",
-              "best", "tokens/s", "GF/s", "tensor MB", "RSS MB", "weight MB", "loss");
+  std::printf("# tok/cpu-s: tokens per CPU second of the process (median step), which other processes' load does not inflate\n");
+  std::printf("%11s %4s %5s %8s %8s %9s %10s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps", "s/step",
+              "best", "tokens/s", "tok/cpu-s", "GF/s", "tensor MB", "RSS MB", "weight MB", "loss");
   std::fflush(stdout);
   int rc = 0;
   for (const Case& c : o.cases) rc |= spawn_case(o, c, argv[0]);

@@ -27,6 +27,7 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out);
 void add_generate_command(CLI::App& parent, std::vector<Command>& out);
 void add_chat_command(CLI::App& parent, std::vector<Command>& out);
 void add_fuse_command(CLI::App& parent, std::vector<Command>& out);
+void add_quantize_command(CLI::App& parent, std::vector<Command>& out);
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out);
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenize_command(CLI::App& parent, std::vector<Command>& out);

@@ -1,12 +1,18 @@
 // glm4 fuse: merge an adapter into the base weights (W + scale * B A, in fp32, rounded once)
 // and write a complete Hugging Face model directory; without --adapter it converts the dtype.
+// On a quantized base it re-quantizes and measures what survived (infer/merge_quantized.h), or
+// with --dequantize writes the exact merge dense.
 // glm4 perplexity: token-weighted loss and perplexity of a model on a JSONL data set.
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "cli/cli_common.h"
 #include "cli/model_session.h"
+#include "autograd/kernels/gemm.h"
 #include "infer/merge.h"
+#include "infer/merge_quantized.h"
 #include "infer/score.h"
 #include "model/save.h"
 #include "dataset/dataset.h"
@@ -16,31 +22,137 @@ namespace fs = std::filesystem;
 
 namespace glm4::cli {
 
+namespace {
+
+struct FuseFlags {
+  std::string model, adapter, out, dtype, shard_size = "5GB", data;
+  bool force = false, dequantize = false, keep_bits = false;
+  double min_kept = 0.5;
+  int64_t batch_size = 4, max_seq_length = 2048;
+};
+
+bool has_quantized_weights(Glm4Model& model) {
+  bool any = false;
+  model.visit([&](const std::string&, Param& p) { any |= !p.value.defined() && p.frozen.is_quantized(); });
+  return any;
+}
+
+// Every adapter moved out of the model (so it scores, and saves, as the base), by module path.
+std::map<std::string, std::unique_ptr<LoraWeights>> take_adapters(Glm4Model& model) {
+  std::map<std::string, std::unique_ptr<LoraWeights>> taken;
+  model.visit_linears([&](const LinearSite& site, Linear& l) {
+    if (l.lora) taken[site.path] = std::move(l.lora);
+  });
+  return taken;
+}
+void put_adapters(Glm4Model& model, std::map<std::string, std::unique_ptr<LoraWeights>>& taken) {
+  model.visit_linears([&](const LinearSite& site, Linear& l) {
+    if (auto it = taken.find(site.path); it != taken.end()) l.lora = std::move(it->second);
+  });
+  taken.clear();
+}
+
+// W + scale * B A in fp32 for one linear's weight.
+Weight merged_weight(const Param& weight, const LoraWeights& lora) {
+  Tensor w = weight.to_f32();
+  const int64_t out = weight.shape[0], in = weight.shape[1], r = lora.lora_A.dim(0);
+  sgemm(false, false, out, in, r, lora.scale, lora.lora_B.data(), r, lora.lora_A.data(), in, 1.0f,
+        w.data(), in);
+  return Weight::copy_of(DType::F32, w.data(), out, in);
+}
+
+void run_fuse(const FuseFlags& f) {
+  check_output_dir(f.out, "--out", f.force);
+  GLM4_CHECK(f.min_kept > 0 && f.min_kept <= 1, "--min-kept ", f.min_kept, ": expected a share in (0, 1]");
+  SaveOptions save;
+  save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
+  ModelSession s = open_session(f.model, f.adapter, "f32");
+  Glm4Model& model = *s.model;
+  const bool quantized = has_quantized_weights(model);
+  save.dtype = f.dtype.empty() ? model.config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
+  save.progress_label = "fuse";
+
+  std::optional<Dataset> data;  // --data: the loss before and after, on the user's examples
+  std::optional<LossScore> base_loss, adapter_loss;
+  if (!f.data.empty()) {
+    DatasetOptions o;
+    o.max_seq_length = f.max_seq_length;
+    o.vocab_size = model.config.vocab_size;
+    data = with_flag("--data", f.data, [&] { return load_dataset(f.data, make_text_encoder(f.model), o); });
+    adapter_loss = score_loss(model, data->examples, f.batch_size);
+    auto taken = take_adapters(model);
+    base_loss = score_loss(model, data->examples, f.batch_size);
+    put_adapters(model, taken);
+  }
+
+  const ModelConfig config = model.config;
+  std::string what;
+  if (quantized && !f.dequantize && !f.adapter.empty()) {
+    RequantizeOptions o;
+    o.dtype = save.dtype;
+    o.min_kept = f.min_kept;
+    o.keep_bits = f.keep_bits;
+    std::vector<ModuleMerge> merges = merge_requantized(model, o);
+    std::fputs(describe_merge(merges).c_str(), stderr);
+    what = "re-quantized";
+  } else if (quantized) {  // --dequantize, or no adapter: each module merged as it is written
+    save.dequantize = f.dequantize;
+    auto adapters = std::make_shared<std::map<std::string, std::unique_ptr<LoraWeights>>>(take_adapters(model));
+    save.source = [adapters](const std::string& name, const Param& p) {
+      auto it = adapters->find(name.substr(0, name.size() - 7));
+      if (p.is_matrix() && it != adapters->end()) return merged_weight(p, *it->second);
+      if (p.value.defined())
+        return Weight::view(DType::F32, p.value.data(), p.shape[0], p.is_matrix() ? p.shape[1] : 1,
+                            p.value.impl_ptr());
+      return p.frozen;
+    };
+    what = f.dequantize ? "dequantized" : "kept quantized";
+  } else {
+    merge_adapters(model, save.dtype);
+    what = "dense";
+  }
+  save_model(model, config, f.out, save);
+  copy_model_companions(f.model, f.out, config);
+  std::fprintf(stderr, "wrote %s (%s, %s)\n", f.out.c_str(), what.c_str(), dtype_name(save.dtype));
+  if (data) {
+    auto written = load_model(f.out);
+    const LossScore fused = score_loss(*written, data->examples, f.batch_size);
+    const double gain = base_loss->loss - adapter_loss->loss;
+    std::printf("{\"base_loss\": %.6f, \"adapter_loss\": %.6f, \"fused_loss\": %.6f, "
+                "\"gain_kept\": %.4f, \"tokens\": %lld}\n",
+                base_loss->loss, adapter_loss->loss, fused.loss,
+                gain != 0 ? (base_loss->loss - fused.loss) / gain : 1.0, (long long)fused.tokens);
+  }
+}
+
+}  // namespace
+
 void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("fuse", "Merge a LoRA adapter into the weights; write a model directory");
-  struct Flags {
-    std::string model, adapter, out, dtype, shard_size = "5GB";
-    bool force = false;
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<FuseFlags>();
   app->add_option("--model", f->model, "Base model directory")->required();
   app->add_option("--adapter", f->adapter, "Adapter directory (PEFT or MLX); omit to only convert the dtype");
   app->add_option("--out", f->out, "Output model directory")->required();
   app->add_option("--dtype", f->dtype, "f32 | bf16 | f16 (default: the base model's)");
   app->add_option("--shard-size", f->shard_size, "Largest safetensors shard (default 5GB)");
   app->add_flag("--force", f->force, "Write into a non-empty --out");
-  out.push_back({app, [f] {
-    check_output_dir(f->out, "--out", f->force);
-    size_t shard = parse_size(f->shard_size, "--shard-size");
-    ModelSession s = open_session(f->model, f->adapter, "f32");
-    DType dtype = f->dtype.empty() ? s.model->config.torch_dtype : parse_dtype_flag(f->dtype, "--dtype");
-    int64_t merged = merge_adapters(*s.model, dtype);
-    ModelConfig config = s.model->config;
-    save_model(*s.model, config, f->out, dtype, shard);
-    copy_model_companions(f->model, f->out, config);
-    std::fprintf(stderr, "merged %lld adapted modules; wrote %s (%s)\n", (long long)merged, f->out.c_str(),
-                 dtype_name(dtype));
-  }});
+  app->add_flag("--dequantize", f->dequantize,
+                "Quantized base: write every matrix dense in --dtype (the exact merge)");
+  app->add_flag("--keep-bits", f->keep_bits,
+                "Quantized base: re-quantize merged modules at the base's bits even where that erases "
+                "the adapter's delta (measured and reported as LOSSY)");
+  app->add_option("--min-kept", f->min_kept,
+                  "Quantized base: share of a module's delta that must survive re-quantization, "
+                  "else it gets more bits or stays dense (default 0.5)");
+  app->add_option("--data", f->data, "JSONL file: report the loss of the base, the live adapter and the "
+                  "written model on it");
+  app->add_option("--batch-size", f->batch_size, "With --data: examples per forward pass (default 4)");
+  app->add_option("--max-seq-length", f->max_seq_length, "With --data: longer examples are truncated (default 2048)");
+  app->footer(
+      "On a quantized base the merged modules are re-quantized and measured: each keeps its base\n"
+      "format when at least --min-kept of its delta survives, else it is raised to 5, 6 or 8 bits,\n"
+      "else written dense; --keep-bits keeps the base format anyway, --dequantize writes dense.");
+  out.push_back({app, [f] { run_fuse(*f); }});
 }
 
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     glm4::cli::add_generate_command(app, commands);
     glm4::cli::add_chat_command(app, commands);
     glm4::cli::add_fuse_command(app, commands);
+    glm4::cli::add_quantize_command(app, commands);
     glm4::cli::add_perplexity_command(app, commands);
     glm4::cli::add_evaluate_command(app, commands);
     glm4::cli::add_tokenize_command(app, commands);

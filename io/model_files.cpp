@@ -98,48 +98,60 @@ std::shared_ptr<const void> ModelFiles::owner(const std::string& key) const {
   return it->second.file;
 }
 
-void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
-                      size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  GLM4_CHECK(!ec, "cannot create model directory ", dir, ": ", ec.message());
+namespace {
+
+// Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor would
+// overflow it (so an oversized tensor ends up alone). Indexes into `tensors`.
+std::vector<std::vector<size_t>> plan_shards(const std::filesystem::path& dir,
+                                             const std::vector<TensorToWrite>& tensors,
+                                             size_t max_shard_bytes) {
   std::set<std::string> seen;
   for (const auto& t : tensors)
     GLM4_CHECK(seen.insert(t.name).second, "write_model_files ", dir, ": tensor '", t.name,
                "' given twice");
-
-  // Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor
-  // would overflow it (so an oversized tensor ends up alone).
-  std::vector<std::vector<TensorToWrite>> shards(1);
-  size_t shard_bytes = 0, total = 0;
-  for (const auto& t : tensors) {
-    if (max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + t.nbytes > max_shard_bytes) {
+  std::vector<std::vector<size_t>> shards(1);
+  size_t shard_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t n = tensors[i].nbytes;
+    if (max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + n > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
-    shards.back().push_back(t);
-    shard_bytes += t.nbytes;
-    total += t.nbytes;
+    shards.back().push_back(i);
+    shard_bytes += n;
   }
+  return shards;
+}
 
+// Writes each shard with write_shard(path, indexes), then the index when there are several,
+// and removes weight files of an earlier save (a stale model.safetensors would shadow the index).
+template <typename WriteShard>
+void write_shards(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+                  size_t max_shard_bytes, WriteShard&& write_shard) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  GLM4_CHECK(!ec, "cannot create model directory ", dir, ": ", ec.message());
+  const std::vector<std::vector<size_t>> shards = plan_shards(dir, tensors, max_shard_bytes);
   std::set<std::string> written;
   if (shards.size() == 1) {
-    write_safetensors(dir / kSingle, shards[0], metadata);
+    write_shard(dir / kSingle, shards[0]);
     written.insert(kSingle);
   } else {
     nlohmann::json weight_map = nlohmann::json::object();
+    size_t total = 0;
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string name = shard_file_name(i, shards.size());
-      write_safetensors(dir / name, shards[i], metadata);
+      write_shard(dir / name, shards[i]);
       written.insert(name);
-      for (const auto& t : shards[i]) weight_map[t.name] = name;
+      for (size_t t : shards[i]) {
+        weight_map[tensors[t].name] = name;
+        total += tensors[t].nbytes;
+      }
     }
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     write_file_atomic(dir / kIndex, index.dump(2) + "\n");
     written.insert(kIndex);
   }
-
-  // Remove weight files of an earlier save (a stale model.safetensors would shadow the index).
   static const std::regex stale(R"(model(-[0-9]+-of-[0-9]+)?\.safetensors(\.index\.json)?)");
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
@@ -148,6 +160,34 @@ void write_model_files(const std::filesystem::path& dir, const std::vector<Tenso
       GLM4_CHECK(!ec, "write_model_files: cannot remove stale ", e.path(), ": ", ec.message());
     }
   }
+}
+
+std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all, const std::vector<size_t>& idx) {
+  std::vector<TensorToWrite> out;
+  for (size_t i : idx) out.push_back(all[i]);
+  return out;
+}
+
+}  // namespace
+
+void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+                      size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+  write_shards(dir, tensors, max_shard_bytes,
+               [&](const std::filesystem::path& path, const std::vector<size_t>& idx) {
+                 write_safetensors(path, pick(tensors, idx), metadata);
+               });
+}
+
+void write_model_files_streamed(const std::filesystem::path& dir,
+                                const std::vector<TensorToWrite>& specs,
+                                const TensorProducer& produce, size_t max_shard_bytes,
+                                const std::map<std::string, std::string>& metadata) {
+  write_shards(dir, specs, max_shard_bytes,
+               [&](const std::filesystem::path& path, const std::vector<size_t>& idx) {
+                 write_safetensors_streamed(
+                     path, pick(specs, idx),
+                     [&](size_t i, TensorSink& sink) { produce(idx[i], sink); }, metadata);
+               });
 }
 
 }  // namespace glm4

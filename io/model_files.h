@@ -50,4 +50,12 @@ void write_model_files(const std::filesystem::path& dir, const std::vector<Tenso
                       size_t max_shard_bytes = 0,
                       const std::map<std::string, std::string>& metadata = {});
 
+// The same with each tensor's bytes produced when the writer reaches it (write_safetensors_
+// streamed): produce(i, sink) is called once per tensor, in the order given, across the shards.
+// For models that must never sit whole in memory in their written form (quantize, init --bits).
+void write_model_files_streamed(const std::filesystem::path& dir,
+                                const std::vector<TensorToWrite>& specs,
+                                const TensorProducer& produce, size_t max_shard_bytes = 0,
+                                const std::map<std::string, std::string>& metadata = {});
+
 }  // namespace glm4

@@ -1,6 +1,7 @@
 #include "io/progress.h"
 
 #include <sys/resource.h>
+#include <algorithm>
 #include <unistd.h>
 
 #include <fstream>
@@ -86,6 +87,36 @@ void ProgressBar::message(const std::string& text) {
 
 void ProgressBar::finish() {
   if (tty_ && !silent_) std::fputs("\n", stderr);
+}
+
+WriteProgress::WriteProgress(std::string label, size_t total_bytes)
+    : label_(std::move(label)), total_(std::max<size_t>(1, total_bytes)),
+      tty_(isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
+
+void WriteProgress::add(size_t bytes, const std::string& what) {
+  done_ = std::min(total_, done_ + bytes);
+  const double frac = double(done_) / double(total_);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const int64_t eta = frac > 0 ? int64_t(elapsed * (1 - frac) / frac) : 0;
+  const bool gb = total_ >= size_t(1e9);  // else MB
+  const double unit = gb ? 1e9 : 1e6;
+  const char* name = gb ? "GB" : "MB";
+  if (tty_) {
+    const int width = 24;
+    std::string bar(size_t(double(width) * frac), '#');
+    bar.resize(width, '.');
+    std::fprintf(stderr, "\r\033[K%s [%s] %.2f/%.2f %s ETA %lldm%02llds %s", label_.c_str(), bar.c_str(),
+                 double(done_) / unit, double(total_) / unit, name, (long long)(eta / 60), (long long)(eta % 60),
+                 what.c_str());
+  } else if (int(frac * 10) > last_tenth_) {
+    last_tenth_ = int(frac * 10);
+    std::fprintf(stderr, "%s %3.0f%% %.2f/%.2f %s (%s)\n", label_.c_str(), 100 * frac, double(done_) / unit,
+                 double(total_) / unit, name, what.c_str());
+  }
+}
+
+void WriteProgress::finish() {
+  if (tty_) std::fputs("\n", stderr);
 }
 
 }  // namespace glm4

@@ -41,4 +41,20 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
+// Progress of writing a model (quantize, init, fuse): a bar with bytes done, the tensor at
+// hand and the ETA on a terminal, plain lines at every tenth otherwise.
+class WriteProgress {
+ public:
+  WriteProgress(std::string label, size_t total_bytes);
+  void add(size_t bytes, const std::string& what);
+  void finish();
+
+ private:
+  std::string label_;
+  size_t total_, done_ = 0;
+  int last_tenth_ = -1;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace glm4

@@ -13,10 +13,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-const TensorInfo& require(const SafetensorsFile& file, const std::string& key,
-                          std::string_view why) {
-  const TensorInfo* t = file.find(key);
-  GLM4_CHECK(t != nullptr, "[quantized] ", file.path().string(), ": ", key, " missing", why);
+const TensorInfo& require(const TensorInfo* t, const std::string& where, const char* suffix) {
+  GLM4_CHECK(t != nullptr, "[quantized] ", where, suffix,
+             " missing (an affine-quantized module needs weight, scales and biases)");
   return *t;
 }
 
@@ -24,12 +23,19 @@ const TensorInfo& require(const SafetensorsFile& file, const std::string& key,
 
 QuantizedMatrix quantized_module_view(const SafetensorsFile& file, std::string_view module,
                                       QuantFormat format) {
-  const std::string prefix(module), where = file.path().string() + ": " + prefix;
+  const std::string prefix(module);
+  return quantized_module_view(file.find(prefix + ".weight"), file.find(prefix + ".scales"),
+                               file.find(prefix + ".biases"), file.path().string() + ": " + prefix,
+                               format);
+}
+
+QuantizedMatrix quantized_module_view(const TensorInfo* weight, const TensorInfo* scales,
+                                      const TensorInfo* biases, const std::string& where,
+                                      QuantFormat format) {
   check_quant_format(format, where);
-  const char* why = " (an affine-quantized module needs weight, scales and biases)";
-  const TensorInfo& w = require(file, prefix + ".weight", why);
-  const TensorInfo& s = require(file, prefix + ".scales", why);
-  const TensorInfo& b = require(file, prefix + ".biases", why);
+  const TensorInfo& w = require(weight, where, ".weight");
+  const TensorInfo& s = require(scales, where, ".scales");
+  const TensorInfo& b = require(biases, where, ".biases");
   GLM4_CHECK(w.dtype == "U32" && w.shape.size() == 2, "[quantized] ", where,
              ".weight: packed codes must be U32 [out, in * bits / 32], got ", w.dtype, " ",
              shape_str(w.shape));
@@ -66,14 +72,18 @@ QuantizedMatrix quantized_module_view(const SafetensorsFile& file, std::string_v
 
 std::vector<TensorToWrite> quantized_module_tensors(const std::string& module,
                                                     const QuantizedStorage& q) {
-  const int64_t groups = q.cols / q.group_size;
+  return quantized_module_tensors(module, q.view());
+}
+
+std::vector<TensorToWrite> quantized_module_tensors(const std::string& module,
+                                                    const QuantizedMatrix& q) {
+  const int64_t groups = q.groups();
+  const size_t params = size_t(q.rows * groups) * dtype_size(q.scale_dtype);
   return {
-      {module + ".weight", "U32", {q.rows, q.cols * q.bits / 32}, q.packed.data(),
-       q.packed.size() * sizeof(uint32_t)},
-      {module + ".scales", dtype_name(q.scale_dtype), {q.rows, groups}, q.scales.data(),
-       q.scales.size()},
-      {module + ".biases", dtype_name(q.scale_dtype), {q.rows, groups}, q.biases.data(),
-       q.biases.size()},
+      {module + ".weight", "U32", {q.rows, q.cols * q.bits / 32}, q.packed,
+       size_t(q.rows * q.row_bytes())},
+      {module + ".scales", dtype_name(q.scale_dtype), {q.rows, groups}, q.scales, params},
+      {module + ".biases", dtype_name(q.scale_dtype), {q.rows, groups}, q.biases, params},
   };
 }
 

@@ -17,9 +17,19 @@ namespace glm4 {
 QuantizedMatrix quantized_module_view(const SafetensorsFile& file, std::string_view module,
                                       QuantFormat format);
 
+// The same over tensors found anywhere (a sharded model keeps a module's three tensors in
+// whichever files they fell into); `where` names the module in errors, a null tensor is
+// reported missing.
+QuantizedMatrix quantized_module_view(const TensorInfo* weight, const TensorInfo* scales,
+                                      const TensorInfo* biases, const std::string& where,
+                                      QuantFormat format);
+
 // MODULE.weight (U32), MODULE.scales and MODULE.biases pointing into `q` (which must outlive
 // the returned list until it is written).
 std::vector<TensorToWrite> quantized_module_tensors(const std::string& module,
                                                     const QuantizedStorage& q);
+// The same for any view (a loaded module's mapping, say): the bytes are q's own.
+std::vector<TensorToWrite> quantized_module_tensors(const std::string& module,
+                                                    const QuantizedMatrix& q);
 
 }  // namespace glm4

@@ -247,8 +247,11 @@ const TensorInfo& SafetensorsFile::at(std::string_view name) const {
   return *t;
 }
 
-void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// Checks names, dtypes and sizes of the tensors to write; `data` too unless streamed.
+void check_specs(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                 bool streamed) {
   auto where = [&](const std::string& name) {
     return str_cat("write_safetensors ", path, ": tensor '", name, "': ");
   };
@@ -264,15 +267,28 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
                "negative or too large shape");
     GLM4_CHECK(want == t.nbytes, where(t.name), "nbytes ", t.nbytes, " but shape and ", t.dtype,
                " need ", want);
-    GLM4_CHECK(t.nbytes == 0 || t.data != nullptr, where(t.name), "data is null");
+    GLM4_CHECK(streamed || t.nbytes == 0 || t.data != nullptr, where(t.name), "data is null");
   }
+}
 
-  // Largest elements first keeps every tensor aligned to its element size.
-  std::vector<size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return safetensors_dtype_size(tensors[a].dtype) > safetensors_dtype_size(tensors[b].dtype);
-  });
+// Counts what a producer writes into the file.
+class CountingSink : public TensorSink {
+ public:
+  explicit CountingSink(AtomicFileWriter& out) : out_(out) {}
+  void write(const void* data, size_t n) override {
+    out_.write(data, n);
+    written += n;
+  }
+  size_t written = 0;
+
+ private:
+  AtomicFileWriter& out_;
+};
+
+// Header, then each tensor in `order` through produce(index, sink).
+void write_ordered(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                   const std::vector<size_t>& order, const TensorProducer& produce,
+                   const std::map<std::string, std::string>& metadata) {
   ojson header = ojson::object();
   if (!metadata.empty()) {
     ojson meta = ojson::object();
@@ -298,8 +314,39 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   AtomicFileWriter out(path);
   out.write(len, 8);
   out.write(text);
-  for (size_t i : order) out.write(tensors[i].data, tensors[i].nbytes);
+  for (size_t i : order) {
+    CountingSink sink(out);
+    produce(i, sink);
+    GLM4_CHECK(sink.written == tensors[i].nbytes, "write_safetensors ", path, ": tensor '",
+               tensors[i].name, "' got ", sink.written, " bytes, expected ", tensors[i].nbytes);
+  }
   out.commit();
+}
+
+}  // namespace
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  check_specs(path, tensors, false);
+  // Largest elements first keeps every tensor aligned to its element size.
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return safetensors_dtype_size(tensors[a].dtype) > safetensors_dtype_size(tensors[b].dtype);
+  });
+  write_ordered(path, tensors, order,
+                [&](size_t i, TensorSink& sink) { sink.write(tensors[i].data, tensors[i].nbytes); },
+                metadata);
+}
+
+void write_safetensors_streamed(const std::filesystem::path& path,
+                                const std::vector<TensorToWrite>& specs,
+                                const TensorProducer& produce,
+                                const std::map<std::string, std::string>& metadata) {
+  check_specs(path, specs, true);
+  std::vector<size_t> order(specs.size());
+  std::iota(order.begin(), order.end(), 0);
+  write_ordered(path, specs, order, produce, metadata);
 }
 
 TensorToWrite f32_tensor(std::string name, std::vector<int64_t> shape, const float* data) {

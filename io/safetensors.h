@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,24 @@ struct TensorToWrite {
 // naturally aligned. Throws on duplicate names, unknown dtypes or nbytes != numel * size.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Where a streamed tensor's bytes go, in order.
+class TensorSink {
+ public:
+  virtual ~TensorSink() = default;
+  virtual void write(const void* data, size_t n) = 0;
+};
+// Writes tensor `index`'s bytes (exactly its nbytes) into `sink` when the writer reaches it.
+using TensorProducer = std::function<void(size_t index, TensorSink& sink)>;
+
+// The same format with the bytes produced on the fly, tensor by tensor in the given order (not
+// reordered: the caller keeps tensors aligned, e.g. a module's U32 codes before its 16-bit
+// scales), so no tensor needs to exist in memory before its turn; `data` of the specs is
+// ignored. Throws naming the tensor when a producer writes more or fewer bytes than nbytes.
+void write_safetensors_streamed(const std::filesystem::path& path,
+                                const std::vector<TensorToWrite>& specs,
+                                const TensorProducer& produce,
+                                const std::map<std::string, std::string>& metadata = {});
 
 // An F32 tensor to write from a float buffer.
 TensorToWrite f32_tensor(std::string name, std::vector<int64_t> shape, const float* data);

@@ -38,7 +38,8 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          rms_norm_eps == o.rms_norm_eps && attention_bias == o.attention_bias &&
          tie_word_embeddings == o.tie_word_embeddings && post_norms == o.post_norms &&
          max_position_embeddings == o.max_position_embeddings && eos_token_ids == o.eos_token_ids &&
-         pad_token_id == o.pad_token_id && torch_dtype == o.torch_dtype;
+         pad_token_id == o.pad_token_id && torch_dtype == o.torch_dtype &&
+         quantization == o.quantization;
 }
 
 namespace config_detail {
@@ -336,6 +337,23 @@ ModelConfig parse_chatglm(const json& j, const std::string& src) {
   return c;
 }
 
+// mlx's "quantization" object, else an mlx-style "quantization_config" (mlx-lm writes both);
+// a null value means none.
+std::optional<QuantConfig> read_quantization(const json& j, const std::string& src, Family family) {
+  const char* field = nullptr;
+  for (const char* key : {"quantization", "quantization_config"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) {
+      field = key;
+      break;
+    }
+  }
+  if (field == nullptr) return std::nullopt;
+  if (family == Family::ChatGlm)
+    fail(src, ": field \"", field, "\": quantized chatglm checkpoints are not supported (glm4 and glm are)");
+  return parse_quant_config(j.at(field), src, field);
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const json& j, const std::string& source) {
@@ -343,6 +361,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
   Family family = detect_family(j, source);
   ModelConfig c =
       family == Family::ChatGlm ? parse_chatglm(j, source) : parse_glm(j, source, family);
+  c.quantization = read_quantization(j, source, family);
   c.raw = j;
   validate_model_config(c, source);
   return c;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "model/quant_config.h"
 
 namespace glm4 {
 
@@ -36,6 +37,9 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;
   std::optional<int32_t> pad_token_id;
   DType torch_dtype = DType::F32;
+  // mlx affine quantization (config.json "quantization", else "quantization_config"); a module
+  // is stored quantized iff its override says so or, without one, the files hold its scales.
+  std::optional<QuantConfig> quantization;
   nlohmann::json raw;  // the file as read, to write back on fuse
 
   // Equal when they describe the same model: every field above except `raw`, which only

@@ -42,6 +42,7 @@ json carried_over(const ModelConfig& c) {
   if (config_detail::family_of(c.raw) != c.family) return j;
   for (auto it = c.raw.begin(); it != c.raw.end(); ++it) {
     if (it.key().rfind("_comment", 0) == 0) continue;
+    if (it.key() == "quantization" || it.key() == "quantization_config") continue;  // c says
     j[it.key()] = it.value();
   }
   return j;
@@ -92,10 +93,15 @@ json glm_json(const ModelConfig& c) {
   set_default(j, "use_cache", true);
   // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51.
   set_default(j, "transformers_version", c.family == Family::Glm4 ? "4.51.3" : "4.46.0");
+  if (c.quantization) {  // as mlx-lm writes it: both keys, the same object
+    j["quantization"] = quant_config_json(*c.quantization);
+    j["quantization_config"] = j["quantization"];
+  }
   return j;
 }
 
 json chatglm_json(const ModelConfig& c) {
+  if (c.quantization) fail("to_hf_json: quantized chatglm models cannot be written");
   json j = carried_over(c);
   if (c.rotary_dim != c.head_dim / 2 || c.head_dim % 2 != 0)
     fail("to_hf_json: chatglm always rotates kv_channels / 2 dims; rotary_dim ", c.rotary_dim,

@@ -77,23 +77,26 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-void init_random(Glm4Model& model, uint64_t seed, DType storage) {
-  const ModelConfig& c = model.config;
+Weight random_param(const ModelConfig& c, uint64_t seed, const std::string& name,
+                    const Shape& shape, DType storage) {
   const double std = initializer_range(c);
   // nn.Embedding(vocab, hidden, padding_idx=pad_token_id) in Glm4Model/GlmModel; ChatGLM has none.
   int64_t pad_row = -1;
   if (c.family != ModelConfig::Family::ChatGlm && c.pad_token_id && *c.pad_token_id >= 0 &&
       *c.pad_token_id < c.vocab_size)
     pad_row = *c.pad_token_id;
+  const uint64_t key = splitmix64(seed) ^ fnv1a(name);
+  if (shape.size() == 2) {
+    const int64_t zero_row = name == "model.embed_tokens.weight" ? pad_row : -1;
+    return random_matrix(key, shape[0], shape[1], std, storage, zero_row);
+  }
+  std::vector<float> values(size_t(shape_numel(shape)), ends_with(name, ".bias") ? 0.0f : 1.0f);
+  return Weight::from_f32(values.data(), 1, int64_t(values.size()));
+}
+
+void init_random(Glm4Model& model, uint64_t seed, DType storage) {
   model.visit([&](const std::string& name, Param& p) {
-    uint64_t key = splitmix64(seed) ^ fnv1a(name);
-    if (p.is_matrix()) {
-      int64_t zero_row = name == "model.embed_tokens.weight" ? pad_row : -1;
-      p.assign(random_matrix(key, p.shape[0], p.shape[1], std, storage, zero_row));
-    } else {
-      std::vector<float> values(size_t(shape_numel(p.shape)), ends_with(name, ".bias") ? 0.0f : 1.0f);
-      p.assign(Weight::from_f32(values.data(), 1, int64_t(values.size())));
-    }
+    p.assign(random_param(model.config, seed, name, p.shape, storage));
   });
 }
 

@@ -1,11 +1,13 @@
 // Loading a model directory: a strict name walk over the parameter visitor. Matrices stay in
-// their stored dtype as zero-copy views of the mapped file; vectors are widened to fp32.
+// their stored form as zero-copy views of the mapped files (dense dtypes, or mlx's affine
+// groups when config.json's quantization and the files say so); vectors are widened to fp32.
 #include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "base/check.h"
 #include "io/model_files.h"
+#include "io/quantized_tensors.h"
 #include "model/key_layout.h"
 #include "model/glm4_model.h"
 
@@ -22,6 +24,8 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
 
 void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
+  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name, " holds U32 (quantized) codes, but config.json's "
+             "\"quantization\" does not quantize this module");
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
   if (src.total_rows >= 0) expected[0] = src.total_rows;
@@ -33,16 +37,73 @@ void load_param(const std::string& name, Param& p, const FileSlice& src, const T
   p.assign(aligned ? Weight::view(dtype, data, rows, cols, std::move(owner))
                    : Weight::copy_of(dtype, data, rows, cols));
 }
+
+// The files a quantized module's three tensors live in (shards may split them).
+struct Owners {
+  std::vector<std::shared_ptr<const void>> files;
+};
+
+// How the matrix `module` is stored: its format when quantized, nullopt when dense. An override
+// in config.json decides; without one, the presence of MODULE.scales does.
+std::optional<QuantFormat> stored_format(const ModelConfig& c, const ModelFiles& files,
+                                         const std::string& module, const std::string& dir) {
+  const bool has_scales = files.find(module + ".scales") != nullptr;
+  if (!c.quantization) {
+    GLM4_CHECK(!has_scales, dir, ": ", module, ".scales is present but config.json has no "
+               "\"quantization\" (group_size, bits) to read it with");
+    return std::nullopt;
+  }
+  if (const std::optional<QuantFormat>* o = c.quantization->override_for(module)) return *o;
+  if (!has_scales) return std::nullopt;
+  return c.quantization->format;
+}
+
+// Loads MODULE.weight / .scales / .biases as a quantized view; the keys go into `used`, the
+// absent ones into `missing`.
+void load_quantized(const std::string& module, Param& p, QuantFormat format,
+                    const ModelFiles& files, const std::string& dir, std::set<std::string>& used,
+                    std::vector<std::string>& missing) {
+  const TensorInfo* parts[3];
+  auto owners = std::make_shared<Owners>();
+  const char* suffixes[3] = {".weight", ".scales", ".biases"};
+  bool complete = true;
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = module + suffixes[i];
+    parts[i] = files.find(key);
+    if (!used.insert(key).second) continue;
+    if (parts[i] == nullptr) {
+      missing.push_back(key);
+      complete = false;
+    } else {
+      owners->files.push_back(files.owner(key));
+    }
+  }
+  if (!complete) return;
+  const QuantizedMatrix q =
+      quantized_module_view(parts[0], parts[1], parts[2], dir + ": " + module, format);
+  GLM4_CHECK(q.rows == p.shape[0] && q.cols == p.shape[1], dir, ": ", module, " holds a ", q.rows,
+             " x ", q.cols, " matrix at ", format.bits, " bits, expected ", shape_str(p.shape),
+             " from config.json");
+  p.assign(Weight::quantized_view(q, owners));
+}
 }  // namespace
 
 std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
   ModelFiles files = ModelFiles::open(dir);
-  std::set<std::string> used;
+  std::set<std::string> used, matrices;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
     FileSlice src = file_slice(config, name);
+    if (p.is_matrix() && name.ends_with(".weight")) {
+      const std::string module = name.substr(0, name.size() - 7);
+      matrices.insert(module);
+      if (auto format = stored_format(config, files, module, dir.string())) {
+        load_quantized(module, p, *format, files, dir.string(), used, missing);
+        return;
+      }
+    }
     const TensorInfo* t = files.find(src.key);
     if (!t) {
       if (!used.count(src.key)) missing.push_back(src.key);
@@ -52,6 +113,10 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
     used.insert(src.key);
     load_param(name, p, src, *t, files.owner(src.key), dir.string());
   });
+  if (config.quantization)
+    for (const auto& [module, format] : config.quantization->modules)
+      GLM4_CHECK(matrices.count(module), dir.string(), "/config.json: field \"quantization\" has an ",
+                 "override for ", module, ", which is not a matrix of this model");
   std::vector<std::string> unexpected;
   for (const std::string& k : files.keys())
     if (!used.count(k) && !is_ignorable_file_key(config, k)) unexpected.push_back(k);

@@ -1,20 +1,27 @@
+// Writing a model directory: each tensor is produced (borrowed, converted, dequantized or
+// quantized) when the file writer reaches it, and config.json describes what was written.
 #include "model/save.h"
 
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
-
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
 
+#include "autograd/weight_quantize.h"
 #include "base/check.h"
+#include "base/parallel.h"
+#include "io/atomic_file.h"
 #include "io/model_files.h"
+#include "io/progress.h"
 #include "model/key_layout.h"
 
 namespace glm4 {
 
 namespace {
+constexpr size_t kChunkBytes = size_t(16) << 20;  // what a producer converts at a time
+
 // Rounds `n` floats once to `dtype`, written little-endian at `out`.
 void store(const float* src, int64_t n, DType dtype, std::byte* out) {
   if (dtype == DType::F32) {
@@ -27,87 +34,250 @@ void store(const float* src, int64_t n, DType dtype, std::byte* out) {
   }
 }
 
-struct Shapes {
-  std::vector<std::pair<std::string, Shape>> list;
-};
-
-Shapes shapes_of(Glm4Model& m) {
-  Shapes s;
-  m.visit([&](const std::string& name, Param& p) { s.list.emplace_back(name, p.shape); });
+std::vector<std::pair<std::string, Shape>> shapes_of(Glm4Model& m) {
+  std::vector<std::pair<std::string, Shape>> s;
+  m.visit([&](const std::string& name, Param& p) { s.emplace_back(name, p.shape); });
   return s;
 }
 
-// One tensor of the output file, owning its bytes unless it points into a Weight.
-struct OutTensor {
-  std::string key;
-  Shape shape;
-  std::vector<std::byte> bytes;
-  const void* borrowed = nullptr;
+// One parameter's rows inside an output tensor.
+struct Piece {
+  std::string name;
+  Param* param;
+  int64_t row_begin;
 };
+
+// One tensor of the output, or one of the three of a quantized module (part 0 codes, 1 scales,
+// 2 biases).
+struct OutTensor {
+  std::vector<Piece> pieces;           // dense: in row order
+  const DerivedTensor* derived = nullptr;
+  std::optional<QuantFormat> format;   // quantized module
+  bool as_is = false;                  // quantized: the held bytes, unchanged
+  int part = 0;
+};
+
+// What a quantized module's codes pass leaves for its scales and biases.
+struct PendingParams {
+  std::vector<uint8_t> scales, biases;
+};
+
+std::string module_of(const std::string& name) { return name.substr(0, name.size() - 7); }
+
+class ModelWriter {
+ public:
+  ModelWriter(Glm4Model& model, const ModelConfig& config, const SaveOptions& o)
+      : config_(config), o_(o) {
+    model.visit([&](const std::string& name, Param& p) { plan(name, p); });
+    for (const DerivedTensor& d : derived_) add_derived(d);
+  }
+
+  // What config.json must say about the quantized modules.
+  std::optional<QuantConfig> quantization() const;
+  void write(const std::filesystem::path& dir);
+
+ private:
+  void plan(const std::string& name, Param& p);
+  void add_derived(const DerivedTensor& d);
+  Weight held(const Piece& piece) const;
+  void produce(size_t i, TensorSink& sink);
+  void write_dense(const OutTensor& t, TensorSink& sink);
+  void write_codes(const OutTensor& t, TensorSink& sink);
+
+  const ModelConfig& config_;
+  const SaveOptions& o_;
+  std::vector<DerivedTensor> derived_ = derived_file_tensors(config_);
+  std::vector<TensorToWrite> specs_;
+  std::vector<OutTensor> out_;
+  std::map<std::string, size_t> index_;  // dense key -> position
+  std::map<std::string, std::optional<QuantFormat>> matrices_;  // module -> written format
+  std::map<std::string, int64_t> numel_;  // module -> parameters
+  PendingParams pending_;
+  std::optional<WriteProgress> progress_;
+};
+
+void ModelWriter::plan(const std::string& name, Param& p) {
+  GLM4_CHECK(o_.source || p.loaded(), "[save_model] ", name, " is not loaded");
+  const FileSlice src = file_slice(config_, name);
+  const bool whole = src.total_rows < 0;
+  if (p.is_matrix() && name.ends_with(".weight")) {
+    const std::string module = module_of(name);
+    const bool held_quantized = !p.value.defined() && p.frozen.is_quantized();
+    std::optional<QuantFormat> format;
+    if (o_.quantize) format = o_.quantize(module, p);
+    else if (held_quantized && !o_.dequantize) format = p.frozen.quant().format();
+    matrices_[module] = format;
+    numel_[module] = shape_numel(p.shape);
+    if (format) {
+      GLM4_CHECK(whole, "[save_model] ", name, ": quantized ", family_name(config_.family),
+                 " files are not supported");
+      GLM4_CHECK(p.shape[1] % format->group_size == 0, "[save_model] ", module, ": group_size ",
+                 format->group_size, " does not divide in_features ", p.shape[1]);
+      const bool as_is = held_quantized && p.frozen.quant().format() == *format;
+      const DType sd = as_is ? p.frozen.dtype() : o_.dtype;
+      const int64_t rows = p.shape[0], groups = p.shape[1] / format->group_size;
+      const size_t params = size_t(rows * groups) * dtype_size(sd);
+      specs_.push_back({name, "U32", {rows, p.shape[1] * format->bits / 32}, nullptr,
+                        size_t(rows * p.shape[1] * format->bits / 8)});
+      specs_.push_back({module + ".scales", dtype_name(sd), {rows, groups}, nullptr, params});
+      specs_.push_back({module + ".biases", dtype_name(sd), {rows, groups}, nullptr, params});
+      for (int part = 0; part < 3; ++part)
+        out_.push_back({{{name, &p, 0}}, nullptr, format, as_is, part});
+      return;
+    }
+  }
+  auto it = index_.find(src.key);
+  if (it == index_.end()) {
+    Shape shape = p.shape;
+    if (!whole) shape[0] = src.total_rows;
+    specs_.push_back({src.key, dtype_name(o_.dtype), shape, nullptr,
+                      size_t(shape_numel(shape)) * dtype_size(o_.dtype)});
+    out_.push_back({});
+    it = index_.emplace(src.key, out_.size() - 1).first;
+  }
+  std::vector<Piece>& pieces = out_[it->second].pieces;
+  pieces.push_back({name, &p, src.row_begin});
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.row_begin < b.row_begin; });
+}
+
+void ModelWriter::add_derived(const DerivedTensor& d) {
+  specs_.push_back({d.key, dtype_name(o_.dtype), d.shape, nullptr, d.values.size() * dtype_size(o_.dtype)});
+  out_.push_back({{}, &d});
+}
+
+std::optional<QuantConfig> ModelWriter::quantization() const {
+  std::map<std::pair<int, int>, int64_t> weight;  // (bits, group) -> parameters
+  for (const auto& [module, f] : matrices_)
+    if (f) weight[{f->bits, f->group_size}] += numel_.at(module);
+  if (weight.empty()) return std::nullopt;
+  auto top = std::max_element(weight.begin(), weight.end(),
+                              [](const auto& a, const auto& b) { return a.second < b.second; });
+  QuantConfig q;
+  q.format = {top->first.first, top->first.second};
+  for (const auto& [module, f] : matrices_)
+    if (f != q.format) q.modules[module] = f;
+  return q;
+}
+
+Weight ModelWriter::held(const Piece& piece) const {
+  const Param& p = *piece.param;
+  if (o_.source) {
+    Weight w = o_.source(piece.name, p);
+    GLM4_CHECK(w.numel() == shape_numel(p.shape), "[save_model] ", piece.name, ": the source gave a ",
+               w.rows(), " x ", w.cols(), " tensor for shape ", shape_str(p.shape));
+    return w;
+  }
+  if (p.value.defined()) {
+    const int64_t rows = p.shape[0], cols = p.is_matrix() ? p.shape[1] : 1;
+    return Weight::view(DType::F32, p.value.data(), rows, cols, p.value.impl_ptr());
+  }
+  return p.frozen;
+}
+
+void ModelWriter::write_dense(const OutTensor& t, TensorSink& sink) {
+  std::vector<std::byte> bytes;
+  std::vector<float> f32;
+  if (t.derived) {
+    bytes.resize(t.derived->values.size() * dtype_size(o_.dtype));
+    store(t.derived->values.data(), int64_t(t.derived->values.size()), o_.dtype, bytes.data());
+    sink.write(bytes.data(), bytes.size());
+    return;
+  }
+  int64_t next_row = 0;
+  for (const Piece& piece : t.pieces) {
+    GLM4_CHECK(piece.row_begin == next_row, "[save_model] ", piece.name, " leaves a gap in its file tensor");
+    const Weight w = held(piece);
+    next_row += piece.param->shape[0];
+    if (!w.is_quantized() && w.dtype() == o_.dtype) {  // already in the output dtype
+      sink.write(w.data(), w.bytes());
+      continue;
+    }
+    // A vector is one row of `rows` values (Weight 1 x n); a matrix goes row block by block.
+    const int64_t wr = w.rows(), wc = w.cols();
+    const int64_t step = std::max<int64_t>(1, int64_t(kChunkBytes / 4) / std::max<int64_t>(1, wc));
+    for (int64_t r0 = 0; r0 < wr; r0 += step) {
+      const int64_t n = std::min(wr, r0 + step) - r0;
+      f32.resize(size_t(n * wc));
+      bytes.resize(size_t(n * wc) * dtype_size(o_.dtype));
+      parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, wc)), [&](int64_t a, int64_t b) {
+        for (int64_t r = a; r < b; ++r) w.row_to_f32(r0 + r, f32.data() + r * wc);
+      });
+      store(f32.data(), n * wc, o_.dtype, bytes.data());
+      sink.write(bytes.data(), bytes.size());
+    }
+  }
+}
+
+void ModelWriter::write_codes(const OutTensor& t, TensorSink& sink) {
+  const Piece& piece = t.pieces[0];
+  if (t.as_is) {  // the bytes the parameter holds
+    const QuantizedMatrix& q = piece.param->frozen.quant();
+    const size_t params = size_t(q.rows * q.groups()) * dtype_size(q.scale_dtype);
+    if (t.part == 0) sink.write(q.packed, size_t(q.rows * q.row_bytes()));
+    if (t.part == 1) sink.write(q.scales, params);
+    if (t.part == 2) sink.write(q.biases, params);
+    return;
+  }
+  if (t.part > 0) {
+    std::vector<uint8_t>& v = t.part == 1 ? pending_.scales : pending_.biases;
+    sink.write(v.data(), v.size());
+    v.clear();
+    v.shrink_to_fit();
+    return;
+  }
+  const Weight w = held(piece);
+  const int64_t step = std::max<int64_t>(1, int64_t(kChunkBytes / 4) / std::max<int64_t>(1, w.cols()));
+  pending_ = {};
+  for (int64_t r0 = 0; r0 < w.rows(); r0 += step) {
+    QuantizedStorage q =
+        quantize_rows(w, r0, std::min(w.rows(), r0 + step), *t.format, o_.dtype, module_of(piece.name));
+    sink.write(q.packed.data(), q.packed.size() * sizeof(uint32_t));
+    pending_.scales.insert(pending_.scales.end(), q.scales.begin(), q.scales.end());
+    pending_.biases.insert(pending_.biases.end(), q.biases.begin(), q.biases.end());
+  }
+}
+
+void ModelWriter::produce(size_t i, TensorSink& sink) {
+  const OutTensor& t = out_[i];
+  if (t.format) write_codes(t, sink);
+  else write_dense(t, sink);
+  if (progress_) progress_->add(specs_[i].nbytes, specs_[i].name);
+}
+
+void ModelWriter::write(const std::filesystem::path& dir) {
+  if (!o_.progress_label.empty()) {
+    size_t total = 0;
+    for (const auto& s : specs_) total += s.nbytes;
+    progress_.emplace(o_.progress_label, total);
+  }
+  write_model_files_streamed(dir, specs_, [&](size_t i, TensorSink& sink) { produce(i, sink); },
+                             o_.max_shard_bytes, {{"format", "pt"}});
+  if (progress_) progress_->finish();
+}
 }  // namespace
 
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
-                DType dtype, size_t max_shard_bytes) {
+                const SaveOptions& o) {
   GLM4_CHECK(model.lora_parameters().empty(), "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
   Glm4Model expected(config);  // shapes only: nothing is allocated
-  Shapes want = shapes_of(expected), have = shapes_of(model);
-  GLM4_CHECK(want.list == have.list, "[save_model] ", out_dir, ": the config (",
+  GLM4_CHECK(shapes_of(expected) == shapes_of(model), "[save_model] ", out_dir, ": the config (",
              family_name(config.family), ") does not describe the model's tensors (",
              family_name(model.config.family), ")");
-
-  const size_t esize = dtype_size(dtype);
-  std::vector<OutTensor> out;
-  std::map<std::string, size_t> index;  // key -> position in out
-  std::vector<float> row;
-  model.visit([&](const std::string& name, Param& p) {
-    GLM4_CHECK(p.loaded(), "[save_model] ", name, " is not loaded");
-    FileSlice src = file_slice(config, name);
-    const int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
-    const bool whole = src.total_rows < 0;
-    if (whole && !p.value.defined() && p.frozen.dtype() == dtype) {
-      out.push_back({src.key, p.shape, {}, p.frozen.data()});
-      index[src.key] = out.size() - 1;
-      return;
-    }
-    auto it = index.find(src.key);
-    if (it == index.end()) {
-      Shape shape = p.shape;
-      if (!whole) shape[0] = src.total_rows;
-      out.push_back({src.key, shape, std::vector<std::byte>(size_t(shape_numel(shape)) * esize), nullptr});
-      it = index.emplace(src.key, out.size() - 1).first;
-    }
-    OutTensor& t = out[it->second];
-    GLM4_CHECK(src.row_begin + rows <= t.shape[0], "[save_model] ", name, " overflows ", src.key);
-    std::byte* dst = t.bytes.data() + size_t(src.row_begin * cols) * esize;
-    if (p.value.defined()) {
-      store(p.value.data(), rows * cols, dtype, dst);
-    } else {
-      row.resize(size_t(cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        p.frozen.row_to_f32(r, row.data());
-        store(row.data(), cols, dtype, dst + size_t(r * cols) * esize);
-      }
-    }
-  });
-
-  for (const DerivedTensor& d : derived_file_tensors(config)) {
-    OutTensor& t = out.emplace_back();
-    t.key = d.key;
-    t.shape = d.shape;
-    t.bytes.resize(d.values.size() * esize);
-    store(d.values.data(), int64_t(d.values.size()), dtype, t.bytes.data());
-  }
-
-  std::vector<TensorToWrite> tensors;
-  tensors.reserve(out.size());
-  for (const OutTensor& t : out) {
-    size_t nbytes = size_t(shape_numel(t.shape)) * esize;
-    tensors.push_back({t.key, dtype_name(dtype), t.shape, t.borrowed ? t.borrowed : t.bytes.data(), nbytes});
-  }
-  write_model_files(out_dir, tensors, max_shard_bytes, {{"format", "pt"}});
+  ModelWriter writer(model, config, o);
   ModelConfig written = config;
-  written.torch_dtype = dtype;
+  written.torch_dtype = o.dtype;
+  written.quantization = writer.quantization();
+  writer.write(out_dir);
   write_model_config(written, out_dir);
+}
+
+void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
+                DType dtype, size_t max_shard_bytes) {
+  SaveOptions o;
+  o.dtype = dtype;
+  o.max_shard_bytes = max_shard_bytes;
+  save_model(model, config, out_dir, o);
 }
 
 namespace {
@@ -134,9 +304,13 @@ void copy_model_companions(const std::filesystem::path& base_dir, const std::fil
     write_file_atomic(out_dir / "generation_config.json", generation_config(config).dump(2) + "\n");
 }
 
+void write_generation_config(const ModelConfig& config, const std::filesystem::path& dir) {
+  write_file_atomic(dir / "generation_config.json", generation_config(config).dump(2) + "\n");
+}
+
 void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype, size_t max_shard_bytes) {
   save_model(model, model.config, dir, dtype, max_shard_bytes);
-  write_file_atomic(dir / "generation_config.json", generation_config(model.config).dump(2) + "\n");
+  write_generation_config(model.config, dir);
 }
 
 }  // namespace glm4

@@ -72,7 +72,7 @@ TEST_P(GreedyGeneration, MatchesTheReferenceGreedyIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GreedyGeneration,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
 
 class CachedDecoding : public ::testing::TestWithParam<std::string> {};
 
@@ -102,7 +102,7 @@ TEST_P(CachedDecoding, EqualsFullRecomputationAtEveryStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CachedDecoding, ::testing::Values("tiny_glm4", "tiny_chatglm"));
+INSTANTIATE_TEST_SUITE_P(Families, CachedDecoding, ::testing::Values("tiny_glm4", "tiny_chatglm", "tiny_glm4_q"));
 
 TEST(BatchGeneration, LeftPaddedBatchEqualsOneByOne) {
   for (const char* name : {"tiny_glm4", "tiny_chatglm"}) {

@@ -71,7 +71,7 @@ TEST_P(ModelParity, LogitsAndHiddenStatesMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
 
 // Largest |ours - fp64 reference| over valid positions, absolute.
 double max_abs_error(const float* a, const std::vector<float>& b, const Fixture& f, int64_t width) {

@@ -129,7 +129,7 @@ TEST_P(SaveModel, RewritesTheCheckpointByteForByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SaveModel,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
 
 TEST(SaveModelShards, ShardsAndDtypes) {
   TempDir tmp;

@@ -31,15 +31,20 @@ def _raw_bytes(t: torch.Tensor) -> bytes:
     return t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
 
 
+def _element_size(t):
+    return t.itemsize if isinstance(t, np.ndarray) else t.element_size()
+
+
 def write(path, tensors, metadata=None, sort_keys=True):
-    """Write `tensors` (name -> torch.Tensor) to `path` atomically (temp file + rename).
+    """Write `tensors` (name -> torch.Tensor, or a numpy uint32 array for "U32", which torch 1.13
+    lacks) to `path` atomically (temp file + rename).
 
     Like the Hugging Face writer, tensors are laid out by element size (widest first, so every
     tensor stays aligned) and then by name; the header lists `__metadata__` first (string ->
     string map) and is padded with spaces to a multiple of 8 bytes."""
     names = list(tensors)
     if sort_keys:
-        names.sort(key=lambda n: (-tensors[n].element_size(), n))
+        names.sort(key=lambda n: (-_element_size(tensors[n]), n))
     header = {}
     if metadata is not None:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
@@ -47,11 +52,16 @@ def write(path, tensors, metadata=None, sort_keys=True):
     offset = 0
     for name in names:
         t = tensors[name]
-        if t.dtype not in _NAMES:
+        if isinstance(t, np.ndarray):
+            if t.dtype != np.uint32:
+                raise ValueError(f"{path}: tensor {name}: numpy arrays must be uint32")
+            blob, dtype_name = np.ascontiguousarray(t).astype("<u4").tobytes(), "U32"
+        elif t.dtype not in _NAMES:
             raise ValueError(f"{path}: tensor {name}: unsupported dtype {t.dtype}")
-        blob = _raw_bytes(t)
+        else:
+            blob, dtype_name = _raw_bytes(t), _NAMES[t.dtype]
         header[name] = {
-            "dtype": _NAMES[t.dtype],
+            "dtype": dtype_name,
             "shape": list(t.shape),
             "data_offsets": [offset, offset + len(blob)],
         }
@@ -82,6 +92,10 @@ def read(path):
     meta = header.pop("__metadata__", {}) or {}
     out = {}
     for name, info in header.items():
+        if info["dtype"] == "U32":  # as numpy uint32 (torch 1.13 has no uint32)
+            begin, end = info["data_offsets"]
+            out[name] = np.frombuffer(body[begin:end], dtype="<u4").reshape(info["shape"]).copy()
+            continue
         dtype, size = _DTYPES[info["dtype"]]
         begin, end = info["data_offsets"]
         shape = info["shape"]

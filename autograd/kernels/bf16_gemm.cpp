@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
 #include "autograd/kernels/cpu_features.h"
 #include "base/parallel.h"
@@ -239,14 +240,13 @@ void set_bf16_kernel(Bf16Kernel kernel) {
   g_override.store(int(kernel), std::memory_order_relaxed);
 }
 
-void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
-                         const uint16_t* W, int64_t N, float* Y, bool accumulate) {
-  check_args("bf16_linear_forward", M, N, K, X, M * K, W, Y, M * N);
-  const Isa isa = isa_of(kernel, "bf16_linear_forward");
-  if (M == 0 || N == 0) return;
-  if (K == 0) return fill_empty(Y, M, N, accumulate);
-  if (M <= kSmallM) return small_forward(X, M, K, W, N, Y, accumulate);
+namespace {
 
+// The forward for any weight source: pack_w(r0, r1, k0, k1, panel) packs weight rows [r0, r1)
+// over reduction [k0, k1) into the rows layout.
+template <typename PackW>
+void forward_tasks(const Isa& isa, const float* X, int64_t M, int64_t K, int64_t N, float* Y,
+                   bool accumulate, PackW&& pack_w) {
   const int64_t kb = kblocks(K), mg = groups(M), ng = groups(N);
   AlignedBuffer<uint16_t> xb_buf;
   uint16_t* xb = xb_buf.get(mg * kb * kBlockElems);  // X as B: [mg][kb][16 pairs][16][2]
@@ -257,8 +257,8 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
   run_tasks(
       isa, pl, /*weight_is_a=*/true, kb, ng, mg, xb,
       [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
-        pack_rows_bf16(W, K, w0 * kGroup, std::min(N, (w0 + wn) * kGroup), s0 * kKBlock,
-                       std::min(K, s1 * kKBlock), panel);
+        pack_w(w0 * kGroup, std::min(N, (w0 + wn) * kGroup), s0 * kKBlock,
+               std::min(K, s1 * kKBlock), panel);
       },
       [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
         const int64_t n0 = w0 * kGroup, n1 = std::min(N, (w0 + wn) * kGroup);
@@ -267,14 +267,11 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
       });
 }
 
-void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
-                            const uint16_t* W, int64_t K, float* dX, bool accumulate) {
-  check_args("bf16_linear_input_grad", M, N, K, dY, M * N, W, dX, M * K);
-  const Isa isa = isa_of(kernel, "bf16_linear_input_grad");
-  if (M == 0 || K == 0) return;
-  if (N == 0) return fill_empty(dX, M, K, accumulate);
-  if (M <= kSmallM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
-
+// The input gradient for any weight source: pack_w(n0, n1, c0, c1, panel) packs W's rows
+// [n0, n1) (the reduction) and columns [c0, c1) into the pairs layout.
+template <typename PackW>
+void input_grad_tasks(const Isa& isa, const float* dY, int64_t M, int64_t N, int64_t K,
+                      float* dX, bool accumulate, PackW&& pack_w) {
   const int64_t nkb = kblocks(N), mg = groups(M), kg = groups(K);
   AlignedBuffer<uint16_t> dy_buf;
   uint16_t* dyb = dy_buf.get(mg * nkb * kBlockElems);  // dY as A: [mg][nkb][16][32]
@@ -285,8 +282,8 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
   run_tasks(
       isa, pl, /*weight_is_a=*/false, nkb, kg, mg, dyb,
       [&](int64_t w0, int64_t wn, int64_t s0, int64_t s1, uint16_t* panel) {
-        pack_pairs_bf16(W, K, s0 * kKBlock, std::min(N, s1 * kKBlock), w0 * kGroup,
-                        std::min(K, (w0 + wn) * kGroup), panel);
+        pack_w(s0 * kKBlock, std::min(N, s1 * kKBlock), w0 * kGroup,
+               std::min(K, (w0 + wn) * kGroup), panel);
       },
       [&](int64_t w0, int64_t wn, int64_t a0, int64_t an, const float* c, int64_t ldc) {
         const int64_t c0 = w0 * kGroup, c1 = std::min(K, (w0 + wn) * kGroup);
@@ -300,6 +297,96 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
             std::memcpy(dx, row, size_t(c1 - c0) * sizeof(float));
         }
       });
+}
+
+// Thread-local scratch for a dequantized weight panel: fp32 and its bf16 rounding.
+struct QuantScratch {
+  AlignedBuffer<float> f32;
+  AlignedBuffer<uint16_t> bf16;
+};
+QuantScratch& quant_scratch() {
+  thread_local QuantScratch s;
+  return s;
+}
+
+const uint16_t* packed_of(const QuantizedMatrix& W) {  // for check_args' null checks only
+  return reinterpret_cast<const uint16_t*>(W.packed);
+}
+
+}  // namespace
+
+void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                         const uint16_t* W, int64_t N, float* Y, bool accumulate) {
+  check_args("bf16_linear_forward", M, N, K, X, M * K, W, Y, M * N);
+  const Isa isa = isa_of(kernel, "bf16_linear_forward");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return fill_empty(Y, M, N, accumulate);
+  if (M <= kSmallM) return small_forward(X, M, K, W, N, Y, accumulate);
+  forward_tasks(isa, X, M, K, N, Y, accumulate,
+                [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
+                  pack_rows_bf16(W, K, r0, r1, k0, k1, panel);
+                });
+}
+
+void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                            const uint16_t* W, int64_t K, float* dX, bool accumulate) {
+  check_args("bf16_linear_input_grad", M, N, K, dY, M * N, W, dX, M * K);
+  const Isa isa = isa_of(kernel, "bf16_linear_input_grad");
+  if (M == 0 || K == 0) return;
+  if (N == 0) return fill_empty(dX, M, K, accumulate);
+  if (M <= kSmallM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
+  input_grad_tasks(isa, dY, M, N, K, dX, accumulate,
+                   [&](int64_t n0, int64_t n1, int64_t c0, int64_t c1, uint16_t* panel) {
+                     pack_pairs_bf16(W, K, n0, n1, c0, c1, panel);
+                   });
+}
+
+void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                               const QuantizedMatrix& W, float* Y, bool accumulate) {
+  check_quantized(W, "bf16_quant_linear_forward");
+  const int64_t N = W.rows;
+  GLM4_CHECK(K == W.cols, "[bf16_quant_linear_forward] X [", M, ", ", K, "] does not match W [",
+             W.rows, ", ", W.cols, "]");
+  check_args("bf16_quant_linear_forward", M, N, K, X, M * K, packed_of(W), Y, M * N);
+  const Isa isa = isa_of(kernel, "bf16_quant_linear_forward");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return fill_empty(Y, M, N, accumulate);
+  // k0 is 0 or a multiple of 8192 (kMaxKs k-blocks) and k1 is that or K: whole groups.
+  forward_tasks(isa, X, M, K, N, Y, accumulate,
+                [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
+                  const int64_t width = k1 - k0, kb = kblocks(width);
+                  float* tile = quant_scratch().f32.get(kGroup * width);  // one row group
+                  for (int64_t g = 0; g < groups(r1 - r0); ++g) {
+                    const int64_t rows = std::min(kGroup, r1 - r0 - g * kGroup);
+                    dequantize_tile_f32(W, r0 + g * kGroup, rows, k0, width, tile, width);
+                    pack_rows_f32(tile, rows, width, width, 0, 1, kb, panel + g * kb * kBlockElems);
+                  }
+                });
+}
+
+void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                                  const QuantizedMatrix& W, float* dX, bool accumulate) {
+  check_quantized(W, "bf16_quant_linear_input_grad");
+  const int64_t K = W.cols;
+  GLM4_CHECK(N == W.rows, "[bf16_quant_linear_input_grad] dY [", M, ", ", N,
+             "] does not match W [", W.rows, ", ", W.cols, "]");
+  check_args("bf16_quant_linear_input_grad", M, N, K, dY, M * N, packed_of(W), dX, M * K);
+  const Isa isa = isa_of(kernel, "bf16_quant_linear_input_grad");
+  if (M == 0 || K == 0) return;
+  if (N == 0) return fill_empty(dX, M, K, accumulate);
+  const int64_t gs = W.group_size;
+  input_grad_tasks(isa, dY, M, N, K, dX, accumulate,
+                   [&](int64_t n0, int64_t n1, int64_t c0, int64_t c1, uint16_t* panel) {
+                     // Columns [c0, c1) widened to whole groups [g0, g1), dequantized, rounded.
+                     const int64_t g0 = c0 / gs * gs, g1 = std::min(K, (c1 + gs - 1) / gs * gs);
+                     const int64_t rows = n1 - n0, width = g1 - g0;
+                     QuantScratch& s = quant_scratch();
+                     float* tile = s.f32.get(rows * width);
+                     uint16_t* tile16 = s.bf16.get(rows * width);
+                     dequantize_tile_f32(W, n0, rows, g0, width, tile, width);
+                     round_rows_bf16(tile, rows, width, tile16);  // width: whole k-blocks
+                     pack_pairs_bf16(tile16 + (c0 - g0), width, 0, rows, 0, c1 - c0, panel);
+                   });
 }
 
 }  // namespace glm4::kernels

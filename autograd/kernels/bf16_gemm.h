@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "autograd/kernels/quantized_matrix.h"
+
 namespace glm4::kernels {
 
 enum class Bf16Kernel { kNone, kAvx512Bf16, kAmx };
@@ -32,5 +34,14 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
 // dX[M, K] (+)= dY[M, N] W[N, K]: the input gradient of bf16_linear_forward, same weight.
 void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
                             const uint16_t* W, int64_t K, float* dX, bool accumulate);
+
+// The same two products for a weight in mlx's affine format (prefill and training sizes; decode
+// sizes stream the codes in quant_linear.h instead): each task dequantizes only its own weight
+// panel (fma(scale, code, bias) in fp32, rounded to bf16) just before packing it, so no whole
+// dequantized matrix ever exists.
+void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                               const QuantizedMatrix& W, float* Y, bool accumulate);
+void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                                  const QuantizedMatrix& W, float* dX, bool accumulate);
 
 }  // namespace glm4::kernels

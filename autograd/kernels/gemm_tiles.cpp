@@ -13,6 +13,7 @@
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/gemm_internal.h"
+#include "autograd/kernels/quant_linear.h"
 #include "base/check.h"
 #include "base/parallel.h"
 
@@ -140,6 +141,13 @@ bool use_bf16_kernels(const Weight& W) {
          kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
 }
 
+// True when a quantized W's product with M rows goes to the bf16 kernels (prefill and training
+// sizes under BF16 compute on a CPU with native bf16); decode sizes stream the codes instead.
+bool use_bf16_quant_kernels(int64_t M) {
+  return M > kQuantStreamRows && compute_dtype() == ComputeDType::BF16 &&
+         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+}
+
 const uint16_t* bf16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
 
 void check_ptr(const char* op, const void* ptr, const char* name, int64_t count) {
@@ -175,6 +183,13 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
              "[linear_forward] size too large");
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
+  if (W.is_quantized()) {
+    if (use_bf16_quant_kernels(M))
+      kernels::bf16_quant_linear_forward(kernels::bf16_kernel(), X, M, K, W.quant(), Y, accumulate);
+    else
+      quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
+    return;
+  }
   if (use_bf16_kernels(W)) {
     kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, bf16_data(W), N, Y, accumulate);
     return;
@@ -197,6 +212,14 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
              "[linear_input_grad] size too large");
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
+  if (W.is_quantized()) {
+    if (use_bf16_quant_kernels(M))
+      kernels::bf16_quant_linear_input_grad(kernels::bf16_kernel(), dY, M, N, W.quant(), dX,
+                                            accumulate);
+    else
+      quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
+    return;
+  }
   if (use_bf16_kernels(W)) {
     kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, bf16_data(W), K, dX,
                                     accumulate);

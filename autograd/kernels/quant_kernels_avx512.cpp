@@ -50,6 +50,23 @@ void prepare_x(int bits, const float* X, int64_t M, int64_t K, float* xp) {
       }
 }
 
+// Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32, inline for whole
+// blocks of 16 (the call through convert_to_f32 was 14% of a 4-bit decode token).
+inline void load_params(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
+                        int64_t count, float* out) {
+  if (count != kParamBlock) return load_group_params(W, params, r, g0, count, out);
+  const int64_t i = r * W.groups() + g0;
+  __m512 v;
+  if (W.scale_dtype == DType::F32) {
+    v = _mm512_loadu_ps(static_cast<const float*>(params) + i);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
+    v = W.scale_dtype == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                                     : _mm512_cvtph_ps(h);
+  }
+  _mm512_store_ps(out, v);
+}
+
 inline __m512 code_table(const Params& p, int64_t g) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   return _mm512_fmadd_ps(iota, _mm512_set1_ps(p.scale[g]), _mm512_set1_ps(p.bias[g]));
@@ -87,8 +104,8 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      load_group_params(W, W.scales, n + r, gb, count, p[r].scale);
-      load_group_params(W, W.biases, n + r, gb, count, p[r].bias);
+      load_params(W, W.scales, n + r, gb, count, p[r].scale);
+      load_params(W, W.biases, n + r, gb, count, p[r].bias);
     }
     for (int64_t g = 0; g < count; ++g) {
       __m512 table[R];
@@ -129,8 +146,8 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      load_group_params(W, W.scales, n + r, gb, count, p[r].scale);
-      load_group_params(W, W.biases, n + r, gb, count, p[r].bias);
+      load_params(W, W.scales, n + r, gb, count, p[r].scale);
+      load_params(W, W.biases, n + r, gb, count, p[r].bias);
     }
     for (int64_t g = 0; g < count; ++g) {
       const int64_t c0 = (gb + g) * group;
@@ -198,8 +215,8 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
   alignas(64) uint8_t unpacked[128];
   for (int64_t c = 0; c < count; c += group * kParamBlock) {
     const int64_t g0 = (c0 + c) / group, ng = std::min(kParamBlock, (count - c) / group);
-    load_group_params(W, W.scales, r, g0, ng, p.scale);
-    load_group_params(W, W.biases, r, g0, ng, p.bias);
+    load_params(W, W.scales, r, g0, ng, p.scale);
+    load_params(W, W.biases, r, g0, ng, p.bias);
     for (int64_t g = 0; g < ng; ++g) {
       const int64_t col = (g0 + g) * group;
       float* o = out + c + g * group;

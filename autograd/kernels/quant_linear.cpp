@@ -24,7 +24,7 @@ using quant_detail::kDecodeMaxM;
 // of dequantizing tiles for sgemm: below about 48 rows re-reading the codes costs less than
 // writing out fp32 tiles (5632 x 1024, 4 bits: 1.1 vs 3.3 ms at 8 rows, 4.4 vs 6.0 at 32). The
 // input gradient streams up to kDecodeMaxM rows only; beyond that its tiles are faster.
-constexpr int64_t kStreamRows = 32;
+constexpr int64_t kStreamRows = kQuantStreamRows;
 
 constexpr int64_t kPanel = 256;           // output columns per tile (a multiple of 128)
 constexpr int64_t kMinPanelM = 128;       // rows per tile when rows are split too

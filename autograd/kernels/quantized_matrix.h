@@ -17,6 +17,7 @@ static_assert(std::endian::native == std::endian::little,
 struct QuantFormat {
   int bits = 4;         // 2, 3, 4, 5, 6 or 8
   int group_size = 64;  // 32, 64 or 128
+  bool operator==(const QuantFormat&) const = default;
 };
 
 bool quant_bits_supported(int bits);

@@ -1,7 +1,9 @@
-// Embedding lookup: gather rows forward, scatter-add into the table backward.
+// Embedding lookup: gather rows forward, scatter-add into the table backward; a frozen table is
+// widened (or dequantized) row by row.
 #include <cstring>
 
 #include "base/check.h"
+#include "autograd/kernels/affine_quant.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "base/parallel.h"
@@ -47,6 +49,10 @@ Tensor embedding(std::span<const int32_t> ids, const Weight& table) {
   check_ids(ids, table.rows());
   Tensor out = Tensor::empty({n, hidden});
   float* po = out.data();
+  if (table.is_quantized()) {
+    dequantize_rows_f32(table.quant(), ids.data(), n, po, "embedding");
+    return out;
+  }
   parallel_for(n, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) table.row_to_f32(ids[i], po + i * hidden);
   });
