@@ -22,7 +22,7 @@ SOURCES = ("Bible", "Jargon File", "Devil's Dictionary", "Tang poem")
 LANGUAGES = ("English", "Spanish", "Chinese")
 
 # (train, valid) examples per label, and per task for quiz_yes_no.
-SOURCE_PER_LABEL = (100, 12)
+SOURCE_PER_LABEL = (200, 15)
 LANGUAGE_PER_LABEL = (80, 12)
 JSON_PER_PAIR = (60, 8)  # per (source, language) pair, five pairs
 YES_NO = (300, 48)
