@@ -30,6 +30,7 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out);
 void add_quantize_command(CLI::App& parent, std::vector<Command>& out);
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out);
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out);
+void add_classify_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenize_command(CLI::App& parent, std::vector<Command>& out);
 void add_tokenizer_command(CLI::App& parent, std::vector<Command>& out);
 void add_plot_command(CLI::App& parent, std::vector<Command>& out);

@@ -1,6 +1,7 @@
 // glm4 evaluate: score a model (optionally with an adapter) on held-out chat examples: the
 // exact-match rate of its greedy answer to each final assistant turn, and the loss on those
-// answers. Prints one JSON object (with exact match per "task" when the records name one).
+// answers. Prints one JSON object (with exact match and answer loss per "task" when the records
+// name one).
 #include <cstdio>
 #include <map>
 
@@ -66,9 +67,14 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
                      {"answer_tokens", p.tokens},
                      {"compute", compute_dtype_name(s.compute.dtype)}};
     if (!em.by_task.empty()) {
-      nlohmann::json t = nlohmann::json::object();
+      nlohmann::json t = nlohmann::json::object(), l = nlohmann::json::object();
       for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);
       j["exact_match_by_task"] = t;
+      std::map<std::string, std::vector<Example>> answers_by_task;
+      for (size_t i = 0; i < examples.size(); ++i)
+        if (!examples[i].task.empty()) answers_by_task[examples[i].task].push_back(d.examples[i]);
+      for (const auto& [task, task_examples] : answers_by_task) l[task] = score_loss(*s.model, task_examples, 8).loss;
+      j["answer_loss_by_task"] = l;
     }
     std::printf("%s\n", j.dump().c_str());
   }});

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     glm4::cli::add_quantize_command(app, commands);
     glm4::cli::add_perplexity_command(app, commands);
     glm4::cli::add_evaluate_command(app, commands);
+    glm4::cli::add_classify_command(app, commands);
     glm4::cli::add_tokenize_command(app, commands);
     glm4::cli::add_tokenizer_command(app, commands);
     glm4::cli::add_plot_command(app, commands);

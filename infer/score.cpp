@@ -11,7 +11,9 @@
 
 namespace glm4 {
 
-Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
+namespace {
+// The final-norm hidden states of every batch position, [B*T, hidden].
+Tensor batch_hidden(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
   ForwardContext ctx;
   ctx.batch = batch.B;
   ctx.seq = batch.T;
@@ -21,9 +23,37 @@ Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOpt
   ctx.dropout_seed = options.dropout_seed;
   ctx.recompute_layers = options.recompute_layers;
   Tensor hidden = model.forward_hidden(batch.input_ids, ctx);
-  hidden = ops::reshape(hidden, {batch.B * batch.T, model.config.hidden_size});
+  return ops::reshape(hidden, {batch.B * batch.T, model.config.hidden_size});
+}
+}  // namespace
+
+Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
+  Tensor hidden = batch_hidden(model, batch, options);
   const Param& head = model.lm_head_weight();
   return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by);
+}
+
+std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
+  NoGradGuard no_grad;
+  const Tensor hidden = batch_hidden(model, batch, {});
+  const int64_t H = model.config.hidden_size;
+  const Param& head = model.lm_head_weight();
+  std::vector<double> out(size_t(batch.B), 0.0);
+  for (int64_t b = 0; b < batch.B; ++b) {
+    std::vector<int64_t> at;  // positions of row b that predict a target
+    std::vector<int32_t> targets;
+    for (int64_t t = 0; t < batch.T; ++t)
+      if (int32_t y = batch.targets[size_t(b * batch.T + t)]; y != kIgnoreLabel) {
+        at.push_back(b * batch.T + t);
+        targets.push_back(y);
+      }
+    if (at.empty()) continue;
+    Tensor rows = Tensor::empty({int64_t(at.size()), H});  // only the rows the loss reads
+    for (size_t i = 0; i < at.size(); ++i)
+      std::copy_n(hidden.data() + at[i] * H, H, rows.data() + int64_t(i) * H);
+    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0).item());
+  }
+  return out;
 }
 
 std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<Example>& examples,

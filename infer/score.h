@@ -1,6 +1,6 @@
-// Scoring a model on data, the one path the trainer's validation, `glm4 perplexity` and
-// `glm4 evaluate` share: the loss of a batch, the token-weighted loss (and perplexity) of a data
-// set, and the exact match of greedy answers.
+// Scoring a model on data, the one path the trainer's validation, `glm4 perplexity`, `glm4 evaluate`
+// and `glm4 classify` share: the loss of a batch (and its log-probability per row), the
+// token-weighted loss (and perplexity) of a data set, and the exact match of greedy answers.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,6 +24,10 @@ struct BatchLossOptions {
 // Next-token cross-entropy of `batch` (its shifted targets): the mean over its targets, or the
 // sum divided by options.divide_by. Records the graph when grad mode is on.
 Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options = {});
+
+// The log-probability of each row's targets (the sum of log p(target) over them; 0 for a row
+// without targets), [B], from one forward without a tape: what batch_loss adds up, kept per row.
+std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch);
 
 struct LossScore {
   double loss = 0;        // mean cross-entropy (nats) over the scored tokens; NaN when none

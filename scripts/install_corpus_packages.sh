@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   bible-kjv bible-kjv-text   # King James Bible (text public domain) + the `bible` reader
+  sword-text-sparv diatheke  # Spanish Reina-Valera Bible 1909 (public domain) + its reader
   fortunes-zh                # tang300 / song100 poems (public domain)
   jargon-text                # The Jargon File 4.4.7 (public domain)
   dict-devil                 # Ambrose Bierce, The Devil's Dictionary (public domain)

@@ -2,6 +2,7 @@
 // model (models/glm4-tiny), each against what the library computes or a hand-made input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -165,7 +166,7 @@ TEST(TokenizerTrainCommand, TrainsATokenizerThatGlm4Uses) {
 }
 
 // evaluate against references whose answers are known: three are the model's own greedy answers
-// (with stray whitespace, which scoring trims), two are not. The embedded base model rarely ends
+// (with stray whitespace, which scoring trims), two are not; and the answer loss per task. The embedded base model rarely ends
 // an answer by itself, so a copy of it lists extra end tokens in generation_config.json (a token
 // each answer draws early), which evaluate honours like any stop id.
 TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
@@ -212,7 +213,23 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
     EXPECT_DOUBLE_EQ(double(j["exact_match"]), 0.6) << "batch " << batch;
     EXPECT_DOUBLE_EQ(double(j["exact_match_by_task"]["own"]), 1.0);
     EXPECT_DOUBLE_EQ(double(j["exact_match_by_task"]["other"]), 0.0);
+    // The answer loss per task lies on both sides of the overall one (a token-weighted mean).
+    double own = j["answer_loss_by_task"]["own"], other = j["answer_loss_by_task"]["other"];
+    EXPECT_LT(std::min(own, other), double(j["answer_loss"]));
+    EXPECT_GT(std::max(own, other), double(j["answer_loss"]));
   }
+  {  // one task: its answer loss is the overall one
+    std::ifstream all(tmp / "eval.jsonl");
+    std::ofstream own(tmp / "own.jsonl");
+    for (std::string line; std::getline(all, line);)
+      if (line.find("\"own\"") != std::string::npos) own << line << "\n";
+  }
+  auto own = run_program(GLM4_BINARY, {"evaluate", "--model", model.string(), "--data", (tmp / "own.jsonl").string(),
+                                       "--compute", "f32"}, true);
+  ASSERT_TRUE(succeeds(own));
+  nlohmann::json o = nlohmann::json::parse(own.output);
+  EXPECT_EQ(o["examples"], 3);
+  EXPECT_DOUBLE_EQ(double(o["answer_loss_by_task"]["own"]), double(o["answer_loss"]));
   auto zero = run({"evaluate", "--model", kModel, "--data", (tmp / "eval.jsonl").string(), "--batch-size", "0"});
   EXPECT_EQ(zero.status, 1);
   EXPECT_NE(zero.output.find("--batch-size"), std::string::npos) << zero.output;

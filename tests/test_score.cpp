@@ -1,5 +1,6 @@
 // score_loss (perplexity, validation loss, evaluate's answer loss) equals the cross-entropy of a
-// plain forward pass, whatever the batching, with labels shifted by one and -100 ignored.
+// plain forward pass, whatever the batching, with labels shifted by one and -100 ignored; and
+// row_log_probs (classify's scores) is that loss per row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,6 +108,32 @@ TEST(ScoreLoss, OnlyTheFirstMaxBatches) {
   EXPECT_EQ(limited.loss, first.loss);
   EXPECT_EQ(limited.tokens, int64_t(e.ids[0].size()) - 1);
   EXPECT_TRUE(std::isnan(score_loss(*model, {{{1}, {1}}}, 1).loss));  // one token: nothing to score
+}
+
+// row_log_probs (what classify ranks labels by) splits batch_loss by row: each row's value is
+// minus the summed loss of that example alone, whatever else shares the padded batch.
+TEST(RowLogProbs, EqualMinusTheSummedLossOfEachExample) {
+  for (const char* name : {"tiny_glm4", "tiny_chatglm"}) {
+    std::string dir = std::string(GLM4_TEST_DATA) + "/" + name;
+    auto model = load_model(dir);
+    Examples e = fixture_examples(dir);
+    std::vector<std::vector<int32_t>> labels;
+    for (const auto& x : e.ids) {  // targets on the second half only, as an answer after a prompt
+      std::vector<int32_t> y(x.size(), kIgnoreLabel);
+      for (size_t t = x.size() / 2; t < x.size(); ++t) y[t] = x[t];
+      labels.push_back(y);
+    }
+    std::vector<Example> examples = as_examples(e.ids, labels);
+    examples.push_back({e.ids[0], std::vector<int32_t>(e.ids[0].size(), kIgnoreLabel)});  // no targets
+    std::vector<double> got = row_log_probs(*model, make_batch(examples, 0, 3, 0));
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t i = 0; i < 2; ++i) {
+      LossScore alone = score_loss(*model, {examples[i]}, 1);
+      double want = -alone.loss * double(alone.tokens);
+      EXPECT_NEAR(got[i], want, 1e-5 * std::abs(want)) << name << " row " << i;
+    }
+    EXPECT_EQ(got[2], 0.0);
+  }
 }
 
 TEST(ScoreLoss, RejectsMismatchedInputs) {

@@ -24,8 +24,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus_sources as cs  # noqa: E402
 import finetune_tasks as ft  # noqa: E402
+import recognition_tasks as rt  # noqa: E402
 
 SEED = 20240601
+TASK_SEED = 20261124  # the recognition tasks and the final order of the fine-tuning set
 MIN_CHARS, MAX_CHARS = 300, 1500
 MAX_LINE_BYTES = 3900
 
@@ -38,7 +40,10 @@ JARGON_FRACTION = 0.55  # of the Jargon File lexicon entries (hash-selected, sta
 TOKENIZER_BYTES = 1_000_000
 TOKENIZER_FINETUNE_BYTES = 120_000
 DEMO_TASKS = ("reverse_words", "uppercase", "add", "last_word", "quiz_capital", "devil_define",
-              "poem_line", "bible_book")
+              "poem_line", "bible_book", "source", "language", "quiz_yes_no", "json_source")
+DEMO_ANSWERS = {"language": "Spanish", "json_source": "Spanish"}  # the first held-out one with it
+# Spanish (Reina-Valera 1909) books read for the language tasks; any would do.
+SPANISH_BOOKS = ("Proverbs", "Luke", "Acts")
 
 
 def split_long(text, max_chars=MAX_CHARS):
@@ -265,11 +270,27 @@ def main():
               newline="\n") as f:
         f.write("\n".join(lines) + "\n")
 
+    # The recognition tasks join after the tokenizer text is cut, so that text (and the
+    # embedded model's tokenizer trained on it) does not depend on them.
+    devil_asked = {m.group(1) for t, p, _ in train + valid if t == "devil_define"
+                   for m in [re.search(r'define "(.+)"\?$', p)]}
+    unseen_jargon = [e for e in jargon if _stable_fraction("jargon:" + e[0]) >= JARGON_FRACTION]
+    pools = rt.passage_pools(verses, cs.spanish_verses(SPANISH_BOOKS), unseen_jargon, devil, poems,
+                             set(PRETRAIN_BIBLE_BOOKS), devil_asked)
+    task_rng = random.Random(TASK_SEED)
+    more_train, more_valid = rt.passage_tasks(pools, task_rng)
+    yn_train, yn_valid = rt.yes_no_tasks(train, valid, task_rng)
+    train, valid = train + more_train + yn_train, valid + more_valid + yn_valid
+    task_rng.shuffle(train)
+    task_rng.shuffle(valid)
+    prompts = [p for _, p, _ in train + valid]
+    assert len(prompts) == len(set(prompts)), "a prompt occurs twice in the fine-tuning set"
+
     dump_jsonl(os.path.join(out, "finetune", "train.jsonl"), [chat(*e) for e in train])
     dump_jsonl(os.path.join(out, "finetune", "valid.jsonl"), [chat(*e) for e in valid])
     demo = []
     for task in DEMO_TASKS:
-        demo.append(next(p for t, p, _ in valid if t == task))
+        demo.append(next(p for t, p, a in valid if t == task and DEMO_ANSWERS.get(task, "") in a))
     with open(os.path.join(out, "finetune", "demo_prompts.txt"), "w", encoding="utf-8",
               newline="\n") as f:
         f.write("\n".join(demo) + "\n")

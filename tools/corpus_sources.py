@@ -4,6 +4,7 @@ Every function reads one installed Debian package (see scripts/install_corpus_pa
 returns plain Python data in a fixed order, so tools/build_corpus.py is deterministic:
 
   bible_verses()    bible-kjv(-text)  [(book, chapter, verse, text)]           KJV, public domain
+  spanish_verses()  sword-text-sparv  [(book, chapter, verse, text)]           Reina-Valera 1909, PD
   devil_entries()   dict-devil        [(headword, pos, body)]                  public domain
   jargon_entries()  jargon-text       [(term, body)]                           public domain
   chinese_poems()   fortunes-zh       [{"title", "author", "lines", "kind"}]   public domain texts
@@ -89,6 +90,31 @@ def bible_verses():
         verses.append((_ABBREV[m.group(1)], int(m.group(2)), int(m.group(3)),
                        clean_text(m.group(4)).strip()))
     assert len(verses) == 31102, len(verses)
+    return verses
+
+
+# --------------------------------------------------------------------------- Bible (Spanish)
+
+SPANISH_MODULE = "spaRV1909eb"  # sword-text-sparv: Reina-Valera 1909, read with diatheke
+_SWORD_VERSE_RE = re.compile(r"^(.+?) (\d+):(\d+): (.*)$")
+_STRONGS_RE = re.compile(r"\s*<[GH]\d+>")  # Strong's numbers left in the plain rendering
+
+
+def spanish_verses(books):
+    """Reina-Valera 1909 verses of `books` (English book names, as diatheke keys them) as
+    (book, chapter, verse, text), in canonical order."""
+    verses = []
+    for book in books:
+        out = subprocess.run(["diatheke", "-b", SPANISH_MODULE, "-f", "plain", "-k", book],
+                             capture_output=True, text=True, check=True,
+                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent"}
+                             ).stdout
+        for line in out.split("\n"):
+            m = _SWORD_VERSE_RE.match(line)
+            if m and m.group(1) == book:
+                text = re.sub(r"\s+", " ", _STRONGS_RE.sub("", clean_text(m.group(4))))
+                verses.append((book, int(m.group(2)), int(m.group(3)), text.strip()))
+    assert verses, "diatheke printed no verses; is sword-text-sparv installed?"
     return verses
 
 
