@@ -52,6 +52,9 @@ GLM4_AVX512BF16 void dot_rows(const uint16_t* Xb, int64_t kp, const uint16_t* W,
     __m512bh x[MX];
     for (int m = 0; m < MX; ++m) x[m] = __m512bh(_mm512_loadu_si512(Xb + m * kp + k));
     for (int r = 0; r < R; ++r) {
+      // The same columns of the next block of rows: the hardware prefetcher does not keep up with
+      // R interleaved row streams (one core at M = 1: 12.7 -> 15.9 GB/s on the mid shapes).
+      _mm_prefetch(reinterpret_cast<const char*>(W + (n + R + r) * K + k), _MM_HINT_T0);
       const __m512bh w = __m512bh(_mm512_maskz_loadu_epi16(mask, W + (n + r) * K + k));
       for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], w, x[m]);
     }
