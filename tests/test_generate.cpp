@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "infer/generator.h"
 #include "io/safetensors.h"
+#include "tests/support/fixture_logits.h"
 
 namespace glm4 {
 namespace {
@@ -34,14 +35,7 @@ std::vector<float> recompute_last(const Glm4Model& model, const std::vector<int3
   return std::vector<float>(last, last + V);
 }
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    worst = std::max(worst, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return worst / scale;
-}
+using testing::max_relative_error;
 
 std::vector<int32_t> generate(const Glm4Model& model, const std::vector<int32_t>& prompt, GenerationConfig cfg) {
   Generator gen(model, cfg);
@@ -88,11 +82,11 @@ TEST_P(CachedDecoding, EqualsFullRecomputationAtEveryStep) {
     Generator gen(*model, cfg);
     gen.start(prompt);
     std::vector<int32_t> seq = prompt;
-    EXPECT_LE(relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5) << "prefill, chunk " << chunk;
+    EXPECT_LE(max_relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5) << "prefill, chunk " << chunk;
     int steps = 0;
     while (auto t = gen.next()) {
       // last_logits() is what this token was drawn from: the logits after seq.
-      EXPECT_LE(relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5)
+      EXPECT_LE(max_relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5)
           << "step " << steps << ", chunk " << chunk;
       seq.push_back(*t);
       ++steps;
@@ -148,7 +142,7 @@ TEST(MultiTurn, AppendEqualsAFreshStartOnTheConcatenation) {
   all.insert(all.end(), turn2.begin(), turn2.end());
   Generator fresh(*model, cfg);
   fresh.start(all);
-  EXPECT_LE(relative_error(logits_after_append, fresh.last_logits()), 1e-5);
+  EXPECT_LE(max_relative_error(logits_after_append, fresh.last_logits()), 1e-5);
   std::vector<int32_t> reply_fresh;
   while (auto t = fresh.next()) reply_fresh.push_back(*t);
   EXPECT_EQ(reply2, reply_fresh);
@@ -234,7 +228,7 @@ TEST(KvWindow, SlidingWindowEqualsAMaskedFullForward) {
   const int64_t V = model->config.vocab_size;
   for (size_t i = 0; i < drawn_from.size(); ++i) {
     const float* row = logits.data() + (int64_t(prompt.size()) - 1 + int64_t(i)) * V;
-    EXPECT_LE(relative_error(drawn_from[i], std::vector<float>(row, row + V)), 1e-5) << "token " << i;
+    EXPECT_LE(max_relative_error(drawn_from[i], std::vector<float>(row, row + V)), 1e-5) << "token " << i;
   }
 }
 

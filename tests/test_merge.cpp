@@ -11,38 +11,17 @@
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "support/temp_dir.h"
+#include "tests/support/fixture_logits.h"
 
 namespace glm4 {
 namespace {
 
 std::string dir_of(const std::string& name) { return std::string(GLM4_TEST_DATA) + "/" + name; }
 
-// Logits [B, T, V] of the fixture's right-padded batch, as a flat vector.
 std::vector<float> fixture_logits(const Glm4Model& model, const std::string& name) {
-  auto file = SafetensorsFile::open(dir_of(name) + "/fixture.safetensors");
-  const TensorInfo& t = file->at("input_ids");
-  std::vector<int32_t> ids, lengths;
-  for (int64_t v : read_int(t)) ids.push_back(int32_t(v));
-  for (int64_t v : read_int(file->at("lengths"))) lengths.push_back(int32_t(v));
-  NoGradGuard no_grad;
-  ForwardContext ctx;
-  ctx.batch = t.shape[0];
-  ctx.seq = t.shape[1];
-  for (int64_t b = 0; b < ctx.batch; ++b)
-    for (int64_t i = 0; i < ctx.seq; ++i) ctx.positions.push_back(int32_t(i));
-  ctx.mask.kv_end = lengths;
-  return model.logits(model.forward_hidden(ids, ctx), ctx).to_vector();
+  return testing::fixture_batch_logits(model, dir_of(name) + "/fixture.safetensors");
 }
-
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < b.size() && i < a.size(); ++i) {
-    worst = std::max(worst, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return worst / scale;
-}
+using testing::max_relative_error;
 
 // Adds adapters to every linear of every layer, with B random so they change the output.
 void add_random_lora(Glm4Model& model) {
@@ -76,12 +55,12 @@ TEST_P(MergeAndSave, MergedEqualsLiveAdapterAndSavedModelReloads) {
   std::vector<float> base = fixture_logits(*model, name);
   add_random_lora(*model);
   std::vector<float> live = fixture_logits(*model, name);
-  ASSERT_GT(relative_error(live, base), 1e-2) << "the adapter must change the output";
+  ASSERT_GT(max_relative_error(live, base), 1e-2) << "the adapter must change the output";
 
   EXPECT_EQ(merge_adapters(*model, DType::F32), 6 * model->config.num_hidden_layers);
   EXPECT_EQ(model->lora_parameters().size(), 0u);
   std::vector<float> merged = fixture_logits(*model, name);
-  EXPECT_LE(relative_error(merged, live), 1e-5);
+  EXPECT_LE(max_relative_error(merged, live), 1e-5);
 
   testing::TempDir tmp;
   save_model(*model, model->config, tmp.path(), DType::F32, 0);
@@ -116,7 +95,7 @@ TEST_P(MergeAndSave, Bf16ShardedSaveRoundsOnceAndReloads) {
   std::string dtype;
   EXPECT_EQ(key_shapes(tmp.path(), &dtype), key_shapes(dir_of(name)));
   EXPECT_EQ(dtype, "BF16");
-  EXPECT_LE(relative_error(fixture_logits(*reloaded, name), live), 3e-2);
+  EXPECT_LE(max_relative_error(fixture_logits(*reloaded, name), live), 3e-2);
   // Every saved value is the bf16 rounding of the fp32 merge's value: rounded once.
   auto exact = load_model(dir_of(name));
   add_random_lora(*exact);

@@ -17,6 +17,7 @@
 #include "model/quant_plan.h"
 #include "model/save.h"
 #include "support/temp_dir.h"
+#include "tests/support/fixture_logits.h"
 
 namespace glm4 {
 namespace {
@@ -27,31 +28,10 @@ using testing::throws_with;
 
 const fs::path kQuant = fs::path(GLM4_TEST_DATA) / "tiny_glm4_q";
 
-// Logits of the fixture's padded batch, flattened.
 std::vector<float> logits_of(const Glm4Model& model) {
-  auto file = SafetensorsFile::open(kQuant / "fixture.safetensors");
-  const TensorInfo& t = file->at("input_ids");
-  std::vector<int32_t> ids, lengths;
-  for (int64_t v : read_int(t)) ids.push_back(int32_t(v));
-  for (int64_t v : read_int(file->at("lengths"))) lengths.push_back(int32_t(v));
-  NoGradGuard no_grad;
-  ForwardContext ctx;
-  ctx.batch = t.shape[0];
-  ctx.seq = t.shape[1];
-  for (int64_t b = 0; b < ctx.batch; ++b)
-    for (int64_t i = 0; i < ctx.seq; ++i) ctx.positions.push_back(int32_t(i));
-  ctx.mask.kv_end = lengths;
-  return model.logits(model.forward_hidden(ids, ctx), ctx).to_vector();
+  return testing::fixture_batch_logits(model, (kQuant / "fixture.safetensors").string());
 }
-
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return worst / scale;
-}
+using testing::max_relative_error;
 
 // A copy of tiny_glm4_q whose tensors and config.json `edit` may change.
 fs::path edited_copy(const TempDir& tmp, const std::function<void(std::map<std::string, TensorToWrite>&,
@@ -168,7 +148,7 @@ TEST(QuantizedModel, DequantizedSaveEqualsTheQuantizedModel) {
   auto dense = load_model(tmp.path());
   EXPECT_FALSE(dense->config.quantization.has_value());
   EXPECT_FALSE(read_json_file(tmp / "config.json").contains("quantization_config"));
-  EXPECT_LE(relative_error(logits_of(*dense), logits_of(*model)), 1e-5);
+  EXPECT_LE(max_relative_error(logits_of(*dense), logits_of(*model)), 1e-5);
 }
 
 // glm4 quantize (a bf16 model rewritten) and init --bits (each matrix generated then quantized)
@@ -199,7 +179,7 @@ TEST(QuantizedModel, QuantizeEqualsInitBits) {
   EXPECT_FALSE(model->layers[1].mlp.gate_up_proj.weight.frozen.is_quantized());
   EXPECT_EQ(model->layers[0].mlp.gate_up_proj.weight.frozen.quant().format(), (QuantFormat{4, 64}));
   // Close to the dense model it came from (4 bits on random weights: a loose bound).
-  EXPECT_LE(relative_error(logits_of(*model), logits_of(dense)), 0.5);
+  EXPECT_LE(max_relative_error(logits_of(*model), logits_of(dense)), 0.5);
 }
 
 TEST(QuantPlan, ParsesRulesAndRejectsBadOnes) {
@@ -268,7 +248,7 @@ TEST(QuantizedMerge, NaiveRequantizationErasesASmallDeltaSoBitsAreRaised) {
   // What the naive merge writes behaves like the base: the adapter's change is gone.
   auto base = load_model(kQuant);
   const std::vector<float> before = logits_of(*base);
-  EXPECT_LT(relative_error(logits_of(*naive), before), 0.2 * relative_error(live, before));
+  EXPECT_LT(max_relative_error(logits_of(*naive), before), 0.2 * max_relative_error(live, before));
 }
 
 TEST(QuantizedMerge, LargeDeltaSurvivesAtTheBaseBits) {
@@ -291,7 +271,7 @@ TEST(QuantizedModel, Bf16ComputeRunsTheQuantizedPrefillOnBf16Units) {
   }
   const std::vector<float> bf16 = logits_of(*model);
   set_compute_dtype(ComputeDType::F32);
-  const double err = relative_error(bf16, f32);
+  const double err = max_relative_error(bf16, f32);
   EXPECT_GT(err, 0.0);  // activations were rounded: the bf16 kernels ran
   EXPECT_LE(err, 3e-2);
 }

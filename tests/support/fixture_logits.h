@@ -1,0 +1,17 @@
+// Logits of a reference fixture's right-padded batch (its `input_ids` and `lengths`), and the
+// error measure the parity tests compare them with.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/glm4_model.h"
+
+namespace glm4::testing {
+
+// Logits [B, T, V] of the batch in `fixture_file`, flattened.
+std::vector<float> fixture_batch_logits(const Glm4Model& model, const std::string& fixture_file);
+
+// max |a - b| / max |b|; a and b must have the same size.
+double max_relative_error(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace glm4::testing
