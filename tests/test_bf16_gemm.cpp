@@ -16,6 +16,7 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
+#include "autograd/kernels/quant_linear.h"
 #include "base/parallel.h"
 #include "autograd/weight.h"
 
@@ -171,6 +172,35 @@ TEST_P(Bf16Kernels, ResultsDoNotDependOnThreadCount) {
     }
 }
 
+// An f16 weight gives, bit for bit, the bf16 product on the weight rounded to bf16, in both
+// products and with accumulation; shapes cross the panel and k-block edges.
+TEST_P(Bf16Kernels, F16WeightsEqualTheProductOnTheirBf16Rounding) {
+  const Bf16Kernel k = GetParam();
+  SKIP_UNLESS_AVAILABLE(k);
+  for (int64_t M : {37, 300})
+    for (bool forward : {true, false}) {
+      const int64_t N = 83, K = 1061;
+      const auto A = random_vec(M * (forward ? K : N), 12);
+      const auto f = random_vec(N * K, 13);
+      std::vector<uint16_t> w16(f.size()), rounded(f.size());
+      for (size_t i = 0; i < f.size(); ++i) {
+        w16[i] = f32_to_f16(f[i] * 3.0f);
+        rounded[i] = f32_to_bf16(f16_to_f32(w16[i]));
+      }
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want(size_t(M * (forward ? N : K)), 0.5f), got(want);
+        run(k, forward, A, M, N, K, rounded, &want, accumulate);
+        if (forward)
+          kernels::bf16_f16_linear_forward(k, A.data(), M, K, w16.data(), N, got.data(), accumulate);
+        else
+          kernels::bf16_f16_linear_input_grad(k, A.data(), M, N, w16.data(), K, got.data(), accumulate);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << kernels::bf16_kernel_name(k) << (forward ? " forward" : " input_grad") << " M=" << M
+            << " accumulate=" << accumulate;
+      }
+    }
+}
+
 TEST_P(Bf16Kernels, EmptyReductionZeroesOrKeepsTheOutput) {
   const Bf16Kernel k = GetParam();
   SKIP_UNLESS_AVAILABLE(k);
@@ -272,6 +302,17 @@ TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
       EXPECT_EQ(got.first, y) << kernels::bf16_kernel_name(k) << " forward M=" << M;
       EXPECT_EQ(got.second, dx) << kernels::bf16_kernel_name(k) << " input grad M=" << M;
       EXPECT_NE(got.first, today.first) << "bf16 compute should round X, M=" << M;
+      // f16: decode sizes keep the exact fp32 path, larger products go to the bf16 kernels.
+      const auto got16 = products(W16);
+      if (M <= kQuantStreamRows) {
+        EXPECT_EQ(got16, today16) << kernels::bf16_kernel_name(k) << " f16 weight, M=" << M;
+      } else {
+        const auto* w16 = static_cast<const uint16_t*>(W16.data());
+        kernels::bf16_f16_linear_forward(k, X.data(), M, K, w16, N, y.data(), false);
+        kernels::bf16_f16_linear_input_grad(k, dY.data(), M, N, w16, K, dx.data(), false);
+        EXPECT_EQ(got16.first, y) << kernels::bf16_kernel_name(k) << " f16 forward M=" << M;
+        EXPECT_EQ(got16.second, dx) << kernels::bf16_kernel_name(k) << " f16 input grad M=" << M;
+      }
     }
   }
 }

@@ -16,6 +16,7 @@
 #include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
+#include "autograd/kernels/convert.h"
 #include "autograd/kernels/cpu_features.h"
 #include "base/parallel.h"
 
@@ -299,7 +300,8 @@ void input_grad_tasks(const Isa& isa, const float* dY, int64_t M, int64_t N, int
       });
 }
 
-// Thread-local scratch for a dequantized weight panel: fp32 and its bf16 rounding.
+// Thread-local scratch for a converted (dequantized or widened) weight panel: fp32 and its
+// bf16 rounding.
 struct QuantScratch {
   AlignedBuffer<float> f32;
   AlignedBuffer<uint16_t> bf16;
@@ -386,6 +388,42 @@ void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M,
                      dequantize_tile_f32(W, n0, rows, g0, width, tile, width);
                      round_rows_bf16(tile, rows, width, tile16);  // width: whole k-blocks
                      pack_pairs_bf16(tile16 + (c0 - g0), width, 0, rows, 0, c1 - c0, panel);
+                   });
+}
+
+void bf16_f16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                             const uint16_t* W, int64_t N, float* Y, bool accumulate) {
+  check_args("bf16_f16_linear_forward", M, N, K, X, M * K, W, Y, M * N);
+  const Isa isa = isa_of(kernel, "bf16_f16_linear_forward");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return fill_empty(Y, M, N, accumulate);
+  forward_tasks(isa, X, M, K, N, Y, accumulate,
+                [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
+                  const int64_t width = k1 - k0, kb = kblocks(width);
+                  float* tile = quant_scratch().f32.get(kGroup * width);  // one row group
+                  for (int64_t g = 0; g < groups(r1 - r0); ++g) {
+                    const int64_t rows = std::min(kGroup, r1 - r0 - g * kGroup);
+                    convert_block_to_f32(DType::F16, W + (r0 + g * kGroup) * K + k0, K, rows, width, tile);
+                    pack_rows_f32(tile, rows, width, width, 0, 1, kb, panel + g * kb * kBlockElems);
+                  }
+                });
+}
+
+void bf16_f16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                                const uint16_t* W, int64_t K, float* dX, bool accumulate) {
+  check_args("bf16_f16_linear_input_grad", M, N, K, dY, M * N, W, dX, M * K);
+  const Isa isa = isa_of(kernel, "bf16_f16_linear_input_grad");
+  if (M == 0 || K == 0) return;
+  if (N == 0) return fill_empty(dX, M, K, accumulate);
+  input_grad_tasks(isa, dY, M, N, K, dX, accumulate,
+                   [&](int64_t n0, int64_t n1, int64_t c0, int64_t c1, uint16_t* panel) {
+                     const int64_t rows = n1 - n0, width = c1 - c0, ld = kblocks(width) * kKBlock;
+                     QuantScratch& s = quant_scratch();
+                     float* tile = s.f32.get(rows * width);
+                     uint16_t* tile16 = s.bf16.get(rows * ld);
+                     convert_block_to_f32(DType::F16, W + n0 * K + c0, K, rows, width, tile);
+                     round_rows_bf16(tile, rows, width, tile16);  // rows of ld (whole k-blocks)
+                     pack_pairs_bf16(tile16, ld, 0, rows, 0, width, panel);
                    });
 }
 

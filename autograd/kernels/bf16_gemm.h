@@ -44,4 +44,12 @@ void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int
 void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
                                   const QuantizedMatrix& W, float* dX, bool accumulate);
 
+// The same two products for a row-major f16 weight W[N, K] (prefill and training sizes): each
+// task widens its own panel and rounds it to bf16, so the result is the bf16 product on W
+// rounded to bf16 (what --compute bf16 asks for; f16 keeps 3 more mantissa bits).
+void bf16_f16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
+                             const uint16_t* W, int64_t N, float* Y, bool accumulate);
+void bf16_f16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,
+                                const uint16_t* W, int64_t K, float* dX, bool accumulate);
+
 }  // namespace glm4::kernels

@@ -23,7 +23,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 // A bf16 W under compute_dtype() BF16 runs the bf16 kernels (autograd/kernels/bf16_gemm.h)
 // where the CPU has them, here and in linear_input_grad. A quantized W runs the quantized
 // kernels (quant_linear.h), or above kQuantStreamRows rows under BF16 compute the bf16 kernels
-// on panels dequantized one at a time.
+// on panels dequantized one at a time; likewise an f16 W above kQuantStreamRows rows (panels
+// widened and rounded to bf16).
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
                     bool accumulate);
 

@@ -141,14 +141,15 @@ bool use_bf16_kernels(const Weight& W) {
          kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
 }
 
-// True when a quantized W's product with M rows goes to the bf16 kernels (prefill and training
-// sizes under BF16 compute on a CPU with native bf16); decode sizes stream the codes instead.
-bool use_bf16_quant_kernels(int64_t M) {
+// True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
+// the bf16 kernels, each task converting its own weight panel (prefill and training sizes under
+// BF16 compute on a CPU with native bf16); decode sizes read the stored form directly instead.
+bool use_bf16_panel_kernels(int64_t M) {
   return M > kQuantStreamRows && compute_dtype() == ComputeDType::BF16 &&
          kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
 }
 
-const uint16_t* bf16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
+const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
 
 void check_ptr(const char* op, const void* ptr, const char* name, int64_t count) {
   GLM4_CHECK(ptr != nullptr || count == 0, "[", op, "] ", name, " is null");
@@ -184,14 +185,18 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
   if (W.is_quantized()) {
-    if (use_bf16_quant_kernels(M))
+    if (use_bf16_panel_kernels(M))
       kernels::bf16_quant_linear_forward(kernels::bf16_kernel(), X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
     return;
   }
   if (use_bf16_kernels(W)) {
-    kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, bf16_data(W), N, Y, accumulate);
+    kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, u16_data(W), N, Y, accumulate);
+    return;
+  }
+  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M)) {
+    kernels::bf16_f16_linear_forward(kernels::bf16_kernel(), X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
   if (M <= gemm_detail::kSmallMForward) {
@@ -213,7 +218,7 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
   if (W.is_quantized()) {
-    if (use_bf16_quant_kernels(M))
+    if (use_bf16_panel_kernels(M))
       kernels::bf16_quant_linear_input_grad(kernels::bf16_kernel(), dY, M, N, W.quant(), dX,
                                             accumulate);
     else
@@ -221,8 +226,13 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
     return;
   }
   if (use_bf16_kernels(W)) {
-    kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, bf16_data(W), K, dX,
+    kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, u16_data(W), K, dX,
                                     accumulate);
+    return;
+  }
+  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M)) {
+    kernels::bf16_f16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, u16_data(W), K, dX,
+                                        accumulate);
     return;
   }
   if (M <= gemm_detail::kSmallM) {
