@@ -31,12 +31,13 @@ void run_quantize(const QuantizeFlags& f) {
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
   save.progress_label = "quantize";
   std::map<std::string, int64_t> count;  // "4-bit/g64", "dense" -> modules
-  int64_t matrix_params = 0;
+  int64_t matrix_params = 0, from_quantized = 0;
   double matrix_bits = 0;
   save.quantize = [&](const std::string& module, const Param& p) {
     const std::optional<QuantFormat> fmt = plan.format_for(module, p.shape[1]);
     const double n = double(shape_numel(p.shape));
     matrix_params += shape_numel(p.shape);
+    if (p.frozen.is_quantized()) ++from_quantized;
     if (fmt) {
       ++count[std::to_string(fmt->bits) + "-bit/g" + std::to_string(fmt->group_size)];
       matrix_bits += n * (fmt->bits + 2.0 * 8 * dtype_size(save.dtype) / fmt->group_size);
@@ -52,6 +53,10 @@ void run_quantize(const QuantizeFlags& f) {
   for (const auto& [what, n] : count) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + what;
   std::printf("wrote %s: matrices %s; %.3f bits per matrix weight, scales and vectors %s\n", f.out.c_str(),
               summary.c_str(), matrix_bits / double(std::max<int64_t>(1, matrix_params)), dtype_name(save.dtype));
+  if (from_quantized > 0)
+    std::printf("note: %lld matrices of --model were already quantized; they were dequantized first, and "
+                "quantizing them again adds its own rounding (it is not idempotent)\n",
+                static_cast<long long>(from_quantized));
 }
 }  // namespace
 

@@ -110,6 +110,18 @@ TEST(QuantizeCli, InitBitsWritesWhatInitThenQuantizeWrites) {
             nlohmann::json::parse(slurp(tmp / "q" / "config.json"))["quantization"]);
 }
 
+// Quantizing a quantized model works (its matrices are dequantized first) and says that it
+// rounds them again; a fresh model's run does not say so.
+TEST(QuantizeCli, RequantizingSaysItRoundsAgain) {
+  TempDir tmp;
+  const auto first = run({"quantize", "--model", kModel, "--out", (tmp / "q4").string()});
+  ASSERT_TRUE(succeeds(first));
+  EXPECT_EQ(first.output.find("already quantized"), std::string::npos) << first.output;
+  const auto again = run({"quantize", "--model", (tmp / "q4").string(), "--out", (tmp / "q4b").string()});
+  ASSERT_TRUE(succeeds(again));
+  EXPECT_NE(again.output.find("already quantized"), std::string::npos) << again.output;
+}
+
 TEST(QuantizeCli, BadFlagsAreNamed) {
   TempDir tmp;
   auto bits = run({"quantize", "--model", kModel, "--out", (tmp / "a").string(), "--bits", "7"});
