@@ -1,0 +1,66 @@
+// glm4 train --fine-tune-type dora on the embedded model, end to end: the PEFT files it writes,
+// generation with the adapter live and fused, conversion to MLX, and the commands that refuse
+// DoRA (llama.cpp's LoRA format, bad flag values).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace glm4 {
+namespace {
+
+using glm4::testing::run;
+using glm4::testing::run_program;
+using glm4::testing::succeeds;
+using glm4::testing::TempDir;
+using json = nlohmann::json;
+
+const std::string kSource = GLM4_SOURCE_DIR;
+const std::string kModel = kSource + "/models/glm4-tiny";
+const std::string kFinetune = kSource + "/data/finetune";
+
+json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+TEST(DoraCli, TrainFuseGenerateAndConvert) {
+  TempDir tmp;
+  const std::string adapter = (tmp / "adapter").string(), fused = (tmp / "fused").string();
+  ASSERT_TRUE(succeeds(run({"train", "--config", kSource + "/configs/main_job.json", "--model", kModel, "--data",
+                            kFinetune, "--out", adapter, "--iters", "4", "--warmup", "0", "--steps-per-eval", "4",
+                            "--val-batches", "1", "--learning-rate", "5e-3", "--fine-tune-type", "dora"})));
+  json cfg = read_json(tmp / "adapter/adapter_config.json");
+  EXPECT_EQ(cfg["use_dora"], true);
+  auto weights = SafetensorsFile::open(tmp / "adapter/adapter_model.safetensors");
+  EXPECT_EQ(weights->at("base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector").shape.size(), 1u);
+
+  ASSERT_TRUE(succeeds(run({"fuse", "--model", kModel, "--adapter", adapter, "--out", fused, "--dtype", "f32"})));
+  const std::string q = "What is 17 plus 25?";
+  auto live = run_program(GLM4_BINARY, {"generate", "--model", kModel, "--adapter", adapter, "--chat", "--prompt", q,
+                                        "--max-tokens", "24", "--json", "--compute", "f32"}, true);
+  auto merged = run_program(GLM4_BINARY, {"generate", "--model", fused, "--chat", "--prompt", q, "--max-tokens", "24",
+                                          "--json", "--compute", "f32"}, true);
+  ASSERT_TRUE(succeeds(live));
+  ASSERT_TRUE(succeeds(merged));
+  EXPECT_EQ(json::parse(live.output)["ids"], json::parse(merged.output)["ids"]);
+
+  ASSERT_TRUE(succeeds(run({"adapter", "convert", "--in", adapter, "--out", (tmp / "mlx").string(), "--to", "mlx"})));
+  EXPECT_EQ(read_json(tmp / "mlx/adapter_config.json")["fine_tune_type"], "dora");
+
+  auto gguf = run({"export", "gguf-lora", "--model", kModel, "--adapter", adapter, "--out", (tmp / "a.gguf").string()});
+  EXPECT_FALSE(succeeds(gguf));
+  EXPECT_NE(gguf.output.find("DoRA"), std::string::npos) << gguf.output;
+
+  auto bad = run({"train", "--model", kModel, "--data", kFinetune, "--out", (tmp / "x").string(), "--fine-tune-type",
+                  "vera"});
+  EXPECT_FALSE(succeeds(bad));
+  EXPECT_NE(bad.output.find("--fine-tune-type must be lora, dora or full"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace glm4
