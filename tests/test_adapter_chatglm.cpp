@@ -13,6 +13,7 @@
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
+#include "train/train_step.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
@@ -223,6 +224,33 @@ TEST(ChatGlmTargets, ChatGlmNamesTrainTheFusedProjection) {
   EXPECT_EQ(model->lora_parameters().size(), size_t(2 * (1 + 3 + 2 * 3)));
   check_adapter_layout(model->config, l, "peft");
   check_adapter_layout(model->config, l, "mlx");
+}
+
+// Training the fused projection keeps one A per layer through the optimizer, and what it saves
+// in PEFT's layout loads back to the same model.
+TEST(ChatGlmTargets, FusedTrainingSavesPeftAndReloads) {
+  TempDir tmp;
+  auto model = load_model(kChatGlm);
+  LoraConfig l;
+  l.rank = 2;
+  l.alpha = 4;
+  l.targets = {"query_key_value", "dense"};
+  model->add_lora(l, 3);
+  AdamW opt(model->lora_parameters(), {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0});
+  auto fixture = SafetensorsFile::open(kPeft + "/fixture.safetensors");
+  std::vector<Example> rows = fixture_rows(*fixture);
+  for (int s = 0; s < 2; ++s) train_step(*model, opt, {make_batch(rows, 0, 1, 0)}, {.lr = 1e-2});
+  Linear& q = *model->find_linear("model.layers.0.self_attn.q_proj");
+  Linear& k = *model->find_linear("model.layers.0.self_attn.k_proj");
+  EXPECT_EQ(q.lora->lora_A.impl(), k.lora->lora_A.impl());
+  save_adapter(*model, l, tmp / "a", "peft", kChatGlm);
+  auto file = SafetensorsFile::open(tmp / "a/adapter_model.safetensors");
+  EXPECT_EQ(file->tensors().size(), 2u * 2 * 2);  // layers x (query_key_value, dense) x (A, B)
+  EXPECT_EQ(file->at(kPrefix + "0.self_attention.query_key_value.lora_B.weight").shape, (Shape{128, 2}));
+  auto again = load_model(kChatGlm);
+  load_adapter(*again, tmp / "a");
+  EXPECT_EQ(row_logits(*again, rows[0].ids), row_logits(*model, rows[0].ids));
+  EXPECT_NE(row_logits(*again, rows[0].ids), row_logits(*load_model(kChatGlm), rows[0].ids));
 }
 
 TEST(ChatGlmTargets, BadTargetsAreRefusedByName) {
