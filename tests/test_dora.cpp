@@ -11,6 +11,9 @@
 #include "autograd/node.h"
 #include "base/check.h"
 #include "infer/merge.h"
+#include "infer/merge_quantized.h"
+#include "model/dora.h"
+#include "model/forward_context.h"
 #include "infer/score.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_io.h"
@@ -243,6 +246,79 @@ TEST(Dora, TrainsOnBf16ComputeAndQuantizedBases) {
     EXPECT_LT(losses.back(), losses.front()) << name;
     set_compute_dtype(ComputeDType::F32);
   }
+}
+
+// Under dropout the layer is PEFT's x W^T + b + (g - 1) (x_d W^T) + g s (x_d A^T) B^T, written
+// out here with the same mask; without training it is g (x V^T) + b whatever the dropout.
+TEST(Dora, DropoutFollowsPeftsFormula) {
+  auto model = load_model(kData + "/tiny_glm4");
+  LoraConfig l = dora_config();
+  l.dropout = 0.3;
+  model->add_lora(l, 1);
+  perturb(*model, 6);
+  Linear& lin = *model->find_linear("model.layers.1.self_attn.q_proj");
+  const LoraWeights& w = *lin.lora;
+  std::mt19937 rng{11};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor x = Tensor::empty({3, lin.in_features});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = normal(rng);
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  ctx.training = true;
+  ctx.dropout_seed = 5;
+  ctx.layer_index = 1;
+  const std::vector<float> ours = lin.forward(x, ctx).to_vector();
+  Tensor xd = ops::dropout(x, 0.3f, ctx.seed_for(1, lin.seed_slot));
+  std::vector<float> norm = dora_weight_norm(lin.weight, w);
+  Tensor W = lin.weight.to_f32();
+  const int64_t out = lin.out_features, in = lin.in_features, r = w.lora_A.dim(0);
+  double worst = 0, scale = 0;
+  std::vector<float> eval_expected;
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double base = 0, base_d = 0, low = 0, adapted = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        base += double(x.data()[t * in + k]) * W.data()[o * in + k];
+        base_d += double(xd.data()[t * in + k]) * W.data()[o * in + k];
+      }
+      for (int64_t j = 0; j < r; ++j) {
+        double h = 0, hx = 0;
+        for (int64_t k = 0; k < in; ++k) {
+          h += double(xd.data()[t * in + k]) * w.lora_A.data()[j * in + k];
+          hx += double(x.data()[t * in + k]) * w.lora_A.data()[j * in + k];
+        }
+        low += h * w.lora_B.data()[o * r + j];
+        adapted += hx * w.lora_B.data()[o * r + j];
+      }
+      const double g = double(w.magnitude.data()[o]) / norm[size_t(o)], b = lin.bias.value.data()[o];
+      const double expected = base + b + (g - 1) * base_d + g * w.scale * low;
+      worst = std::max(worst, std::abs(expected - ours[size_t(t * out + o)]));
+      scale = std::max(scale, std::abs(expected));
+      eval_expected.push_back(float(g * (base + w.scale * adapted) + b));
+    }
+  EXPECT_LE(worst / scale, 1e-5);
+  ctx.training = false;
+  EXPECT_LE(max_relative(lin.forward(x, ctx).to_vector(), eval_expected), 1e-5);
+}
+
+// Fusing into a 4-bit base (glm4 fuse without --dequantize) takes DoRA's whole change as the
+// delta it re-quantizes, and the written model follows the live one.
+TEST(Dora, RequantizedFuseCarriesTheWholeChange) {
+  auto model = load_model(kData + "/tiny_glm4_q");
+  model->add_lora(dora_config(), 1);
+  perturb(*model, 2);
+  const std::vector<float> live = logits_of(*model);
+  auto base = load_model(kData + "/tiny_glm4_q");
+  const double base_gap = max_relative(logits_of(*base), live);
+  std::vector<ModuleMerge> merged = merge_requantized(*model, {.dtype = DType::F32, .min_kept = 0.5});
+  ASSERT_EQ(merged.size(), 12u);
+  for (const ModuleMerge& m : merged) {
+    EXPECT_GT(m.delta_ratio, 0.0) << m.path;
+    EXPECT_TRUE(std::isfinite(m.error)) << m.path;
+  }
+  const double fused_gap = max_relative(logits_of(*model), live);
+  std::printf("[ dora ] 4-bit fuse: logits rel gap to live %.3g (base: %.3g)\n", fused_gap, base_gap);
+  EXPECT_LT(fused_gap, 0.5 * base_gap);
 }
 
 TEST(Dora, ResidentSlotsRefuseIt) {
