@@ -1,6 +1,7 @@
 // glm4 train --fine-tune-type dora on the embedded model, end to end: the PEFT files it writes,
 // generation with the adapter live and fused, conversion to MLX, and the commands that refuse
-// DoRA (llama.cpp's LoRA format, bad flag values).
+// DoRA (llama.cpp's LoRA format, bad flag values). And glm4 train on a ChatGLM checkpoint with
+// ChatGLM's target names, writing PEFT's ChatGLM keys.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -60,6 +61,40 @@ TEST(DoraCli, TrainFuseGenerateAndConvert) {
                   "vera"});
   EXPECT_FALSE(succeeds(bad));
   EXPECT_NE(bad.output.find("--fine-tune-type must be lora, dora or full"), std::string::npos) << bad.output;
+}
+
+// tiny_chatglm has no tokenizer: pre-tokenized records.
+TEST(ChatGlmCli, TrainsQueryKeyValueAndWritesPeftsChatGlmKeys) {
+  TempDir tmp;
+  {
+    std::ofstream data(tmp / "train.jsonl");
+    for (int r = 0; r < 8; ++r) {
+      json ids = json::array();
+      for (int t = 0; t < 24; ++t) ids.push_back(1 + (r * 7 + t * 5) % 500);
+      data << json{{"input_ids", ids}}.dump() << "\n";
+    }
+  }
+  const std::string model = std::string(GLM4_TEST_DATA) + "/tiny_chatglm", data = (tmp / "train.jsonl").string();
+  auto train = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args{"train", "--model", model, "--data", data, "--out", (tmp / out).string(),
+                                  "--iters", "3", "--batch-size", "2", "--learning-rate", "1e-2", "--lora-rank", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_TRUE(succeeds(train("fused", {"--lora-targets", "query_key_value,dense,dense_h_to_4h,dense_4h_to_h"})));
+  json cfg = read_json(tmp / "fused/adapter_config.json");
+  EXPECT_EQ(cfg["target_modules"], json({"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}));
+  auto file = SafetensorsFile::open(tmp / "fused/adapter_model.safetensors");
+  EXPECT_EQ(file->at("base_model.model.transformer.encoder.layers.1.self_attention.query_key_value.lora_B.weight").shape,
+            (std::vector<int64_t>{128, 2}));
+  EXPECT_EQ(file->tensors().size(), 16u);
+
+  auto refused = train("separate", {"--lora-targets", "q_proj,v_proj"});
+  EXPECT_FALSE(succeeds(refused));
+  EXPECT_NE(refused.output.find("--adapter-format mlx"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "separate/adapter_model.safetensors"));
+  ASSERT_TRUE(succeeds(train("separate", {"--lora-targets", "q_proj,v_proj", "--adapter-format", "mlx"})));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "separate/adapters.safetensors"));
 }
 
 }  // namespace
