@@ -33,12 +33,16 @@ void add_adapter_command(CLI::App& parent, std::vector<Command>& out) {
   convert->add_option("--out", o->out, "Adapter directory to write")->required();
   convert->add_option("--to", o->to, "Layout to write: peft or mlx")->required();
   convert->add_option("--model", o->model,
-                      "Base model directory; only needed to tell whether a PEFT adapter's "
-                      "layers_to_transform are the last layers when writing MLX");
+                      "Base model directory; needed when writing MLX to tell whether a PEFT adapter's "
+                      "layers_to_transform are the last layers, and to split a ChatGLM query_key_value "
+                      "adapter into q/k/v");
   convert->footer(
       "PEFT: adapter_model.safetensors (lora_A [r, in], lora_B [out, r]) + adapter_config.json.\n"
       "MLX:  adapters.safetensors (lora_a [in, r], lora_b [r, out]) + adapter_config.json;\n"
       "      its scale is absolute: lora_alpha = scale * r.\n"
+      "DoRA: PEFT lora_magnitude_vector + use_dora; MLX m + fine_tune_type dora.\n"
+      "ChatGLM: PEFT keys transformer.encoder.layers.N.self_attention.query_key_value (one A over q|k|v);\n"
+      "      MLX writes q_proj/k_proj/v_proj with the same lora_a, and converts back only when they share it.\n"
       "Example: glm4 adapter convert --in adapters/peft --out adapters/mlx --to mlx");
   out.push_back({convert, [o] { run_convert(*o); }});
 }

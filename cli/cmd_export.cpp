@@ -53,7 +53,11 @@ void run_gguf_lora(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, true);
   check_output_file(f.out, "--out");
   const ModelConfig config = with_flag("--model", f.model, [&] { return load_model_config(f.model); });
-  const AdapterFile adapter = with_flag("--adapter", f.adapter, [&] { return read_adapter_file(f.adapter); });
+  AdapterFile adapter = with_flag("--adapter", f.adapter, [&] { return read_adapter_file(f.adapter); });
+  GLM4_CHECK(!adapter.info.lora.dora, "--adapter ", f.adapter, ": a DoRA adapter has no llama.cpp LoRA form (its ",
+             "magnitude rescales whole rows); merge it instead: glm4 export gguf --model M --adapter A");
+  if (config.family == ModelConfig::Family::ChatGlm) adapter.qkv_rows = qkv_rows_of(config);
+  with_flag("--adapter", f.adapter, [&] { split_fused_qkv(adapter, "adapter " + f.adapter); });
   std::vector<GgufLoraModule> modules;
   for (const auto& [path, m] : adapter.modules) {
     GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter, ": module ", path,

@@ -14,6 +14,7 @@
 #include "infer/merge.h"
 #include "infer/merge_quantized.h"
 #include "infer/score.h"
+#include "model/dora.h"
 #include "model/save.h"
 #include "dataset/dataset.h"
 #include "dataset/text_encoder.h"
@@ -52,13 +53,10 @@ void put_adapters(Glm4Model& model, std::map<std::string, std::unique_ptr<LoraWe
   taken.clear();
 }
 
-// W + scale * B A in fp32 for one linear's weight.
+// W + scale * B A (DoRA-scaled) in fp32 for one linear's weight.
 Weight merged_weight(const Param& weight, const LoraWeights& lora) {
-  Tensor w = weight.to_f32();
-  const int64_t out = weight.shape[0], in = weight.shape[1], r = lora.lora_A.dim(0);
-  sgemm(false, false, out, in, r, lora.scale, lora.lora_B.data(), r, lora.lora_A.data(), in, 1.0f,
-        w.data(), in);
-  return Weight::copy_of(DType::F32, w.data(), out, in);
+  Tensor w = adapted_weight(weight, lora);
+  return Weight::copy_of(DType::F32, w.data(), weight.shape[0], weight.shape[1]);
 }
 
 void run_fuse(const FuseFlags& f) {

@@ -47,10 +47,13 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
   add("lora_dropout", &f.lora_dropout, "Dropout on the LoRA input (default 0)");
   given->push_back({"lora_targets", app->add_option("--lora-targets", *targets,
                                                     "Comma-separated modules or all-linear "
-                                                    "(default q_proj,k_proj,v_proj,o_proj)")});
+                                                    "(default q_proj,k_proj,v_proj,o_proj; ChatGLM: "
+                                                    "query_key_value,dense,dense_h_to_4h,dense_4h_to_h)")});
   add("num_layers", &f.num_layers, "LoRA on the last N layers only (default all)");
   add_flag("rslora", &f.rslora, "rsLoRA scaling alpha / sqrt(r)");
   add_flag("full", &f.full, "Train every parameter instead of LoRA");
+  add("fine_tune_type", &f.fine_tune_type, "lora | dora | full (default lora; dora adds PEFT's magnitude "
+      "per output row, full = --full)");
   add_flag("mask_prompt", &f.mask_prompt, "Train only on completions / assistant turns");
   add_flag("pack", &f.pack, "Pack short examples into full rows (attention stays per example)");
   add("seed", &f.seed, "Seed for LoRA init, shuffling and dropout (default 0)");

@@ -8,6 +8,7 @@
 #include "autograd/weight_quantize.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "model/dora.h"
 
 namespace glm4 {
 
@@ -89,6 +90,11 @@ std::vector<ModuleMerge> merge_requantized(Glm4Model& model, const RequantizeOpt
           linear.lora->lora_A.data(), cols, 0.0f, delta.data(), cols);
     std::vector<float> merged(w0.size());
     for (size_t i = 0; i < merged.size(); ++i) merged[i] = w0[i] + delta[i];
+    if (linear.lora->dora()) {  // DoRA rescales every row: its delta is the whole change
+      Tensor adapted = adapted_weight(linear.weight, *linear.lora);
+      std::copy(adapted.data(), adapted.data() + adapted.numel(), merged.begin());
+      for (size_t i = 0; i < merged.size(); ++i) delta[i] = merged[i] - w0[i];
+    }
     m.delta_ratio = std::sqrt(dot(delta.data(), delta.data(), int64_t(delta.size())) /
                               std::max(1e-300, dot(w0.data(), w0.data(), int64_t(w0.size()))));
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "autograd/recompute.h"
 #include "base/check.h"
 #include "autograd/ops.h"
+#include "model/dora.h"
 
 namespace glm4 {
 
@@ -67,13 +69,30 @@ Linear* Glm4Model::find_linear(const std::string& path) {
 
 int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
   std::vector<std::string> targets = resolve_lora_targets(lora.targets);
+  const bool fused = targets.front() == kFusedQkv;
+  GLM4_CHECK(!fused || config.family == ModelConfig::Family::ChatGlm, "LoRA target ", kFusedQkv,
+             " is ChatGLM's fused q|k|v projection; this ", family_name(config.family),
+             " model has separate q_proj, k_proj, v_proj: target those");
+  std::vector<std::string> linears;
+  for (const std::string& t : targets)
+    for (const std::string& n : lora_target_linears(t)) linears.push_back(n);
   const int64_t n_layers = int64_t(layers.size());
   const int64_t first = lora.num_layers < 0 ? 0 : std::max<int64_t>(0, n_layers - lora.num_layers);
   std::mt19937_64 rng(seed);
   int64_t count = 0;
+  const LoraWeights* q_adapter = nullptr;  // the fused A's owner on this layer
+  int q_slot = -1;
   visit_linears([&](const LinearSite& site, Linear& linear) {
-    if (site.layer < first || std::find(targets.begin(), targets.end(), site.name) == targets.end()) return;
-    linear.add_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng);
+    if (site.layer < first || std::find(linears.begin(), linears.end(), site.name) == linears.end()) return;
+    const bool shares = fused && (site.name == "k_proj" || site.name == "v_proj");
+    if (shares) {
+      linear.lora = linear.make_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng, q_adapter);
+      linear.lora->dropout_slot = q_slot;
+    } else {
+      linear.add_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng);
+    }
+    if (fused && site.name == "q_proj") q_adapter = linear.lora.get(), q_slot = linear.seed_slot;
+    if (lora.dora) linear.lora->magnitude = dora_initial_magnitude(linear.weight);
     ++count;
   });
   return count;
@@ -81,10 +100,12 @@ int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
 
 std::vector<std::pair<std::string, Tensor>> Glm4Model::lora_parameters() {
   std::vector<std::pair<std::string, Tensor>> out;
+  std::set<const TensorImpl*> seen;
   visit_linears([&](const LinearSite& site, Linear& linear) {
     if (!linear.lora) return;
-    out.push_back({site.path + ".lora_A", linear.lora->lora_A});
+    if (seen.insert(linear.lora->lora_A.impl()).second) out.push_back({site.path + ".lora_A", linear.lora->lora_A});
     out.push_back({site.path + ".lora_B", linear.lora->lora_B});
+    if (linear.lora->dora()) out.push_back({site.path + ".lora_magnitude", linear.lora->magnitude});
   });
   return out;
 }

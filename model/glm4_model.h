@@ -34,9 +34,11 @@ class Glm4Model {
   void visit_linears(const LinearVisitor& fn);
   // The linear layer at a path such as "model.layers.3.mlp.down_proj", or nullptr.
   Linear* find_linear(const std::string& path);
-  // Adds PEFT-initialised adapters to the configured modules; returns how many.
+  // Adds PEFT-initialised adapters to the configured modules (DoRA: with m = ||W|| per row);
+  // returns how many linears got one. query_key_value (ChatGLM only) gives q/k/v one shared A.
   int64_t add_lora(const LoraConfig& lora, uint64_t seed);
-  // Every LoRA tensor in visit_linears order, named "PATH.lora_A" / "PATH.lora_B".
+  // Every trainable adapter tensor in visit_linears order, each once (a shared A under the first
+  // linear holding it), named "PATH.lora_A", "PATH.lora_B", "PATH.lora_magnitude".
   std::vector<std::pair<std::string, Tensor>> lora_parameters();
   // The output projection [vocab, hidden]: lm_head, or embed_tokens when tied.
   const Param& lm_head_weight() const { return lm_head ? lm_head->weight : embed_tokens.weight; }

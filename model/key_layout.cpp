@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "base/check.h"
+#include "model/lora.h"
 
 namespace glm4 {
 
@@ -55,6 +56,25 @@ std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c) {
   for (int64_t i = 0; i < dim / 2; ++i)
     t.values.push_back(1.0f / std::pow(10000.0f, float(2 * i) / float(dim)));
   return {t};
+}
+
+std::string chatglm_module_path(int64_t layer, const std::string& name) {
+  GLM4_CHECK(name != "q_proj" && name != "k_proj" && name != "v_proj", "[chatglm] ", name,
+             " has no module of its own in a ChatGLM checkpoint; its adapters go on the fused ",
+             kFusedQkv);
+  const char* parent = std::string(lora_module_parent(name)) == "self_attn" ? "self_attention" : "mlp";
+  return str_cat("transformer.encoder.layers.", layer, ".", parent, ".", chatglm_target_name(name));
+}
+
+bool parse_chatglm_module_path(const std::string& path, int64_t* layer, std::string* name) {
+  static const std::regex module(R"(transformer\.encoder\.layers\.(0|[1-9]\d{0,8})\.(self_attention|mlp)\.(\w+))");
+  std::smatch m;
+  if (!std::regex_match(path, m, module)) return false;
+  const std::string leaf = m[3].str();
+  if (leaf != kFusedQkv && leaf != "dense" && leaf != "dense_h_to_4h" && leaf != "dense_4h_to_h") return false;
+  *layer = std::stoll(m[1].str());
+  *name = resolve_lora_targets({leaf}).front();
+  return chatglm_module_path(*layer, *name) == path;
 }
 
 }  // namespace glm4

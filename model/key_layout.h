@@ -32,4 +32,11 @@ struct DerivedTensor {
 };
 std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c);
 
+// A LoRA module as ChatGLM names it (PEFT adapters of ChatGLM checkpoints use these paths):
+// (3, "o_proj") -> "transformer.encoder.layers.3.self_attention.dense"; query_key_value,
+// dense_h_to_4h and dense_4h_to_h likewise. q/k/v_proj alone have no ChatGLM path (throws).
+std::string chatglm_module_path(int64_t layer, const std::string& name);
+// Inverse of chatglm_module_path; false for any other path.
+bool parse_chatglm_module_path(const std::string& path, int64_t* layer, std::string* name);
+
 }  // namespace glm4

@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "base/parallel.h"
 #include "autograd/kernels/gemm.h"
+#include "model/dora.h"
 #include "model/forward_context.h"
 
 namespace glm4 {
@@ -19,12 +20,19 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, int slot)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  Tensor y = linear(x, weight, bias.value);
+  Tensor y;
   if (lora) {
     Tensor in = x;
-    if (ctx.training && lora->dropout > 0)
-      in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, seed_slot));
-    y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
+    const int slot = lora->dropout_slot >= 0 ? lora->dropout_slot : seed_slot;
+    if (ctx.training && lora->dropout > 0) in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
+    if (lora->dora()) {
+      y = dora_forward(x, in, weight, bias.value, *lora);
+    } else {
+      y = linear(x, weight, bias.value);
+      y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
+    }
+  } else {
+    y = linear(x, weight, bias.value);
   }
   if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
   return y;
@@ -70,14 +78,20 @@ void Linear::add_lora(int64_t rank, float scale, float dropout, std::mt19937_64&
 }
 
 std::unique_ptr<LoraWeights> Linear::make_lora(int64_t rank, float scale, float dropout,
-                                               std::mt19937_64& rng) const {
+                                               std::mt19937_64& rng, const LoraWeights* share_a) const {
   GLM4_CHECK(rank > 0, "LoRA rank must be positive, got ", rank);
   auto w = std::make_unique<LoraWeights>();
-  w->lora_A = Tensor::empty({rank, in_features});
-  double bound = 1.0 / std::sqrt(double(in_features));
-  for (int64_t i = 0; i < w->lora_A.numel(); ++i) {
-    double u = double(rng() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1), 53 bits
-    w->lora_A.data()[i] = float((2.0 * u - 1.0) * bound);
+  if (share_a) {
+    GLM4_CHECK(share_a->lora_A.shape() == Shape({rank, in_features}), "[linear] a shared LoRA A of shape ",
+               shape_str(share_a->lora_A.shape()), " does not fit a layer with ", in_features, " inputs");
+    w->lora_A = share_a->lora_A;
+  } else {
+    w->lora_A = Tensor::empty({rank, in_features});
+    double bound = 1.0 / std::sqrt(double(in_features));
+    for (int64_t i = 0; i < w->lora_A.numel(); ++i) {
+      double u = double(rng() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1), 53 bits
+      w->lora_A.data()[i] = float((2.0 * u - 1.0) * bound);
+    }
   }
   w->lora_B = Tensor::zeros({out_features, rank});
   w->lora_A.set_requires_grad(true);
@@ -88,13 +102,7 @@ std::unique_ptr<LoraWeights> Linear::make_lora(int64_t rank, float scale, float 
 }
 
 void Linear::merge_lora(DType dtype) {
-  Tensor w = weight.to_f32();  // [out, in]
-  if (lora) {
-    int64_t r = lora->lora_A.dim(0);
-    // w += scale * B [out, r] @ A [r, in]
-    sgemm(false, false, out_features, in_features, r, lora->scale, lora->lora_B.data(), r,
-          lora->lora_A.data(), in_features, 1.0f, w.data(), in_features);
-  }
+  Tensor w = lora ? adapted_weight(weight, *lora) : weight.to_f32();  // [out, in]
   weight.assign(Weight::from_f32(w.data(), out_features, in_features, dtype));
   lora.reset();
 }

@@ -1,5 +1,6 @@
 // The linear layer, and the only place that knows LoRA:
-// y = x W^T + b + scale * (dropout(x) A^T) B^T.
+// y = x W^T + b + scale * (dropout(x) A^T) B^T, or DoRA (model/dora.h) when the adapter has a
+// magnitude.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -11,11 +12,21 @@
 
 namespace glm4 {
 
+struct DoraNormCache;
+
 struct LoraWeights {
-  Tensor lora_A;  // [r, in]
+  Tensor lora_A;  // [r, in]; q/k/v adapted as ChatGLM's query_key_value hold the same tensor
   Tensor lora_B;  // [out, r]
+  Tensor magnitude;  // [out], DoRA's m; undefined for plain LoRA
   float scale = 1.0f;
   float dropout = 0.0f;
+  // The seed slot of the dropout mask when it is not the layer's own: linears sharing one A draw
+  // one mask, as PEFT's single fused layer does.
+  int dropout_slot = -1;
+  // ||W + scale B A|| per row, kept between no-grad forwards while A and B stay the same.
+  mutable std::shared_ptr<DoraNormCache> norm_cache;
+
+  bool dora() const { return magnitude.defined(); }
 };
 
 struct ForwardContext;
@@ -41,10 +52,13 @@ class Linear {
 
   // PEFT initialisation: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform, a = sqrt(5)), B = 0.
   void add_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng);
-  // W + scale * B A, rounded once to `dtype`; the adapter is dropped.
+  // W + scale * B A (DoRA: m / ||W + scale B A|| times it, row by row), rounded once to `dtype`;
+  // the adapter is dropped.
   void merge_lora(DType dtype);
-  // An adapter of this layer's shape, PEFT-initialised as add_lora does.
-  std::unique_ptr<LoraWeights> make_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng) const;
+  // An adapter of this layer's shape, PEFT-initialised as add_lora does; with `share_a` its A
+  // is that adapter's tensor (no draw from rng) and B still starts at zero.
+  std::unique_ptr<LoraWeights> make_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng,
+                                         const LoraWeights* share_a = nullptr) const;
 
   int64_t in_features, out_features;
   int seed_slot;

@@ -325,7 +325,7 @@ TEST(AdapterLoad, MlxConfigAsMlxLmWritesIt) {
   EXPECT_LE(max_rel_diff(logits_of(*loaded), logits_of(*model)), 1e-6);
 }
 
-TEST(AdapterChatGlm, MlxLayoutRoundTripsAndPeftIsRefused) {
+TEST(AdapterChatGlm, SeparateQkvRoundTripInMlxAndAreRefusedInPeft) {
   TempDir tmp;
   const std::string dir = std::string(GLM4_TEST_DATA) + "/tiny_chatglm";
   auto model = load_model(dir);
@@ -430,7 +430,8 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
   cfg = read_json(dora / "adapter_config.json");
   cfg["use_dora"] = true;
   write_file_atomic(dora / "adapter_config.json", cfg.dump());
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), dora); }, {"use_dora", "not supported"}));
+  // use_dora without the magnitudes DoRA needs.
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), dora); }, {"lora_magnitude_vector", "is missing"}));
 
   fs::path wrong_type = copy("wrong_type");
   cfg = read_json(wrong_type / "adapter_config.json");

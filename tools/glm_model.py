@@ -122,14 +122,24 @@ def core_attention(q, k, v, allowed, n_rep):
 
 
 def linear(x, W, name, lora=None):
-    """x W^T (+ b) (+ scale * (x A^T) B^T) for the module `name` (PEFT LoRA, no dropout)."""
-    y = x @ W[name + ".weight"].t()
+    """x W^T (+ b) (+ scale * (x A^T) B^T) for the module `name` (PEFT LoRA, no dropout). A
+    module given as (A, B, m) is DoRA as PEFT computes it: with g = m / ||W + scale B A||_row
+    (detached), x W^T + b + (g - 1) (x W^T) + g scale (x A^T) B^T."""
+    Wt = W[name + ".weight"]
+    base = x @ Wt.t()
+    y = base
     bias = W.get(name + ".bias")
     if bias is not None:
         y = y + bias
     if lora is not None and name in lora["modules"]:
-        A, B = lora["modules"][name]  # in their own dtype (fp32 on a bf16 base, as PEFT keeps them)
-        y = y + (lora["scale"] * ((x.to(A.dtype) @ A.t()) @ B.t())).to(y.dtype)
+        A, B = lora["modules"][name][:2]  # in their own dtype (fp32 on a bf16 base, as PEFT keeps them)
+        delta = lora["scale"] * ((x.to(A.dtype) @ A.t()) @ B.t())
+        if len(lora["modules"][name]) == 2:
+            return y + delta.to(y.dtype)
+        m = lora["modules"][name][2]
+        norm = (Wt.to(A.dtype) + lora["scale"] * (B @ A)).norm(dim=1).detach()
+        g = m / norm
+        y = y + (g - 1) * base + g * delta
     return y
 
 
@@ -193,7 +203,7 @@ def rope_chatglm(x, angles):
     return torch.cat((out, xp), dim=-1)
 
 
-def forward_chatglm(spec: Spec, W, ids, lengths=None):
+def forward_chatglm(spec: Spec, W, ids, lengths=None, lora=None):
     B, T = ids.shape
     H, KV, D = spec.heads, spec.kv_heads, spec.head_dim
     x = W["transformer.embedding.word_embeddings.weight"][ids]
@@ -203,16 +213,16 @@ def forward_chatglm(spec: Spec, W, ids, lengths=None):
     for i in range(spec.layers):
         p = f"transformer.encoder.layers.{i}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], spec.eps)
-        qkv = linear(h, W, p + "self_attention.query_key_value")
+        qkv = linear(h, W, p + "self_attention.query_key_value", lora)
         q, k, v = qkv.split([H * D, KV * D, KV * D], dim=-1)  # rows q | k | v
         q = q.reshape(B, T, H, D).transpose(1, 2)
         k = k.reshape(B, T, KV, D).transpose(1, 2)
         v = v.reshape(B, T, KV, D).transpose(1, 2)
         q, k = rope_chatglm(q, angles), rope_chatglm(k, angles)
-        x = x + linear(core_attention(q, k, v, allowed, H // KV), W, p + "self_attention.dense")
+        x = x + linear(core_attention(q, k, v, allowed, H // KV), W, p + "self_attention.dense", lora)
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], spec.eps)
-        a, b = linear(h, W, p + "mlp.dense_h_to_4h").chunk(2, dim=-1)
-        x = x + linear(F.silu(a) * b, W, p + "mlp.dense_4h_to_h")
+        a, b = linear(h, W, p + "mlp.dense_h_to_4h", lora).chunk(2, dim=-1)
+        x = x + linear(F.silu(a) * b, W, p + "mlp.dense_4h_to_h", lora)
         hiddens.append(x)
     final = rms_norm(x, W["transformer.encoder.final_layernorm.weight"], spec.eps)
     return final @ W["transformer.output_layer.weight"].t(), hiddens, final
@@ -220,9 +230,7 @@ def forward_chatglm(spec: Spec, W, ids, lengths=None):
 
 def forward(spec: Spec, W, ids, lengths=None, lora=None):
     if spec.family == "chatglm":
-        if lora is not None:
-            raise ValueError("LoRA is only wired for the HF layout")
-        return forward_chatglm(spec, W, ids, lengths)
+        return forward_chatglm(spec, W, ids, lengths, lora)
     return forward_hf(spec, W, ids, lengths, lora)
 
 

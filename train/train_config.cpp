@@ -52,6 +52,7 @@ const std::map<std::string, Field>& fields() {
       {"num_layers", field(&TrainConfig::num_layers)},
       {"rslora", field(&TrainConfig::rslora)},
       {"full", field(&TrainConfig::full)},
+      {"fine_tune_type", field(&TrainConfig::fine_tune_type)},
       {"mask_prompt", field(&TrainConfig::mask_prompt)},
       {"pack", field(&TrainConfig::pack)},
       {"seed", field(&TrainConfig::seed)},
@@ -128,6 +129,9 @@ void TrainConfig::validate() const {
              "--compute must be auto, f32 or bf16, got \"", compute, "\"");
   GLM4_CHECK(adapter_format == "peft" || adapter_format == "mlx",
              "--adapter-format must be peft or mlx, got \"", adapter_format, "\"");
+  GLM4_CHECK(fine_tune_type == "lora" || fine_tune_type == "dora" || fine_tune_type == "full",
+             "--fine-tune-type must be lora, dora or full, got \"", fine_tune_type, "\"");
+  GLM4_CHECK(!(full && fine_tune_type == "dora"), "--full and --fine-tune-type dora exclude each other");
   if (!full) {
     GLM4_CHECK(init_adapter.size() || lora_rank > 0, "--lora-rank must be positive, got ", lora_rank);
     GLM4_CHECK(std::isfinite(lora_alpha) && lora_alpha > 0, "--lora-alpha must be positive, got ", lora_alpha);

@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t num_layers = -1;           // LoRA on the last N layers; -1 = all
   bool rslora = false;
   bool full = false;                 // train every parameter instead of LoRA
+  std::string fine_tune_type = "lora";  // lora | dora | full (mlx-lm's spelling; full = --full)
   bool mask_prompt = false;
   bool pack = false;
   uint64_t seed = 0;

@@ -45,6 +45,7 @@ LoraConfig lora_from(const TrainConfig& c) {
   l.alpha = c.lora_alpha;
   l.dropout = c.lora_dropout;
   l.use_rslora = c.rslora;
+  l.dora = c.fine_tune_type == "dora";
   l.targets = c.lora_targets;
   l.num_layers = c.num_layers;
   return l;
@@ -120,6 +121,7 @@ Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainC
 TrainSummary train(const TrainConfig& config, Distributed& group) {
   TrainConfig c = config;
   c.validate();
+  if (c.fine_tune_type == "full") c.full = true;
   if (c.threads > 0) set_max_threads(int(c.threads));
   else if (group.size() > 1) set_max_threads(default_rank_threads(group.local_size()));
   const bool root = group.root();
@@ -144,9 +146,11 @@ TrainSummary train(const TrainConfig& config, Distributed& group) {
   } else {
     if (!c.init_adapter.empty()) {
       lora = read_adapter_info(c.init_adapter).lora;
+      check_adapter_layout(model->config, lora, c.adapter_format);
       std::string warning = load_adapter(*model, c.init_adapter, c.model);
       if (!warning.empty()) bar.message("warning: " + warning);
     } else {
+      check_adapter_layout(model->config, lora, c.adapter_format);
       model->add_lora(lora, c.seed);
     }
     params = model->lora_parameters();

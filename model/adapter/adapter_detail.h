@@ -31,17 +31,18 @@ json number_json(double v);
 // alpha = scale * r, snapped to the nearest integer when it is one up to rounding.
 double alpha_from_scale(double scale, int64_t rank);
 
-// Maps a tensor key to (module path, is_a); false for keys that are no LoRA tensor.
-using KeyParser = std::function<bool(const std::string& key, std::string* module, bool* is_a)>;
+// Maps a tensor key to (module path, part); false for keys that are no adapter tensor.
+using KeyParser = std::function<bool(const std::string& key, std::string* module, AdapterPart* part)>;
 // Reads every tensor of `path` through `parse` into a.modules (transposing MLX's [in, r] /
-// [r, out] when `transposed`), then checks pairs, ranks and that the modules are exactly the
-// targets on each adapted layer. `targets_from_config` false: the targets are whatever the
+// [r, out] when `transposed`), then checks pairs, ranks, DoRA magnitudes (present exactly when
+// a.info.lora.dora) and that the modules are exactly the targets on each adapted layer. `targets_from_config` false: the targets are whatever the
 // file holds. With with_tensors false only shapes are kept.
 void read_tensors(AdapterFile& a, const std::filesystem::path& path, const KeyParser& parse,
                   bool transposed, bool targets_from_config, bool with_tensors);
 
-// Target names in lora_module_names() order; each entry may carry a parent prefix
-// ("self_attn.q_proj") that must be the module's real parent. Throws naming the file and field.
+// Target names in lora_module_names() order (ChatGLM's names mapped to ours); each entry may
+// carry a parent prefix ("self_attn.q_proj", "self_attention.dense") that must be the module's
+// real parent. Throws naming the file and field.
 std::vector<std::string> canonical_targets(const std::vector<std::string>& names,
                                            const std::string& file, const char* field);
 

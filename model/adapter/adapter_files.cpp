@@ -10,9 +10,14 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_detail.h"
+#include "model/key_layout.h"
 
 namespace glm4 {
 namespace fs = std::filesystem;
+
+namespace {
+fs::path dir_of(const fs::path& file) { return file.parent_path(); }
+}  // namespace
 
 std::set<int64_t> AdapterFile::layers_present() const {
   std::set<int64_t> out;
@@ -28,9 +33,18 @@ const char* adapter_weights_file(const std::string& format) {
   return format == "mlx" ? "adapters.safetensors" : "adapter_model.safetensors";
 }
 
-std::string adapter_tensor_key(const std::string& format, const std::string& module, bool is_a) {
-  if (format == "mlx") return module + (is_a ? ".lora_a" : ".lora_b");
-  return "base_model.model." + module + (is_a ? ".lora_A.weight" : ".lora_B.weight");
+std::string adapter_tensor_key(const std::string& format, const std::string& module, AdapterPart part,
+                               bool chatglm) {
+  if (format == "mlx")
+    return module + (part == AdapterPart::A ? ".lora_a" : part == AdapterPart::B ? ".lora_b" : ".m");
+  std::string path = module;
+  int64_t layer;
+  std::string name;
+  if (chatglm && parse_lora_module_path(module, &layer, &name) && name != "q_proj" && name != "k_proj" &&
+      name != "v_proj")
+    path = chatglm_module_path(layer, name);
+  return "base_model.model." + path +
+         (part == AdapterPart::A ? ".lora_A.weight" : part == AdapterPart::B ? ".lora_B.weight" : ".lora_magnitude_vector");
 }
 
 std::string check_adapter_format(const std::string& format) {
@@ -158,22 +172,20 @@ std::vector<std::string> canonical_targets(const std::vector<std::string>& names
   for (const std::string& n : names) {
     size_t dot = n.rfind('.');
     std::string leaf = dot == std::string::npos ? n : n.substr(dot + 1);
-    // A parent prefix ("self_attn.q_proj", as mlx-lm writes its keys) must be the real parent.
-    std::string with_parent = std::string(lora_module_parent(leaf)) + "." + leaf;
-    if (n != leaf && n != with_parent)
+    // A parent prefix ("self_attn.q_proj" as mlx-lm writes its keys, "self_attention.dense" in
+    // ChatGLM's naming) must be the real parent.
+    std::string parent = dot == std::string::npos ? "" : n.substr(0, dot);
+    const bool attention = std::string(lora_module_parent(leaf)) == "self_attn" || leaf == "dense";
+    if (!parent.empty() && parent != (attention ? "self_attn" : "mlp") &&
+        parent != (attention ? "self_attention" : "mlp"))
       fail(file, ": ", field_name, ": \"", n, "\" is not a module of a GLM-4 decoder layer");
     bare.push_back(leaf);
   }
-  std::vector<std::string> resolved;
   try {
-    resolved = resolve_lora_targets(bare);
+    return resolve_lora_targets(bare);
   } catch (const Error& e) {
     fail(file, ": ", field_name, ": ", e.what());
   }
-  std::vector<std::string> out;
-  for (const std::string& n : lora_module_names())
-    if (std::find(resolved.begin(), resolved.end(), n) != resolved.end()) out.push_back(n);
-  return out;
 }
 
 void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, bool transposed,
@@ -182,24 +194,40 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
   const std::string fname = path.string();
   const std::string& format = a.info.format;
   const int64_t r = a.info.lora.rank;
+  const bool dora = a.info.lora.dora;
+  auto key = [&](const std::string& module, AdapterPart part) {
+    return adapter_tensor_key(format, module, part, a.chatglm);
+  };
   std::vector<std::string> unexpected;
-  std::map<std::string, int> seen;  // module -> bit 1: A, bit 2: B
+  std::map<std::string, int> seen;  // module -> bit 1: A, bit 2: B, bit 4: magnitude
   for (const TensorInfo& t : file->tensors()) {
     std::string module;
-    bool is_a = false;
-    if (!parse(t.name, &module, &is_a)) {
+    AdapterPart part = AdapterPart::A;
+    if (!parse(t.name, &module, &part)) {
       unexpected.push_back(t.name);
       continue;
     }
+    t.float_dtype();  // throws naming the tensor for non-float dtypes
+    AdapterModule& m = a.modules[module];
+    if (part == AdapterPart::Magnitude) {
+      GLM4_CHECK(dora, fname, ": ", t.name, " is a DoRA magnitude but ", (dir_of(path) / "adapter_config.json").string(),
+                 " does not say the adapter is DoRA (", format == "mlx" ? "fine_tune_type \"dora\"" : "use_dora: true",
+                 ")");
+      GLM4_CHECK(t.shape.size() == 1, fname, ": ", t.name, " has shape ", shape_str(t.shape),
+                 ", expected a vector [out]");
+      seen[module] |= 4;
+      m.magnitude_shape = t.shape;
+      if (with_tensors) m.magnitude = read_f32(t);
+      continue;
+    }
+    const bool is_a = part == AdapterPart::A;
     GLM4_CHECK(t.shape.size() == 2, fname, ": ", t.name, " has shape ", shape_str(t.shape),
                ", expected a matrix");
-    t.float_dtype();  // throws naming the tensor for non-float dtypes
     Shape shape = t.shape;
     if (transposed) std::swap(shape[0], shape[1]);  // MLX [in, r] / [r, out] -> [r, in] / [out, r]
     int64_t rank_dim = is_a ? shape[0] : shape[1];
     GLM4_CHECK(rank_dim == r, fname, ": ", t.name, " has shape ", shape_str(t.shape),
                ": its rank ", rank_dim, " is not the config's rank ", r);
-    AdapterModule& m = a.modules[module];
     seen[module] |= is_a ? 1 : 2;
     std::vector<float> values;
     if (with_tensors) {
@@ -220,14 +248,21 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
     std::sort(unexpected.begin(), unexpected.end());
     std::string list;
     for (size_t i = 0; i < unexpected.size() && i < 20; ++i) list += "\n  " + unexpected[i];
+    std::string example = a.chatglm ? lora_module_path(0, kFusedQkv) : "model.layers.N.self_attn.q_proj";
     fail(fname, ": ", unexpected.size(), " key(s) that are not LoRA tensors of a GLM-4 layer (",
-         "expected ", adapter_tensor_key(format, "model.layers.N.self_attn.q_proj", true), " and ",
-         "the like):", list);
+         "expected ", key(example, AdapterPart::A), " and the like):", list);
   }
   GLM4_CHECK(!a.modules.empty(), fname, ": holds no LoRA tensors");
-  for (const auto& [module, bits] : seen)
-    GLM4_CHECK(bits == 3, fname, ": ", adapter_tensor_key(format, module, bits != 1), " is missing (",
-               adapter_tensor_key(format, module, bits == 1), " is there)");
+  for (const auto& [module, bits] : seen) {
+    GLM4_CHECK((bits & 3) == 3, fname, ": ", key(module, (bits & 1) ? AdapterPart::B : AdapterPart::A),
+               " is missing (", key(module, (bits & 1) ? AdapterPart::A : AdapterPart::B), " is there)");
+    GLM4_CHECK(!dora || (bits & 4), fname, ": ", key(module, AdapterPart::Magnitude), " is missing; a DoRA adapter ",
+               "has a magnitude for every adapted module");
+  }
+  for (const auto& [module, m] : a.modules)
+    GLM4_CHECK(m.magnitude_shape.empty() || m.magnitude_shape[0] == m.b_shape[0], fname, ": ",
+               key(module, AdapterPart::Magnitude), " has shape ", shape_str(m.magnitude_shape), " but ",
+               key(module, AdapterPart::B), " has ", m.b_shape[0], " rows");
 
   // The modules must be exactly the targets on every adapted layer.
   std::set<std::string> names;
@@ -242,10 +277,11 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
   for (int64_t layer : a.layers_present())
     for (const std::string& t : a.info.lora.targets)
       if (!a.modules.count(lora_module_path(layer, t)))
-        missing.push_back(adapter_tensor_key(format, lora_module_path(layer, t), true));
+        missing.push_back(key(lora_module_path(layer, t), AdapterPart::A));
   for (const std::string& n : names)
     if (std::find(a.info.lora.targets.begin(), a.info.lora.targets.end(), n) == a.info.lora.targets.end())
-      fail(fname, ": holds LoRA tensors for ", n, ", which adapter_config.json does not list as a target");
+      fail(fname, ": holds LoRA tensors for ", a.chatglm ? chatglm_target_name(n) : n,
+           ", which adapter_config.json does not list as a target");
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 20; ++i) list += "\n  " + missing[i];

@@ -17,13 +17,6 @@ namespace glm4 {
 namespace fs = std::filesystem;
 
 namespace {
-std::vector<std::string> canonical(const std::vector<std::string>& targets) {
-  std::vector<std::string> resolved = resolve_lora_targets(targets), out;
-  for (const std::string& n : lora_module_names())
-    if (std::find(resolved.begin(), resolved.end(), n) != resolved.end()) out.push_back(n);
-  return out;
-}
-
 // Why a module is missing, or a shape differs: the adapter belongs to another model.
 std::string another_model(const AdapterInfo& info) {
   std::string out = ": the adapter was made for another model";
@@ -39,19 +32,31 @@ std::string last_component(const fs::path& p) {
 }
 }  // namespace
 
+void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format) {
+  check_adapter_format(format);
+  std::vector<std::string> targets = resolve_lora_targets(lora.targets);
+  const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
+  GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv, " is ChatGLM's fused q|k|v ",
+             "projection; this ", family_name(c.family), " model has separate q_proj, k_proj, v_proj: target those");
+  if (!chatglm || format != "peft") return;
+  for (const char* separate : {"q_proj", "k_proj", "v_proj"})
+    GLM4_CHECK(std::find(targets.begin(), targets.end(), separate) == targets.end(), "LoRA target ", separate,
+               ": a ChatGLM checkpoint keeps q|k|v in one query_key_value matrix, and PEFT adapts it with one A; ",
+               "target ", kFusedQkv, " for the PEFT layout, or use --adapter-format mlx for separate q/k/v adapters");
+}
+
 void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
                   const std::string& format, const std::string& base_model) {
-  check_adapter_format(format);
-  GLM4_CHECK(model.config.family != ModelConfig::Family::ChatGlm || format == "mlx", "adapter ", dir,
-             ": a PEFT adapter for a ChatGLM checkpoint would have to adapt its fused ",
-             "query_key_value matrix; saving one is not supported, use the mlx format");
+  check_adapter_layout(model.config, lora, format);
   AdapterFile a;
   a.info.format = format;
   a.info.lora = lora;
-  a.info.lora.targets = canonical(lora.targets);
+  a.info.lora.targets = resolve_lora_targets(lora.targets);
   a.info.base_model_name_or_path = base_model;
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
+  a.chatglm = model.config.family == ModelConfig::Family::ChatGlm;
+  if (a.chatglm) a.qkv_rows = qkv_rows_of(model.config);
   std::set<std::string> names;
   model.visit_linears([&](const LinearSite& site, Linear& lin) {
     if (!lin.lora) return;
@@ -63,24 +68,38 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
     GLM4_CHECK(std::abs(double(w.scale) - lora.scale()) <= 1e-6 * std::abs(lora.scale()),
                "save_adapter: ", path, " has scale ", w.scale, " but the LoRA settings give ",
                lora.scale());
+    GLM4_CHECK(w.dora() == lora.dora, "save_adapter: ", path, w.dora() ? " is" : " is not",
+               " a DoRA adapter but the LoRA settings say", lora.dora ? "" : " not", " DoRA");
     names.insert(name);
     AdapterModule& m = a.modules[path];
     m.a_shape = w.lora_A.shape();
     m.b_shape = w.lora_B.shape();
     m.a.assign(w.lora_A.data(), w.lora_A.data() + w.lora_A.numel());
     m.b.assign(w.lora_B.data(), w.lora_B.data() + w.lora_B.numel());
+    if (w.dora()) {
+      m.magnitude_shape = w.magnitude.shape();
+      m.magnitude.assign(w.magnitude.data(), w.magnitude.data() + w.magnitude.numel());
+    }
   });
   GLM4_CHECK(!a.modules.empty(), "save_adapter ", dir, ": the model has no LoRA modules");
-  std::vector<std::string> found;
-  for (const std::string& n : lora_module_names())
+  std::vector<std::string> expected, found;
+  for (const std::string& t : a.info.lora.targets)
+    for (const std::string& n : lora_target_linears(t)) expected.push_back(n);
+  for (const std::string& n : expected)
     if (names.count(n)) found.push_back(n);
-  GLM4_CHECK(found == a.info.lora.targets, "save_adapter ", dir, ": the model's LoRA modules are ",
-             join(found), " but the LoRA settings target ", join(a.info.lora.targets));
+  GLM4_CHECK(found == expected && names.size() == found.size(), "save_adapter ", dir,
+             ": the model's LoRA modules are ", join(std::vector<std::string>(names.begin(), names.end())),
+             " but the LoRA settings target ", join(a.info.lora.targets));
   std::set<int64_t> layers = a.layers_present();
   for (int64_t layer : layers)
     for (const std::string& t : found)
       GLM4_CHECK(a.modules.count(lora_module_path(layer, t)), "save_adapter ", dir, ": layer ", layer,
                  " has LoRA modules but none on ", t);
+  // The file holds q/k/v split; the PEFT writer joins them back into query_key_value.
+  if (a.info.lora.targets.front() == kFusedQkv) {
+    a.info.lora.targets.erase(a.info.lora.targets.begin());
+    a.info.lora.targets.insert(a.info.lora.targets.begin(), {"q_proj", "k_proj", "v_proj"});
+  }
   if (int64_t(layers.size()) != a.total_layers) a.info.layers.assign(layers.begin(), layers.end());
   a.info.lora.num_layers = a.info.layers.empty() ? -1 : int64_t(layers.size());
   write_adapter_file(a, dir, format);
@@ -113,6 +132,10 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
                " layers; this one holds layers ", *layers.begin(), "..", *layers.rbegin(),
                " but the model has ", L, " layers", another_model(info));
 
+  GLM4_CHECK(!a.chatglm || model.config.family == ModelConfig::Family::ChatGlm, wfile,
+             ": the adapter was made for a ChatGLM checkpoint (its keys name transformer.encoder.layers), but the ",
+             "model is ", family_name(model.config.family), another_model(info));
+  if (model.config.family == ModelConfig::Family::ChatGlm) a.qkv_rows = qkv_rows_of(model.config);
   // Check everything before touching the model, so a bad adapter leaves it as it was.
   std::vector<std::string> missing;
   for (int64_t layer : layers)
@@ -120,24 +143,30 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
       std::string path = lora_module_path(layer, t);
       auto it = a.modules.find(path);
       if (it == a.modules.end()) {
-        missing.push_back(adapter_tensor_key(info.format, path, true));
+        missing.push_back(adapter_tensor_key(info.format, path, AdapterPart::A, a.chatglm));
         continue;
       }
-      const Linear* lin = model.find_linear(path);
-      GLM4_CHECK(lin, "adapter ", dir, ": no module ", path, " in the model");
+      int64_t in = 0, out = 0;
+      for (const std::string& n : lora_target_linears(t)) {
+        const Linear* lin = model.find_linear(lora_module_path(layer, n));
+        GLM4_CHECK(lin, "adapter ", dir, ": no module ", lora_module_path(layer, n), " in the model");
+        in = lin->in_features;
+        out += lin->out_features;
+      }
       const AdapterModule& m = it->second;
       bool mlx = info.format == "mlx";
-      auto check = [&](bool is_a, Shape found, Shape expected) {
-        if (mlx) {  // report in the file's own orientation
+      auto check = [&](AdapterPart part, Shape found, Shape expected) {
+        if (mlx && found.size() == 2) {  // report in the file's own orientation
           std::swap(found[0], found[1]);
           std::swap(expected[0], expected[1]);
         }
-        GLM4_CHECK(found == expected, wfile, ": ", adapter_tensor_key(info.format, path, is_a),
+        GLM4_CHECK(found == expected, wfile, ": ", adapter_tensor_key(info.format, path, part, a.chatglm),
                    " has shape ", shape_str(found), ", expected ", shape_str(expected), " for ",
                    path, " of this model", another_model(info));
       };
-      check(true, m.a_shape, {info.lora.rank, lin->in_features});
-      check(false, m.b_shape, {lin->out_features, info.lora.rank});
+      check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
+      check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
+      if (info.lora.dora) check(AdapterPart::Magnitude, m.magnitude_shape, {out});
     }
   if (!missing.empty()) {
     std::string list;
@@ -145,6 +174,14 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     fail(wfile, ": ", missing.size(), " adapted module(s) missing", another_model(info), ":", list);
   }
 
+  // Fused q|k|v: one A shared by the three linears, B and m cut by their rows.
+  std::set<std::string> fused_paths;
+  for (const auto& [path, m] : a.modules) {
+    int64_t layer;
+    std::string name;
+    if (parse_lora_module_path(path, &layer, &name) && name == kFusedQkv) fused_paths.insert(path);
+  }
+  split_fused_qkv(a, wfile);
   std::mt19937_64 unused_rng(0);
   for (auto& [path, m] : a.modules) {
     Linear* lin = model.find_linear(path);
@@ -152,6 +189,22 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     w = lin->make_lora(info.lora.rank, float(info.scale), float(info.lora.dropout), unused_rng);
     std::memcpy(w->lora_A.data(), m.a.data(), m.a.size() * sizeof(float));
     std::memcpy(w->lora_B.data(), m.b.data(), m.b.size() * sizeof(float));
+    if (info.lora.dora) {
+      w->magnitude = Tensor::from({int64_t(m.magnitude.size())}, m.magnitude);
+      w->magnitude.set_requires_grad(true);
+    }
+  }
+  // k_proj and v_proj of a fused query_key_value take q_proj's A tensor (and its dropout mask).
+  for (auto& [path, m] : a.modules) {
+    int64_t layer;
+    std::string name;
+    parse_lora_module_path(path, &layer, &name);
+    if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) || (name != "k_proj" && name != "v_proj")) continue;
+    Linear* lin = model.find_linear(path);
+    Linear* q = model.find_linear(lora_module_path(layer, "q_proj"));
+    LoraWeights& w = *target(*lin);
+    w.lora_A = target(*q)->lora_A;
+    w.dropout_slot = q->seed_slot;
   }
 
   const std::string& base = info.base_model_name_or_path;
@@ -176,6 +229,8 @@ std::string load_resident_adapter(Glm4Model& model, const fs::path& dir, size_t 
     GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir, ": resident slot ",
                slot, " of ", site.path, " is taken");
   });
+  GLM4_CHECK(!read_adapter_info(dir).lora.dora, "adapter ", dir, ": a DoRA adapter rescales the whole ",
+             "weight, so it cannot be added per request beside others; load it alone (--adapter) or fuse it");
   return load_into(model, dir, model_dir, [slot](Linear& lin) -> std::unique_ptr<LoraWeights>& {
     if (lin.resident.size() <= slot) lin.resident.resize(slot + 1);
     return lin.resident[slot];
@@ -188,11 +243,20 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
   AdapterFile a = read_adapter_file(in_dir);
   fs::path base = base_model_dir;
   std::error_code ec;
-  if (base.empty() && to_format == "mlx" && !a.info.layers.empty() &&
-      fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
+  const bool needs_base = (!a.info.layers.empty() || a.chatglm) && to_format == "mlx";
+  if (base.empty() && needs_base && fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
     base = a.info.base_model_name_or_path;
   if (!base.empty()) {
-    a.total_layers = load_model_config(base).num_hidden_layers;
+    const ModelConfig config = load_model_config(base);
+    a.total_layers = config.num_hidden_layers;
+    // The base model says which naming the PEFT layout uses and how q|k|v split.
+    if (config.family == ModelConfig::Family::ChatGlm) {
+      a.chatglm = true;
+      a.qkv_rows = qkv_rows_of(config);
+    } else {
+      GLM4_CHECK(!a.chatglm, "adapter ", in_dir, ": made for a ChatGLM checkpoint, but the base model ", base,
+                 " is ", family_name(config.family));
+    }
     for (int64_t layer : a.layers_present())
       GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ", layer,
                  " but the base model ", base, " has ", a.total_layers, " layers");

@@ -12,6 +12,7 @@
 namespace glm4 {
 
 class Glm4Model;
+struct ModelConfig;
 
 struct AdapterInfo {
   // rank, alpha (PEFT meaning: scale = alpha / r, or alpha / sqrt(r) with rsLoRA; an MLX scale s
@@ -30,12 +31,18 @@ struct AdapterInfo {
 // "peft" or "mlx"; throws naming the flag/argument otherwise.
 std::string check_adapter_format(const std::string& format);
 
+// Throws, naming the target, when adapters with these targets cannot be saved in `format` for a
+// model of config `c`: query_key_value on a model that is not ChatGLM, or separate q/k/v
+// adapters on a ChatGLM model in PEFT layout (PEFT adapts its fused q|k|v with one A).
+void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format);
+
 // Writes DIR/adapter_model.safetensors + adapter_config.json (PEFT) or DIR/adapters.safetensors +
 // adapter_config.json (MLX), each file atomically, tensors in F32. `lora` gives rank, alpha,
-// dropout and rsLoRA and must agree with the model's LoRA modules (targets, rank, scale); the
-// adapted layers are the ones that carry modules. A weight file of the other layout left in DIR
-// by an earlier save is removed. Throws for a model without adapters, an MLX adapter on layers
-// that are not the last N, or a ChatGLM model in PEFT layout (its q/k/v are one fused matrix).
+// dropout, rsLoRA and DoRA and must agree with the model's LoRA modules (targets, rank, scale);
+// the adapted layers are the ones that carry modules. A weight file of the other layout left in
+// DIR by an earlier save is removed. ChatGLM models use PEFT's ChatGLM key names
+// (transformer.encoder.layers.N.self_attention.query_key_value ...). Throws for a model without
+// adapters, an MLX adapter on layers that are not the last N, or what check_adapter_layout refuses.
 void save_adapter(Glm4Model& model, const LoraConfig& lora, const std::filesystem::path& dir,
                   const std::string& format, const std::string& base_model);
 
@@ -62,9 +69,11 @@ std::string load_resident_adapter(Glm4Model& model, const std::filesystem::path&
 
 // Rewrites the adapter in `in_dir` as `to_format` in `out_dir` (may be the same layout), without
 // loading a model. An MLX adapter only says "the last N layers", so converting a PEFT adapter
-// with layers_to_transform to MLX needs the base model's layer count: from
-// `base_model_dir`/config.json, else from base_model_name_or_path when that is a local model
-// directory, else it throws saying so.
+// with layers_to_transform to MLX needs the base model's layer count, and splitting ChatGLM's
+// query_key_value into q/k/v needs its head counts: from `base_model_dir`/config.json, else from
+// base_model_name_or_path when that is a local model directory, else it throws saying so. An MLX
+// adapter of a ChatGLM model (our model_type field, or a ChatGLM `base_model_dir`) becomes PEFT's
+// ChatGLM keys, its q/k/v joined into query_key_value (they must share A).
 void convert_adapter(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
                      const std::string& to_format, const std::filesystem::path& base_model_dir = {});
 

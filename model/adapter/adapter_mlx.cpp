@@ -1,6 +1,7 @@
 // mlx-lm LoRA adapters: adapters.safetensors (model.layers.N.<module>.lora_a [in, r], lora_b
-// [r, out]) and adapter_config.json ({fine_tune_type, num_layers, lora_parameters: {rank, scale,
-// dropout, keys}}). mlx-lm adapts the last num_layers decoder layers (<= 0: all of them), and its
+// [r, out], DoRA's m [out]) and adapter_config.json ({fine_tune_type: lora | dora, num_layers,
+// lora_parameters: {rank, scale, dropout, keys}}). ChatGLM's fused query_key_value adapter is
+// written as q/k/v modules with the same lora_a (mlx-lm has no fused module). mlx-lm adapts the last num_layers decoder layers (<= 0: all of them), and its
 // scale multiplies B A x directly.
 #include <algorithm>
 
@@ -13,17 +14,18 @@ namespace glm4::adapter_detail {
 namespace fs = std::filesystem;
 
 namespace {
-bool parse_mlx_key(const std::string& key, std::string* module, bool* is_a) {
-  static const std::string a = ".lora_a", b = ".lora_b";
-  auto ends = [&](const std::string& s) {
-    return key.size() > s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
-  };
-  if (!ends(a) && !ends(b)) return false;
-  *is_a = ends(a);
-  *module = key.substr(0, key.size() - a.size());
-  int64_t layer;
-  std::string name;
-  return parse_lora_module_path(*module, &layer, &name);
+bool parse_mlx_key(const std::string& key, std::string* module, AdapterPart* part) {
+  static const std::vector<std::pair<std::string, AdapterPart>> suffixes{
+      {".lora_a", AdapterPart::A}, {".lora_b", AdapterPart::B}, {".m", AdapterPart::Magnitude}};
+  for (const auto& [suffix, p] : suffixes) {
+    if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    *part = p;
+    *module = key.substr(0, key.size() - suffix.size());
+    int64_t layer;
+    std::string name;
+    return parse_lora_module_path(*module, &layer, &name) && name != kFusedQkv;
+  }
+  return false;
 }
 
 std::string layer_list(const std::set<int64_t>& s) {
@@ -45,7 +47,10 @@ AdapterFile read_mlx(const fs::path& dir, bool with_tensors) {
   AdapterFile a;
   a.info.format = "mlx";
   std::string type = get_string(j, "fine_tune_type", f, "lora");
-  GLM4_CHECK(type == "lora", f, ": fine_tune_type is \"", type, "\"; only lora adapters are supported");
+  GLM4_CHECK(type == "lora" || type == "dora", f, ": fine_tune_type is \"", type,
+             "\"; only lora and dora adapters are supported");
+  a.info.lora.dora = type == "dora";
+  a.chatglm = get_string(j, "model_type", f, "") == "chatglm";
   int64_t n = get_int(j, "num_layers", f);
   auto lp_it = j.find("lora_parameters");
   GLM4_CHECK(lp_it != j.end() && lp_it->is_object(), f, ": field \"lora_parameters\" is missing or ",
@@ -90,7 +95,9 @@ AdapterFile read_mlx(const fs::path& dir, bool with_tensors) {
   return a;
 }
 
-void write_mlx(const AdapterFile& a, const fs::path& dir) {
+void write_mlx(const AdapterFile& in, const fs::path& dir) {
+  AdapterFile a = in;
+  split_fused_qkv(a, "adapter " + dir.string());
   const LoraConfig& l = a.info.lora;
   std::set<int64_t> present = a.layers_present();
   GLM4_CHECK(contiguous(present), "adapter ", dir, ": LoRA modules on layers ", layer_list(present),
@@ -117,8 +124,11 @@ void write_mlx(const AdapterFile& a, const fs::path& dir) {
     tensors.push_back(f32_tensor(key, {cols, rows}, t.data()));
   };
   for (const auto& [module, m] : a.modules) {
-    add(adapter_tensor_key("mlx", module, true), m.a_shape, m.a);   // [in, r]
-    add(adapter_tensor_key("mlx", module, false), m.b_shape, m.b);  // [r, out]
+    add(adapter_tensor_key("mlx", module, AdapterPart::A), m.a_shape, m.a);   // [in, r]
+    add(adapter_tensor_key("mlx", module, AdapterPart::B), m.b_shape, m.b);  // [r, out]
+    if (l.dora)
+      tensors.push_back(f32_tensor(adapter_tensor_key("mlx", module, AdapterPart::Magnitude), m.magnitude_shape,
+                                   m.magnitude.data()));
   }
   write_safetensors(dir / "adapters.safetensors", tensors, {{"format", "mlx"}});
 
@@ -128,7 +138,9 @@ void write_mlx(const AdapterFile& a, const fs::path& dir) {
     keys.push_back(path.substr(std::string("model.layers.0.").size()));  // "self_attn.q_proj"
   }
   json j = json::object();
-  j["fine_tune_type"] = "lora";
+  j["fine_tune_type"] = l.dora ? "dora" : "lora";
+  // Not an mlx-lm field: tells a later conversion to PEFT to use ChatGLM's module paths.
+  if (a.chatglm) j["model_type"] = "chatglm";
   if (!a.info.base_model_name_or_path.empty()) j["model"] = a.info.base_model_name_or_path;
   j["num_layers"] = int64_t(present.size());
   j["lora_parameters"] = {{"rank", l.rank}, {"scale", a.info.scale}, {"dropout", l.dropout}, {"keys", keys}};

@@ -1,11 +1,15 @@
 // PEFT LoRA adapters: adapter_model.safetensors (base_model.model.<module>.lora_A.weight [r, in],
-// lora_B.weight [out, r]) and the adapter_config.json fields PEFT writes for LoRA.
+// lora_B.weight [out, r], DoRA's lora_magnitude_vector [out]) and the adapter_config.json fields
+// PEFT writes for LoRA. <module> is the checkpoint's own path: model.layers.N.self_attn.q_proj for
+// glm4/glm, transformer.encoder.layers.N.self_attention.query_key_value (dense, mlp.dense_h_to_4h,
+// mlp.dense_4h_to_h) for ChatGLM.
 #include <algorithm>
 
 #include "base/check.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_detail.h"
+#include "model/key_layout.h"
 
 namespace glm4::adapter_detail {
 namespace fs = std::filesystem;
@@ -13,26 +17,48 @@ namespace fs = std::filesystem;
 namespace {
 constexpr const char* kPrefix = "base_model.model.";
 
-bool parse_peft_key(const std::string& key, std::string* module, bool* is_a) {
-  static const std::string a = ".lora_A.weight", b = ".lora_B.weight";
+// PEFT's key suffixes; older PEFT wrote the magnitude with ".weight" and still reads both.
+bool split_suffix(const std::string& key, std::string* body, AdapterPart* part) {
+  static const std::vector<std::pair<std::string, AdapterPart>> suffixes{
+      {".lora_A.weight", AdapterPart::A}, {".lora_B.weight", AdapterPart::B},
+      {".lora_magnitude_vector", AdapterPart::Magnitude}, {".lora_magnitude_vector.weight", AdapterPart::Magnitude}};
+  const size_t start = std::string(kPrefix).size();
   if (key.rfind(kPrefix, 0) != 0) return false;
-  auto ends = [&](const std::string& s) {
-    return key.size() > s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
-  };
-  if (!ends(a) && !ends(b)) return false;
-  *is_a = ends(a);
-  const std::string& suffix = *is_a ? a : b;
-  size_t start = std::string(kPrefix).size();
-  if (key.size() < start + suffix.size()) return false;
-  *module = key.substr(start, key.size() - start - suffix.size());
+  for (const auto& [suffix, p] : suffixes)
+    if (key.size() > start + suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      *body = key.substr(start, key.size() - start - suffix.size());
+      *part = p;
+      return true;
+    }
+  return false;
+}
+
+// A module path in the naming of the file's family: ours (model.layers.N.self_attn.q_proj) or
+// ChatGLM's (transformer.encoder.layers.N.self_attention.query_key_value).
+bool parse_peft_key(const std::string& key, bool chatglm, std::string* module, AdapterPart* part) {
+  std::string body;
+  if (!split_suffix(key, &body, part)) return false;
   int64_t layer;
   std::string name;
-  return parse_lora_module_path(*module, &layer, &name);
+  if (chatglm) {
+    if (!parse_chatglm_module_path(body, &layer, &name)) return false;
+    *module = lora_module_path(layer, name);
+    return true;
+  }
+  *module = body;
+  return parse_lora_module_path(body, &layer, &name) && name != kFusedQkv;
+}
+
+bool has_chatglm_keys(const fs::path& weights) {
+  auto file = SafetensorsFile::open(weights);
+  const std::string prefix = std::string(kPrefix) + "transformer.encoder.layers.";
+  for (const TensorInfo& t : file->tensors())
+    if (t.name.rfind(prefix, 0) == 0) return true;
+  return false;
 }
 
 // Settings PEFT can write that this loader does not implement: refuse rather than misread.
 void check_unsupported(const json& j, const std::string& f) {
-  GLM4_CHECK(!get_bool(j, "use_dora", f, false), f, ": use_dora is true; DoRA adapters are not supported");
   std::string bias = get_string(j, "bias", f, "none");
   GLM4_CHECK(bias == "none", f, ": bias is \"", bias, "\"; only \"none\" is supported");
   GLM4_CHECK(!get_bool(j, "fan_in_fan_out", f, false), f, ": fan_in_fan_out is true; GLM-4 linears ",
@@ -81,6 +107,7 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
   l.dropout = get_number(j, "lora_dropout", f, 0.0);
   GLM4_CHECK(l.dropout >= 0 && l.dropout < 1, f, ": lora_dropout must be in [0, 1), got ", l.dropout);
   l.use_rslora = get_bool(j, "use_rslora", f, false);
+  l.dora = get_bool(j, "use_dora", f, false);
   a.info.base_model_name_or_path = get_string(j, "base_model_name_or_path", f, "");
   a.info.scale = l.scale();
 
@@ -96,18 +123,19 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
       }
       l.targets = canonical_targets(names, f, "target_modules");
       targets_from_config = true;
-    } else if (*it == "all-linear") {
-      l.targets = lora_module_names();
-      targets_from_config = true;
-    } else {
+    } else if (*it != "all-linear") {
       GLM4_CHECK(it->is_string(), f, ": target_modules must be a list or a string, got ", it->dump());
     }
   }
   a.info.layers = read_layer_list(j, f);
   l.num_layers = a.info.layers.empty() ? -1 : int64_t(a.info.layers.size());
 
-  read_tensors(a, dir / "adapter_model.safetensors", parse_peft_key, false, targets_from_config,
-               with_tensors);
+  const fs::path weights = dir / "adapter_model.safetensors";
+  a.chatglm = has_chatglm_keys(weights);
+  const bool chatglm = a.chatglm;
+  read_tensors(a, weights, [chatglm](const std::string& key, std::string* module, AdapterPart* part) {
+    return parse_peft_key(key, chatglm, module, part);
+  }, false, targets_from_config, with_tensors);
   if (!a.info.layers.empty()) {
     std::set<int64_t> listed(a.info.layers.begin(), a.info.layers.end());
     GLM4_CHECK(listed == a.layers_present(), (dir / "adapter_model.safetensors").string(),
@@ -116,14 +144,26 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
   return a;
 }
 
-void write_peft(const AdapterFile& a, const fs::path& dir) {
+void write_peft(const AdapterFile& in, const fs::path& dir) {
+  AdapterFile a = in;
+  const std::string where = "adapter " + dir.string();
+  if (a.chatglm) join_fused_qkv(a, where);
   const LoraConfig& l = a.info.lora;
   std::vector<TensorToWrite> tensors;
   for (const auto& [module, m] : a.modules) {
-    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, true), m.a_shape, m.a.data()));
-    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, false), m.b_shape, m.b.data()));
+    int64_t layer;
+    std::string name;
+    GLM4_CHECK(a.chatglm || (parse_lora_module_path(module, &layer, &name) && name != kFusedQkv), where, ": ",
+               module, " is ChatGLM's fused projection, but the adapter is not marked as one for a ChatGLM model");
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::A, a.chatglm), m.a_shape, m.a.data()));
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::B, a.chatglm), m.b_shape, m.b.data()));
+    if (l.dora)
+      tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::Magnitude, a.chatglm),
+                                   m.magnitude_shape, m.magnitude.data()));
   }
   write_safetensors(dir / "adapter_model.safetensors", tensors, {{"format", "pt"}});
+  std::vector<std::string> target_modules;
+  for (const std::string& t : l.targets) target_modules.push_back(a.chatglm ? chatglm_target_name(t) : t);
 
   // The fields PEFT's LoraConfig writes (PEFT sorts keys; nlohmann::json keeps them sorted).
   json j = json::object();
@@ -148,9 +188,9 @@ void write_peft(const AdapterFile& a, const fs::path& dir) {
   j["r"] = l.rank;
   j["rank_pattern"] = json::object();
   j["revision"] = nullptr;
-  j["target_modules"] = l.targets;
+  j["target_modules"] = target_modules;
   j["task_type"] = "CAUSAL_LM";
-  j["use_dora"] = false;
+  j["use_dora"] = l.dora;
   j["use_rslora"] = l.use_rslora;
   write_file_atomic(dir / "adapter_config.json", j.dump(2) + "\n");
 }
