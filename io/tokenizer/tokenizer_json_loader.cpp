@@ -111,6 +111,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
                  ": unsupported decoder type '", j["decoder"].value("type", ""), "'");
     }
 
+    // Counts before anything is allocated for them.
+    if (const auto m = model.find("merges"); m != model.end() && m->is_array()) {
+      GLM4_CHECK(int64_t(m->size()) <= kMaxTokenizerMerges, where, ": model.merges has ", m->size(),
+                 " entries (limit kMaxTokenizerMerges = ", kMaxTokenizerMerges, ")");
+    }
+
     // Vocabulary: byte-level strings -> raw bytes.
     const ByteLevelDecoder byte_level;
     const json& vocab = model.at("vocab");
@@ -136,8 +142,6 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
     // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position.
     const json& merges = model.at("merges");
     GLM4_CHECK(merges.is_array(), where, ": model.merges is not an array");
-    GLM4_CHECK(int64_t(merges.size()) <= kMaxTokenizerMerges, where, ": model.merges has ",
-               merges.size(), " entries (limit kMaxTokenizerMerges = ", kMaxTokenizerMerges, ")");
     bpe.reserve_merges(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const json& m = merges[rank];
