@@ -9,6 +9,7 @@
 
 #include "autograd/ops.h"
 #include "base/check.h"
+#include "io/json_depth.h"
 
 namespace glm4 {
 
@@ -67,6 +68,21 @@ std::vector<ChatMessage> messages_field(const json& v) {
   return out;
 }
 
+// std::getline that stops storing after limit + 1 bytes (the caller refuses such a line), so a
+// file without newlines cannot make the reader allocate its whole size. False at end of file.
+bool read_line(std::istream& in, std::string* line, size_t limit) {
+  line->clear();
+  std::streambuf* buf = in.rdbuf();
+  bool any = false;
+  for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+    any = true;
+    if (c == '\n') return true;
+    if (line->size() <= limit) line->push_back(char(c));
+    if (line->size() > limit) return true;
+  }
+  return any;
+}
+
 }  // namespace
 
 DataFiles resolve_data_path(const std::string& path) {
@@ -90,6 +106,8 @@ DataFiles resolve_data_path(const std::string& path) {
 }
 
 Record parse_record(std::string_view line) {
+  GLM4_CHECK(json_nesting_depth(line) <= kMaxJsonDepth, "JSON nests deeper than ", kMaxJsonDepth,
+             " levels (limit kMaxJsonDepth)");
   json j;
   try {
     j = json::parse(line);
@@ -99,6 +117,8 @@ Record parse_record(std::string_view line) {
     const std::string what = e.what();
     const size_t at = what.find("column ");
     fail("invalid JSON", at == std::string::npos ? ": " + what : " at " + what.substr(at));
+  } catch (const json::exception& e) {  // out_of_range: a number beyond double's range
+    fail("invalid JSON: ", e.what());
   }
   GLM4_CHECK(j.is_object(), "expected a JSON object, got ", j.type_name());
   const bool text = j.contains("text"), prompt = j.contains("prompt"),
@@ -149,8 +169,10 @@ int64_t for_each_record(const std::string& path,
   GLM4_CHECK(in.good(), "cannot open data file '", path, "'");
   std::string line;
   int64_t line_no = 0, records = 0;
-  while (std::getline(in, line)) {
+  while (read_line(in, &line, kMaxRecordLineBytes)) {
     ++line_no;
+    GLM4_CHECK(line.size() <= kMaxRecordLineBytes, path, ":", line_no, ": line is longer than ",
+               kMaxRecordLineBytes, " bytes (limit kMaxRecordLineBytes)");
     if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;

@@ -36,6 +36,10 @@ struct Record {
   std::string task;  // an optional string "task" key naming the record's kind, for per-task scores
 };
 
+// The longest line a data file may have (a record is read whole into memory before parsing);
+// longer lines are refused with file:line and this limit's name. A long document is ~1 MB.
+constexpr size_t kMaxRecordLineBytes = size_t(16) << 20;
+
 // Parses one line; throws glm4::Error saying what is wrong (the caller adds file:line).
 Record parse_record(std::string_view line);
 

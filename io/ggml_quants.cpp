@@ -88,6 +88,7 @@ void ggml_encode(GgmlType t, const float* x, int64_t n, std::vector<uint8_t>& ou
 
 void ggml_decode(GgmlType t, const uint8_t* data, int64_t n, float* out) {
   check_blocks(t, n);
+  if (n == 0) return;  // out may be null then (an empty vector's data()): memcpy must not see it
   switch (t) {
     case GgmlType::F32:
       std::memcpy(out, data, size_t(n) * 4);

@@ -29,6 +29,10 @@ class GgufParser {
                " is not supported (2 or 3)");
     const uint64_t n_tensors = get<uint64_t>("tensor_count");
     const uint64_t n_kv = get<uint64_t>("metadata_kv_count");
+    GLM4_CHECK(n_kv <= kMaxGgufKeyValues, where("metadata_kv_count"), n_kv,
+               " key/values exceed the limit kMaxGgufKeyValues = ", kMaxGgufKeyValues);
+    GLM4_CHECK(n_tensors <= kMaxGgufTensors, where("tensor_count"), n_tensors,
+               " tensors exceed the limit kMaxGgufTensors = ", kMaxGgufTensors);
     // A key/value takes at least 8 (key length) + 4 (type) + 1 bytes, a tensor info 8 + 4 + 8 + 4 + 8.
     GLM4_CHECK(n_kv <= left() / 13, where("metadata_kv_count"), n_kv,
                " key/values cannot fit in the ", left(), " bytes left");
@@ -130,6 +134,8 @@ class GgufParser {
   }
   std::string get_string(const std::string& field) {
     const uint64_t n = get<uint64_t>(field + " length");
+    GLM4_CHECK(n <= kMaxGgufStringBytes, where(field), "string length ", n,
+               " exceeds the limit kMaxGgufStringBytes = ", kMaxGgufStringBytes);
     GLM4_CHECK(n <= left(), where(field), "string length ", n, " runs past the end of the file (",
                left(), " bytes left): truncated or corrupt");
     std::string s(reinterpret_cast<const char*>(base_ + pos_), size_t(n));
@@ -160,6 +166,8 @@ class GgufParser {
         const uint32_t elem = get<uint32_t>(field + " element type");
         GLM4_CHECK(gguf_type_valid(elem), where(field), "array element type ", elem, " is unknown");
         const uint64_t n = get<uint64_t>(field + " array length");
+        GLM4_CHECK(n <= kMaxGgufArrayLength, where(field), "array length ", n,
+                   " exceeds the limit kMaxGgufArrayLength = ", kMaxGgufArrayLength);
         const size_t scalar = gguf_scalar_size(GgufType(elem));
         const uint64_t min_size = scalar > 0 ? scalar : elem == uint32_t(GgufType::Array) ? 12 : 8;
         GLM4_CHECK(n <= left() / min_size, where(field), "array length ", n, " of ",

@@ -14,6 +14,14 @@
 
 namespace glm4 {
 
+// What a GGUF file may declare, checked before anything is allocated for it. Far above any real
+// model (GLM-4-9B: ~40 keys, ~400 tensors, a 151,552-token vocabulary, a chat template of a few
+// KB); counts must also fit in the bytes that are left. Errors name the file, field and limit.
+constexpr uint64_t kMaxGgufKeyValues = uint64_t(1) << 16;
+constexpr uint64_t kMaxGgufTensors = uint64_t(1) << 20;
+constexpr uint64_t kMaxGgufArrayLength = uint64_t(1) << 24;  // items of one metadata array
+constexpr uint64_t kMaxGgufStringBytes = uint64_t(1) << 26;  // one string: 64 MiB
+
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // ggml dims, innermost first

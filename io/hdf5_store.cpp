@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/hdf5_seal.h"
 
 namespace glm4 {
 namespace {
@@ -85,7 +86,9 @@ Hdf5Writer::Hdf5Writer(std::filesystem::path path)
   silence_hdf5();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
-  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5Pset_userblock(fcpl.get(), kHdf5SealBytes);  // where commit() puts the checksum
+  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
   GLM4_CHECK(file_ >= 0, "HDF5 ", tmp_, ": cannot create", hdf5_detail());
 }
 
@@ -150,11 +153,15 @@ void Hdf5Writer::set_attr_raw(const std::string& name, int64_t type, const void*
 void Hdf5Writer::set_attr(const std::string& name, const std::string& value) {
   GLM4_CHECK(value.find('\0') == std::string::npos, "HDF5 ", path_, ": attribute '", name,
              "' holds a NUL byte; store binary data with write_u8");
+  // Fixed-length (the reader refuses variable-length strings: see Hdf5Reader::attr). An
+  // attribute lives in its object's header, which holds at most 64 KiB.
+  GLM4_CHECK(value.size() < kMaxHdf5StringAttrBytes, "HDF5 ", path_, ": attribute '", name, "' holds ",
+             value.size(), " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes, ")");
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_size(type.get(), value.size() + 1);
+  H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  const char* p = value.c_str();
-  set_attr_raw(name, type.get(), &p);
+  set_attr_raw(name, type.get(), value.c_str());
 }
 
 void Hdf5Writer::set_attr_i64(const std::string& name, int64_t value) {
@@ -171,6 +178,7 @@ void Hdf5Writer::commit() {
     std::filesystem::remove(tmp_, ec);
     fail("HDF5 ", tmp_, ": cannot close", detail);
   }
+  seal_hdf5_file(tmp_);
   sync_and_rename(tmp_, path_);
 }
 
@@ -179,9 +187,12 @@ Hdf5Reader::Hdf5Reader(std::filesystem::path path) : path_(std::move(path)) {
   std::error_code ec;
   GLM4_CHECK(std::filesystem::is_regular_file(path_, ec), "HDF5 ", path_,
              ": no such file");
+  check_hdf5_seal(path_);  // before libhdf5 reads anything: see hdf5_seal.h
   htri_t is_h5 = H5Fis_hdf5(path_.c_str());
   H5Eclear2(H5E_DEFAULT);
   GLM4_CHECK(is_h5 > 0, "HDF5 ", path_, ": not an HDF5 file");
+  file_bytes_ = std::filesystem::file_size(path_, ec);
+  GLM4_CHECK(!ec, "HDF5 ", path_, ": cannot read its size: ", ec.message());
   file_ = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   GLM4_CHECK(file_ >= 0, "HDF5 ", path_, ": cannot open", hdf5_detail());
 }
@@ -213,7 +224,12 @@ std::vector<T> Hdf5Reader::read(const std::string& name, int cls, size_t size, b
   bool match = type.ok() && H5Tget_class(type.get()) == cls && H5Tget_size(type.get()) == size &&
                (cls != H5T_INTEGER || (H5Tget_sign(type.get()) == H5T_SGN_2) == is_signed);
   GLM4_CHECK(match, "HDF5 ", path_, ": dataset '", name, "' is not stored as ", what);
-  std::vector<T> out(size_t(numel_of(dims, path_, name)));
+  const int64_t n = numel_of(dims, path_, name);
+  uint64_t bytes = 0;
+  GLM4_CHECK(!__builtin_mul_overflow(uint64_t(n), uint64_t(size), &bytes) && bytes <= file_bytes_,
+             "HDF5 ", path_, ": dataset '", name, "' declares ", n, " elements of ", size,
+             " bytes, more than the file's ", file_bytes_, " bytes (datasets are stored uncompressed)");
+  std::vector<T> out(static_cast<size_t>(n));
   if (!out.empty()) {
     herr_t rc = H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
     GLM4_CHECK(rc >= 0, "HDF5 ", path_, ": cannot read dataset '", name, "'", hdf5_detail());
@@ -246,15 +262,15 @@ std::string Hdf5Reader::attr(const std::string& name) const {
   GLM4_CHECK(type.ok() && H5Tget_class(type.get()) == H5T_STRING, "HDF5 ", path_,
              ": attribute '", name, "' is not a string");
   Handle mem(H5Tcopy(type.get()), H5Tclose);
-  if (H5Tis_variable_str(type.get()) > 0) {
-    char* p = nullptr;
-    GLM4_CHECK(H5Aread(a.get(), mem.get(), &p) >= 0, "HDF5 ", path_, ": cannot read attribute '",
-               name, "'", hdf5_detail());
-    std::string s = p ? p : "";
-    H5free_memory(p);
-    return s;
-  }
-  std::string s(H5Tget_size(type.get()), '\0');
+  // Variable-length strings live in the file's global heap, and libhdf5 (1.10) loops forever on
+  // a corrupt one (found by fuzz_training_state): only fixed-length strings are read.
+  GLM4_CHECK(H5Tis_variable_str(type.get()) == 0, "HDF5 ", path_, ": attribute '", name,
+             "' is a variable-length string; glm4 reads only fixed-length strings");
+  const size_t fixed = H5Tget_size(type.get());
+  GLM4_CHECK(fixed <= kMaxHdf5StringAttrBytes && fixed <= file_bytes_, "HDF5 ", path_, ": attribute '",
+             name, "' declares ", fixed, " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes,
+             ", and at most the file's ", file_bytes_, ")");
+  std::string s(fixed, '\0');
   GLM4_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, "HDF5 ", path_,
              ": cannot read attribute '", name, "'", hdf5_detail());
   s.resize(std::min(s.size(), s.find('\0')));  // drop NUL padding

@@ -1,5 +1,6 @@
 // HDF5 files for training checkpoints: named f32 / i64 / u8 datasets ("a/b/c" makes groups)
-// and string / int64 attributes on the root. Writes are atomic (path.tmp, renamed on commit).
+// and string / int64 attributes on the root. Writes are atomic (path.tmp, renamed on commit)
+// and sealed with a checksum (hdf5_seal.h) that the reader verifies before libhdf5 sees the file.
 // Debian's HDF5 is not thread-safe: use these objects from one thread at a time.
 #pragma once
 #include <cstdint>
@@ -9,6 +10,9 @@
 #include <vector>
 
 namespace glm4 {
+
+// String attributes are fixed-length and at most this long (an object header holds 64 KiB).
+constexpr size_t kMaxHdf5StringAttrBytes = 60'000;
 
 class Hdf5Writer {
  public:
@@ -34,6 +38,10 @@ class Hdf5Writer {
   int64_t file_ = -1;  // hid_t
 };
 
+// The reader's limit on what a file can make it allocate: a dataset (or fixed-length string
+// attribute) may not hold more bytes than the whole file, since glm4 writes datasets
+// uncompressed. A corrupt header can declare terabytes without storing them; this refuses it,
+// naming the file, the dataset and its size.
 class Hdf5Reader {
  public:
   explicit Hdf5Reader(std::filesystem::path path);  // throws if missing or not HDF5
@@ -59,6 +67,7 @@ class Hdf5Reader {
                       int64_t mem_type, const char* what) const;
   std::filesystem::path path_;
   int64_t file_ = -1;  // hid_t
+  uint64_t file_bytes_ = 0;
 };
 
 }  // namespace glm4

@@ -15,12 +15,17 @@
 
 #include "base/check.h"
 #include "io/atomic_file.h"
+#include "io/json_depth.h"
 
 namespace glm4 {
 namespace {
 
-using ojson = nlohmann::ordered_json;
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+using ojson = nlohmann::ordered_json;  // the writer: keys in the order given
+// The reader: plain nlohmann::json. Both ordered_json (a linear search per key) and a parser
+// callback (after each object, a scan of its parent for discarded values) make a header of n
+// tensors cost O(n^2): 262,144 empty tensors took 150 s. TopLevelKeys records file order and
+// duplicates in linear time instead.
+using rjson = nlohmann::json;
 
 // numel of a shape, or -1 on overflow past int64.
 int64_t checked_numel(const std::vector<int64_t>& shape) {
@@ -43,7 +48,7 @@ uint64_t read_le64(const unsigned char* p) {
 }
 
 // A non-negative JSON integer that fits int64 (data offsets, dims); false otherwise.
-bool as_index(const ojson& v, int64_t* out) {
+bool as_index(const rjson& v, int64_t* out) {
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
     if (u > uint64_t(INT64_MAX)) return false;
@@ -56,6 +61,35 @@ bool as_index(const ojson& v, int64_t* out) {
   }
   return false;
 }
+
+// The DOM parser plus what the reader needs of the top level: keys in file order, the first one
+// given twice, and a stop as soon as there are more than `max_keys`.
+class TopLevelKeys : public nlohmann::detail::json_sax_dom_parser<rjson> {
+ public:
+  TopLevelKeys(rjson& root, size_t max_keys, std::string where)
+      : json_sax_dom_parser(root, true), max_keys_(max_keys), where_(std::move(where)) {}
+  bool start_object(std::size_t n) { ++depth_; return json_sax_dom_parser::start_object(n); }
+  bool end_object() { --depth_; return json_sax_dom_parser::end_object(); }
+  bool start_array(std::size_t n) { ++depth_; return json_sax_dom_parser::start_array(n); }
+  bool end_array() { --depth_; return json_sax_dom_parser::end_array(); }
+  bool key(std::string& k) {
+    if (depth_ == 1) {
+      if (!seen_.insert(k).second && duplicate.empty()) duplicate = k;
+      GLM4_CHECK(seen_.size() <= max_keys_, where_, "header has more than ", max_keys_ - 1,
+                 " tensors (limit kMaxSafetensorsTensors)");
+      keys.push_back(k);
+    }
+    return json_sax_dom_parser::key(k);
+  }
+  std::vector<std::string> keys;
+  std::string duplicate;
+
+ private:
+  size_t max_keys_;
+  std::string where_;
+  int depth_ = 0;
+  std::set<std::string> seen_;
+};
 
 struct Mapping {
   void* base = nullptr;
@@ -120,35 +154,33 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   };
 
   uint64_t header_len = read_le64(bytes);
-  GLM4_CHECK(header_len <= kMaxHeaderBytes, where(""), "header length ", header_len,
-             " is absurd (limit ", kMaxHeaderBytes, " bytes)");
+  GLM4_CHECK(header_len <= kMaxSafetensorsHeaderBytes, where(""), "header length ", header_len,
+             " is absurd (limit kMaxSafetensorsHeaderBytes = ", kMaxSafetensorsHeaderBytes, " bytes)");
   GLM4_CHECK(header_len <= m.size - 8, where(""), "header length ", header_len,
              " runs past the end of the file (", m.size, " bytes): truncated or not safetensors");
   const char* header = reinterpret_cast<const char*>(bytes + 8);
   const std::byte* data = reinterpret_cast<const std::byte*>(bytes + 8 + header_len);
   const uint64_t data_size = m.size - 8 - header_len;
 
-  // Parse, remembering top-level keys given twice (JSON allows it; we do not).
-  std::string duplicate;
-  std::set<std::string> seen;
-  ojson::parser_callback_t cb = [&](int depth, ojson::parse_event_t ev, ojson& parsed) {
-    if (depth == 1 && ev == ojson::parse_event_t::key && parsed.is_string() &&
-        !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  ojson root;
+  // Parse, remembering top-level keys given twice (JSON allows it; we do not) and stopping as
+  // soon as there are more than kMaxSafetensorsTensors of them.
+  check_json_depth(std::string_view(header, header_len), str_cat("safetensors ", path.string(), ": header"));
+  rjson root;
+  TopLevelKeys top(root, kMaxSafetensorsTensors + 1, where(""));  // + 1: __metadata__
   try {
-    root = ojson::parse(header, header + header_len, cb);
-  } catch (const ojson::exception& e) {
+    rjson::sax_parse(header, header + header_len, &top);
+  } catch (const rjson::exception& e) {
     fail(where(""), "header is not valid JSON: ", e.what());
   }
+  const std::vector<std::string>& keys = top.keys;
+  const std::string& duplicate = top.duplicate;
   GLM4_CHECK(root.is_object(), where(""), "header is a JSON ", root.type_name(),
              ", expected an object");
   GLM4_CHECK(duplicate.empty(), where(""), "header names key '", duplicate, "' twice");
 
   std::vector<std::pair<int64_t, int64_t>> spans;  // [begin, end) per tensor
-  for (auto& [name, entry] : root.items()) {
+  for (const std::string& name : keys) {
+    const rjson& entry = root.at(name);
     if (name == "__metadata__") {
       GLM4_CHECK(entry.is_object(), where(""), "__metadata__ is a JSON ", entry.type_name(),
                  ", expected an object of strings");
@@ -176,6 +208,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
     GLM4_CHECK(sh != entry.end(), where(name), "missing 'shape'");
     GLM4_CHECK(sh->is_array(), where(name), "'shape' is a JSON ", sh->type_name(),
                ", expected an array of integers");
+    GLM4_CHECK(sh->size() <= kMaxSafetensorsDims, where(name), "'shape' has ", sh->size(),
+               " dimensions (limit kMaxSafetensorsDims = ", kMaxSafetensorsDims, ")");
     for (const auto& d : *sh) {
       GLM4_CHECK(d.is_number_integer(), where(name), "'shape' holds ", d.dump(),
                  ", expected integers");
@@ -207,6 +241,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
     f->tensors_.push_back(std::move(t));
     spans.emplace_back(begin, end);
   }
+
+  GLM4_CHECK(f->tensors_.size() <= kMaxSafetensorsTensors, where(""), "header has more than ",
+             kMaxSafetensorsTensors, " tensors (limit kMaxSafetensorsTensors)");
 
   // File order: by data offset (header order breaks ties). Non-empty tensors may not overlap.
   std::vector<size_t> order(f->tensors_.size());

@@ -16,6 +16,13 @@
 
 namespace glm4 {
 
+// What a safetensors header may declare before glm4 refuses the file (errors name the file and
+// the limit). The header's JSON is parsed whole, so its size bounds the memory spent on it; a
+// tensor's bytes must lie inside the file (checked per tensor, so no limit is needed there).
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;  // the reference implementation's
+constexpr size_t kMaxSafetensorsTensors = size_t(1) << 18;     // per file; real shards hold < 10,000
+constexpr size_t kMaxSafetensorsDims = 8;                      // real tensors have at most 5
+
 // Bytes per element of a safetensors dtype ("F32", "BF16", "I64", "BOOL", ...); 0 if unknown.
 size_t safetensors_dtype_size(std::string_view dtype);
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages glm4 builds and tests with. Idempotent: packages already
 # present are skipped, so a second run costs one dpkg query.
-# Usage: scripts/install_deps.sh [--dev]   (--dev adds PyTorch and oneDNN for the reference script and benchmarks)
+# Usage: scripts/install_deps.sh [--dev] [--fuzz]
+#   --dev   adds PyTorch and oneDNN for the reference script and benchmarks
+#   --fuzz  adds clang and libFuzzer for scripts/fuzz.sh (Debian 12: libclang_rt.fuzzer-x86_64.a
+#           is in libclang-rt-14-dev, which Debian's clang already pulls in; named here anyway)
 set -euo pipefail
 
 packages=(
@@ -11,7 +14,18 @@ packages=(
   libcpp-httplib-dev
   libopenmpi-dev openmpi-bin  # mpirun -np N glm4 train (data-parallel); optional at build time
 )
-if [[ "${1:-}" == "--dev" ]]; then
+dev=0 fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=1 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "install_deps: unknown option $arg (expected --dev or --fuzz)" >&2; exit 2 ;;
+  esac
+done
+if ((fuzz)); then
+  packages+=(clang libclang-rt-14-dev)
+fi
+if ((dev)); then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.
   # libdnnl-dev: oneDNN, the bf16 matmul bench_bf16_gemm compares against (nothing else links it).
   packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece libdnnl-dev)

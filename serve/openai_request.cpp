@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/check.h"
+#include "io/json_depth.h"
 #include "serve/openai_schema.h"
 
 namespace glm4::serve {
@@ -22,26 +23,7 @@ namespace {
 constexpr int kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
 constexpr int kMaxDepth = 32;  // JSON values are copied and destroyed recursively: bound the depth
-
-// The deepest nesting of [ and { outside strings (the text need not be valid JSON).
-int nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
+constexpr size_t kMaxMessages = 4096;  // per chat request (the body's size is bounded by the server)
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw ApiError(400, "'" + param + "': " + message, param, "invalid_value");
@@ -95,6 +77,7 @@ std::vector<ChatMessage> parse_messages(const json& body) {
   const json* m = field(body, "messages");
   if (!m) bad("messages", "is required");
   if (!m->is_array() || m->empty()) bad("messages", "expected a non-empty array");
+  if (m->size() > kMaxMessages) bad("messages", str_cat("has ", m->size(), " messages; the limit is ", kMaxMessages));
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
@@ -146,7 +129,7 @@ void parse_stop(const json& body, ParsedRequest& r) {
 }  // namespace
 
 ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
-  if (nesting_depth(text) > kMaxDepth)
+  if (json_nesting_depth(text) > kMaxDepth)
     throw ApiError(400, str_cat("the request body nests arrays/objects deeper than ", kMaxDepth, " levels"), "",
                    "invalid_json");
   json body = json::parse(text, nullptr, false);

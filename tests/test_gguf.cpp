@@ -242,9 +242,14 @@ TEST(Gguf, TruncatedAndCorruptFilesNameTheFileAndField) {
       {"empty", "", {"empty.gguf", "magic", "truncated"}},
       {"magic", patched(good, 0, uint32_t(0x46554746)), {"magic", "not a GGUF file"}},
       {"version", patched(good, 4, uint32_t(99)), {"version", "99"}},
-      {"kv_count", patched(good, 16, uint64_t(1) << 40), {"metadata_kv_count", "cannot fit"}},
-      {"tensor_count", patched(good, 8, uint64_t(1) << 40), {"tensor_count", "cannot fit"}},
-      {"key_len", patched(good, 24, uint64_t(1) << 40), {"kv[0] key", "string length", "runs past"}},
+      {"kv_count", patched(good, 16, uint64_t(1000)), {"metadata_kv_count", "cannot fit"}},
+      {"tensor_count", patched(good, 8, uint64_t(1000)), {"tensor_count", "cannot fit"}},
+      {"key_len", patched(good, 24, uint64_t(100000)), {"kv[0] key", "string length", "runs past"}},
+      // The named limits, checked before the counts are compared with the file's size.
+      {"kv_limit", patched(good, 16, kMaxGgufKeyValues + 1), {"metadata_kv_count", "kMaxGgufKeyValues = 65536"}},
+      {"tensor_limit", patched(good, 8, kMaxGgufTensors + 1), {"tensor_count", "kMaxGgufTensors = 1048576"}},
+      {"string_limit", patched(good, 24, kMaxGgufStringBytes + 1),
+       {"kv[0] key", "kMaxGgufStringBytes = 67108864"}},
       {"value_type", patched(good, 33, uint32_t(99)), {"kv[0]", "'a'", "unknown value type 99"}},
       {"n_dims", patched(good, 50, uint32_t(5)), {"tensor 't' n_dims", "5"}},
       {"ggml_type", patched(good, 62, uint32_t(12)), {"tensor 't' type", "ggml type 12"}},
@@ -269,13 +274,30 @@ TEST(Gguf, TruncatedAndCorruptFilesNameTheFileAndField) {
   w.write(dir / "arr.gguf");
   std::string arr = read_all(dir / "arr.gguf");
   // "arr": key 24..35, type 35, elem type 39, length 43.
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "len.gguf", patched(arr, 43, uint64_t(1) << 40))); },
-                          {"len.gguf", "kv[0] 'arr'", "array length"}));
+  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "len.gguf", patched(arr, 43, uint64_t(1000)))); },
+                          {"len.gguf", "kv[0] 'arr'", "array length 1000", "cannot fit"}));
+  EXPECT_TRUE(throws_with(
+      [&] { GgufFile::open(write_variant(dir, "big.gguf", patched(arr, 43, kMaxGgufArrayLength + 1))); },
+      {"big.gguf", "kv[0] 'arr'", "kMaxGgufArrayLength = 16777216"}));
   EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "cut.gguf", arr.substr(0, 55))); },
                           {"cut.gguf", "kv[0] 'arr'", "array length 2", "cannot fit"}));
   const size_t flag_at = arr.find("flag") + 4 + 4;
   EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "bool.gguf", patched(arr, flag_at, uint8_t(2)))); },
                           {"bool.gguf", "'flag'", "bool byte is 2"}));
+}
+
+// Found by fuzz_gguf: decoding a tensor with a zero dimension passed a null destination to
+// memcpy (undefined behaviour, reported by UBSan). Empty tensors decode to nothing.
+TEST(Gguf, EmptyTensorsDecodeToNothing) {
+  TempDir dir;
+  GgufWriter w;
+  w.add_tensor("empty", {0, 4}, GgmlType::F32, [] { return std::vector<uint8_t>(); });
+  w.add_tensor("x", {2}, GgmlType::F32, [] { return bytes_of(std::vector<float>{1.0f, 2.0f}, GgmlType::F32); });
+  w.write(dir / "empty.gguf");
+  auto f = GgufFile::open(dir / "empty.gguf");
+  EXPECT_EQ(f->tensor("empty").numel(), 0);
+  EXPECT_TRUE(f->tensor("empty").to_f32().empty());
+  EXPECT_EQ(f->tensor("x").to_f32(), (std::vector<float>{1.0f, 2.0f}));
 }
 
 TEST(Gguf, OverlappingTensorsAreRefused) {

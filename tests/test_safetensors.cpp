@@ -2,6 +2,7 @@
 // file per validation rule, each checked to name the file and the tensor at fault.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -236,6 +237,32 @@ TEST_F(SafetensorsCorrupt, HeaderLongerThanFile) {
 TEST_F(SafetensorsCorrupt, HeaderLengthAbsurd) {
   EXPECT_TRUE(rejects("{}", 0, {"absurd"}, 100'000'001));
   EXPECT_TRUE(rejects("{}", 0, {"absurd"}, ~uint64_t(0)));  // no overflow in 8 + len
+}
+
+TEST_F(SafetensorsCorrupt, HeaderLengthLimitIsNamed) {
+  EXPECT_TRUE(rejects("{}", 0, {"kMaxSafetensorsHeaderBytes = 100000000"}, kMaxSafetensorsHeaderBytes + 1));
+}
+
+TEST_F(SafetensorsCorrupt, TooManyTensors) {
+  // kMaxSafetensorsTensors + 1 empty tensors (plus __metadata__, which is not a tensor but counts
+  // as a key: the limit allows one key more than tensors).
+  std::string header = R"({"__metadata__":{})";
+  for (size_t i = 0; i <= kMaxSafetensorsTensors; ++i)
+    header += str_cat(",\"", i, "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}");
+  header += "}";
+  // Parsing is linear in the header: with nlohmann's parser callback (or ordered_json) this took
+  // 150 s, a denial of service well below every limit. It takes about a second.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(rejects(header, 0, {"more than 262144 tensors", "kMaxSafetensorsTensors"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST_F(SafetensorsCorrupt, TooManyDimensions) {
+  EXPECT_TRUE(rejects(one(R"({"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]})"), 1,
+                      {"tensor 't'", "9 dimensions", "kMaxSafetensorsDims = 8"}));
+  // Eight are fine.
+  auto p = craft(dir_ / "eight.safetensors", one(R"({"dtype":"U8","shape":[1,1,1,1,1,1,1,1],"data_offsets":[0,1]})"), 1);
+  EXPECT_EQ(SafetensorsFile::open(p)->at("t").shape.size(), 8u);
 }
 
 TEST_F(SafetensorsCorrupt, HeaderNotJson) {

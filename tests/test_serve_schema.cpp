@@ -127,6 +127,24 @@ TEST(OpenAiSchema, DeeplyNestedBodiesAreRefusedBeforeParsing) {
                      Endpoint::Completion).status, 200);
 }
 
+// More than kMaxMessages (4096) messages is a 400 naming "messages"; 4096 parse.
+TEST(OpenAiSchema, MessageCountIsLimited) {
+  auto body = [](int n) {
+    std::string b = R"({"messages": [)";
+    for (int i = 0; i < n; ++i) b += std::string(i ? "," : "") + R"({"role": "user", "content": "a"})";
+    return b + "]}";
+  };
+  EXPECT_EQ(parse_request(body(4096), Endpoint::Chat).messages.size(), 4096u);
+  try {
+    parse_request(body(4097), Endpoint::Chat);
+    ADD_FAILURE() << "4097 messages were accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "messages");
+    EXPECT_NE(std::string(e.what()).find("has 4097 messages; the limit is 4096"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OpenAiSchema, MutatedBodiesOnlyEverRaiseApiErrors) {
   const std::vector<std::string> seeds = {
       R"({"model": "base", "messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 5,

@@ -252,6 +252,50 @@ TEST(TokenizerLoader, MalformedFilesNameFileAndLine) {
       << error_of([&] { load_tokenizer(sdir); });
 }
 
+// The named limits of tokenizer files: each refusal names the file and the limit.
+TEST(TokenizerLoader, VocabularyAndMergeLimitsAreNamed) {
+  const auto tdir = testing::scratch_dir("limit_tiktoken");
+  std::ofstream(tdir / "tokenizer.model") << "IQ== 0\nIg== " << kMaxTokenizerVocab << "\n";
+  std::string msg = error_of([&] { load_tiktoken(tdir / "tokenizer.model"); });
+  EXPECT_NE(msg.find("tokenizer.model:2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kMaxTokenizerVocab = 2097152"), std::string::npos) << msg;
+
+  // tokenizer.json: an id at the limit, then one merge too many.
+  nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", kMaxTokenizerVocab}}}, {"merges", nlohmann::json::array()}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", std::string(kGlm4PretokenizerRegex)}}},
+           {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}}};
+  const auto jdir = testing::scratch_dir("limit_json");
+  std::ofstream(jdir / "tokenizer.json") << j.dump();
+  msg = error_of([&] { load_tokenizer_json(jdir / "tokenizer.json"); });
+  EXPECT_NE(msg.find("tokenizer.json: model.vocab['a'] = 2097152"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kMaxTokenizerVocab"), std::string::npos) << msg;
+  j["model"]["vocab"] = {{"a", 0}, {"aa", 1}};
+  std::string merges = "[";
+  for (int64_t i = 0; i <= kMaxTokenizerMerges; ++i) merges += i ? ",\"a a\"" : "\"a a\"";
+  merges += "]";
+  std::string text = j.dump();
+  const std::string empty = "\"merges\":[]";
+  text.replace(text.find(empty), empty.size(), "\"merges\":" + merges);
+  std::ofstream(jdir / "tokenizer.json") << text;
+  msg = error_of([&] { load_tokenizer_json(jdir / "tokenizer.json"); });
+  EXPECT_NE(msg.find("model.merges has 2097153 entries (limit kMaxTokenizerMerges = 2097152)"),
+            std::string::npos) << msg;
+
+  // sentencepiece: one piece more than the limit (each piece: field 1 holding field 1 = "a").
+  std::string proto;
+  for (int64_t i = 0; i <= kMaxTokenizerVocab; ++i) proto += std::string("\x0a\x03\x0a\x01" "a", 5);
+  const auto sdir = testing::scratch_dir("limit_sp");
+  std::ofstream(sdir / "tokenizer.model", std::ios::binary) << proto;
+  msg = error_of([&] { load_sentencepiece(sdir / "tokenizer.model"); });
+  EXPECT_NE(msg.find("tokenizer.model: more than 2097152 pieces (limit kMaxTokenizerVocab)"),
+            std::string::npos) << msg;
+}
+
 // A tiny tokenizer.json written here: the merge list, not ranks, decides (ignore_merges false).
 TEST(TokenizerJson, MergeOrderAndAddedTokens) {
   // GPT-2 byte <-> unicode map, written out independently of the loader.

@@ -201,6 +201,19 @@ TEST(LoadDataset, SkipsBlankLinesAndToleratesCrlfAndBom) {
   EXPECT_EQ(ds.path, d.path() + "/data.jsonl");
 }
 
+// A line longer than kMaxRecordLineBytes is refused with file:line and the limit's name
+// (a file without newlines must not be read whole into one string); one at the limit is read.
+TEST(Records, LinesLongerThanTheLimitAreRefused) {
+  TempDir d;
+  const std::string ok = "{\"text\": \"" + std::string(kMaxRecordLineBytes - 12, 'a') + "\"}";
+  ASSERT_EQ(ok.size(), kMaxRecordLineBytes);
+  const std::string path = d.write("long.jsonl", "{\"text\": \"x\"}\n" + ok + "\n" + ok + "b\n");
+  int64_t seen = 0;
+  expect_error([&] { for_each_record(path, [&](const Record&, int64_t) { ++seen; }); },
+               "long.jsonl:3: line is longer than 16777216 bytes (limit kMaxRecordLineBytes)");
+  EXPECT_EQ(seen, 2);
+}
+
 TEST(LoadDataset, TruncatesToMaxSeqLengthAndCountsIt) {
   TempDir d;
   DatasetOptions o;

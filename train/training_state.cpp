@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "io/hdf5_store.h"
+#include "io/json_depth.h"
 
 namespace glm4 {
 
@@ -51,10 +52,23 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
 
 TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state) {
   Hdf5Reader r(path);
-  GLM4_CHECK(r.has_attr("format_version") && r.attr_i64("format_version") == kTrainingStateVersion,
-             path.string(), ": not a glm4 training checkpoint of format version ", kTrainingStateVersion);
+  GLM4_CHECK(r.has_attr("format_version"), path.string(), ": not a glm4 training checkpoint (no format_version)");
+  const int64_t version = r.attr_i64("format_version");
+  GLM4_CHECK(version != 1, path.string(), ": a training checkpoint of format version 1 (written by an older "
+             "glm4 with variable-length strings, which this one does not read); start the run again or "
+             "resume it with the glm4 that wrote it");
+  GLM4_CHECK(version == kTrainingStateVersion, path.string(), ": not a glm4 training checkpoint of format version ",
+             kTrainingStateVersion, " (it says ", version, ")");
   TrainConfig saved;
-  apply_json(saved, nlohmann::json::parse(r.attr("config")), path.string());
+  nlohmann::json config;
+  try {
+    const std::string text = r.attr("config");
+    check_json_depth(text, path.string() + ": attribute 'config'");
+    config = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path.string(), ": attribute 'config' is not valid JSON: ", e.what());
+  }
+  apply_json(saved, config, path.string());
   const auto& names = optimizer.names();
   std::vector<Tensor> m, v;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -74,10 +88,20 @@ TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimi
   std::vector<int64_t> param_steps = r.read_i64("param_steps");
   GLM4_CHECK(param_steps.size() == names.size(), path.string(), ": holds ", param_steps.size(),
              " parameters, the run has ", names.size());
-  optimizer.load_state(r.attr_i64("adam_step"), m, v, param_steps);
-  state->step = r.attr_i64("step");
-  state->cursor = {r.attr_i64("cursor_epoch"), r.attr_i64("cursor_position")};
-  state->evals_without_improvement = r.attr_i64("evals_without_improvement");
+  auto counter = [&](const char* name) {  // a count the run keeps: never negative
+    const int64_t v = r.attr_i64(name);
+    GLM4_CHECK(v >= 0, path.string(), ": attribute '", name, "' is ", v, ", expected a count >= 0");
+    return v;
+  };
+  const int64_t adam_step = counter("adam_step");
+  for (size_t i = 0; i < param_steps.size(); ++i) {
+    GLM4_CHECK(param_steps[i] >= 0 && param_steps[i] <= adam_step, path.string(), ": param_steps[", i,
+               "] = ", param_steps[i], " is outside [0, adam_step = ", adam_step, "]");
+  }
+  optimizer.load_state(adam_step, m, v, param_steps);
+  state->step = counter("step");
+  state->cursor = {counter("cursor_epoch"), counter("cursor_position")};
+  state->evals_without_improvement = counter("evals_without_improvement");
   state->best_val_loss = std::strtod(r.attr("best_val_loss").c_str(), nullptr);
   return saved;
 }

@@ -13,7 +13,9 @@
 
 namespace glm4 {
 
-constexpr int64_t kTrainingStateVersion = 1;
+// 2: string attributes are fixed-length (version 1 wrote variable-length ones, which are no longer
+// read: a corrupt heap of them makes libhdf5 loop forever).
+constexpr int64_t kTrainingStateVersion = 2;
 
 struct TrainState {
   int64_t step = 0;  // optimizer steps done

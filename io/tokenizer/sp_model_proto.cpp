@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "io/tokenizer/tokenizer.h"
 
 namespace glm4 {
 namespace {
@@ -83,6 +84,8 @@ std::vector<SpPiece> read_sp_pieces(std::string_view proto, const std::string& w
       if (f == 3 && wire == 0) piece.type = int(v);
     }
     pieces.push_back(std::move(piece));
+    GLM4_CHECK(int64_t(pieces.size()) <= kMaxTokenizerVocab, where, ": more than ", kMaxTokenizerVocab,
+               " pieces (limit kMaxTokenizerVocab)");
   }
   GLM4_CHECK(!pieces.empty(), where, ": not a sentencepiece model (no pieces)");
   return pieces;

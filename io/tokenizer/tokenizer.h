@@ -13,6 +13,11 @@
 
 namespace glm4 {
 
+// Limits on tokenizer files (errors name the file and the limit). Real vocabularies hold 65k
+// to 256k tokens; ids index dense tables, so an id bounds memory as much as a count does.
+constexpr int64_t kMaxTokenizerVocab = int64_t(1) << 21;   // token ids (ranks, pieces) below this
+constexpr int64_t kMaxTokenizerMerges = int64_t(1) << 21;  // tokenizer.json model.merges
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

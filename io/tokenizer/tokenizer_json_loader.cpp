@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/json_depth.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/file_io.h"
@@ -85,7 +86,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
   const std::string where = file.string();
   json j;
   try {
-    j = json::parse(tok_io::read_file(file));
+    const std::string text = tok_io::read_file(file);
+    check_json_depth(text, where);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     fail(where, ": ", e.what());
   }
@@ -108,6 +111,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
                  ": unsupported decoder type '", j["decoder"].value("type", ""), "'");
     }
 
+    // Counts before anything is allocated for them.
+    if (const auto m = model.find("merges"); m != model.end() && m->is_array()) {
+      GLM4_CHECK(int64_t(m->size()) <= kMaxTokenizerMerges, where, ": model.merges has ", m->size(),
+                 " entries (limit kMaxTokenizerMerges = ", kMaxTokenizerMerges, ")");
+    }
+
     // Vocabulary: byte-level strings -> raw bytes.
     const ByteLevelDecoder byte_level;
     const json& vocab = model.at("vocab");
@@ -118,8 +127,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
     for (const auto& [token, id_json] : vocab.items()) {
       GLM4_CHECK(id_json.is_number_integer(), where, ": model.vocab['", token, "'] is not an id");
       const int64_t id = id_json.get<int64_t>();
-      GLM4_CHECK(id >= 0 && id < (int64_t(1) << 24), where, ": model.vocab['", token, "'] = ", id,
-                 " is out of range");
+      GLM4_CHECK(id >= 0 && id < kMaxTokenizerVocab, where, ": model.vocab['", token, "'] = ", id,
+                 " is out of range [0, kMaxTokenizerVocab = ", kMaxTokenizerVocab, ")");
       auto bytes = byte_level.bytes(token);
       GLM4_CHECK(bytes, where, ": model.vocab token '", token,
                  "' has a character outside the byte-level alphabet");
@@ -168,8 +177,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
         GLM4_CHECK(t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
                        t["content"].is_string(),
                    at, " needs an integer id and a string content");
-        GLM4_CHECK(t["id"].get<int64_t>() >= 0 && t["id"].get<int64_t>() < (int64_t(1) << 24), at,
-                   " has id ", t["id"].get<int64_t>(), " out of range");
+        GLM4_CHECK(t["id"].get<int64_t>() >= 0 && t["id"].get<int64_t>() < kMaxTokenizerVocab, at,
+                   " has id ", t["id"].get<int64_t>(), " out of range [0, kMaxTokenizerVocab = ",
+                   kMaxTokenizerVocab, ")");
         for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
           GLM4_CHECK(!t.value(flag, false), at, " ('", t["content"].get<std::string>(), "'): ", flag,
                      "=true is not supported");
