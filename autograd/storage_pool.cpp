@@ -79,6 +79,8 @@ void pool_release(PoolBlock block) {
   P.cached += block.capacity;
 }
 
+bool pool_caches() { return kPoolOn; }
+
 size_t pool_cached_bytes() {
   Pool& P = pool();
   std::lock_guard<std::mutex> lock(P.mu);
