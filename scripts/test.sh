@@ -18,9 +18,9 @@ scripts/install_deps.sh
 if ((sanitize)); then
   build=build-asan
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM4_SANITIZE=ON
-  # Leak checks stay on. No suppressions yet: add a file only for a third-party false positive
-  # (OpenBLAS, TBB, Open MPI), with the reason, once a run shows one.
+  # Leak checks stay on; the suppressions are third-party leaks only, each with its reason.
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan_suppressions.txt:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 else
   build=build
