@@ -1,7 +1,7 @@
 // Quantized (mlx affine) products on the mid config's linears: decode (M = 1) tokens/s and GB/s
 // of weight bytes next to a streaming-read bandwidth probe and today's bf16 dense decode, prefill
 // GFLOP/s at M = 512, and the error of each product against fp64.
-// Usage: bench_quant [--bits 4,8] [--group 64] [--threads 2] [--kernels avx512,avx2,scalar]
+// Usage: bench_quant [--bits 4,8] [--group 64] [--threads 2] [--kernels avx512,avx2,scalar,int8]
 //                    [--reps N] [--probe-gib G] [--no-prefill]
 #include <time.h>
 
@@ -52,7 +52,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--no-prefill") o.prefill = false;
     else { std::fprintf(stderr, "unknown flag %s (see the header of bench_quant.cpp)\n", a.c_str()); std::exit(2); }
   }
-  if (o.kernels.empty()) o.kernels = quant_kernels_supported();
+  if (o.kernels.empty()) {
+    o.kernels = quant_kernels_supported();
+    if (quant_int8_decode_supported(QuantizedMatrix{})) o.kernels.push_back("int8");
+  }
   return o;
 }
 
@@ -141,6 +144,15 @@ Weight dense_weight(const Linear& s, uint64_t seed) {
   return Weight::from_f32(w.data(), s.N, s.K, DType::BF16);
 }
 
+// The product through kernel k: "int8" is quant_linear_forward_int8 (the decode of --compute
+// bf16, 4 and 8 bits), the others quant_linear_forward with that kernel table.
+void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
+                  const QuantizedMatrix& q, float* y) {
+  if (k == "int8" && (q.bits == 4 || q.bits == 8)) return quant_linear_forward_int8(x, M, K, q, y, false);
+  if (k != "int8") set_quant_kernel(k);
+  quant_linear_forward(x, M, K, q, y, false);
+}
+
 // A decode token: every linear once, M = 1, distinct weights (as a model's are).
 struct Token {
   std::vector<QuantizedStorage> quant;
@@ -149,21 +161,21 @@ struct Token {
   size_t bytes = 0;
 };
 
-double token_seconds(Token& t, const std::vector<const Linear*>& ls, bool quantized, int reps,
-                     double* median, bool cpu_time = false) {
+double token_seconds(Token& t, const std::vector<const Linear*>& ls, const std::string& kernel,
+                     int reps, double* median, bool cpu_time = false) {
   return best_seconds([&] {
     for (size_t i = 0; i < ls.size(); ++i) {
-      if (quantized) quant_linear_forward(t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data(), false);
+      if (!kernel.empty()) forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data());
       else linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false);
     }
   }, reps, median, cpu_time);
 }
 
 // Tokens/s one core sustains: the token on one thread, timed by that thread's CPU time.
-double core_tokens_per_second(Token& t, const std::vector<const Linear*>& ls, bool quantized,
-                              const Options& o) {
+double core_tokens_per_second(Token& t, const std::vector<const Linear*>& ls,
+                              const std::string& kernel, const Options& o) {
   set_max_threads(1);
-  const double sec = token_seconds(t, ls, quantized, std::max(3, o.reps / 4), nullptr, true);
+  const double sec = token_seconds(t, ls, kernel, std::max(3, o.reps / 4), nullptr, true);
   set_max_threads(o.threads);
   return 1 / sec;
 }
@@ -233,8 +245,8 @@ void error_report(const Options& o, int bits) {
     linear_forward(x.data(), M, s.K, fp32, y.data(), false);
     std::printf("error M=%-3ld %d-bit 1024x1024: fp32 GEMM on deq %.2e", long(M), bits, rel_rms(y, ref));
     for (const std::string& k : o.kernels) {
-      set_quant_kernel(k);
-      quant_linear_forward(x.data(), M, s.K, q.view(), y.data(), false);
+      if (k == "int8" && M > kQuantStreamRows) continue;
+      forward_with(k, x.data(), M, s.K, q.view(), y.data());
       std::printf(" | %s %.2e", k.c_str(), rel_rms(y, ref));
     }
     if (M == 1) {
@@ -279,10 +291,10 @@ int main(int argc, char** argv) {
       t.bytes += t.dense.back().bytes();
     }
     double median;
-    const double sec = token_seconds(t, ls, false, o.reps, &median);
+    const double sec = token_seconds(t, ls, "", o.reps, &median);
     std::printf("%-14s %-7s %9.1f %9.1f %9.1f %7.1f %12.1f\n", "bf16 dense", "today",
                 t.bytes / 1e6, 1 / sec, 1 / median, t.bytes / sec / 1e9,
-                core_tokens_per_second(t, ls, false, o));
+                core_tokens_per_second(t, ls, "", o));
     for (int bits : o.bits) {
       Token q;
       q.x = t.x;
@@ -293,12 +305,11 @@ int main(int argc, char** argv) {
         q.bytes += q.quant.back().view().bytes();
       }
       for (const std::string& k : o.kernels) {
-        set_quant_kernel(k);
-        const double s = token_seconds(q, ls, true, o.reps, &median);
+        const double s = token_seconds(q, ls, k, o.reps, &median);
         char name[32];
         std::snprintf(name, sizeof name, "%d-bit g%d", bits, o.group);
         std::printf("%-14s %-7s %9.1f %9.1f %9.1f %7.1f %12.1f\n", name, k.c_str(), q.bytes / 1e6,
-                    1 / s, 1 / median, q.bytes / s / 1e9, core_tokens_per_second(q, ls, true, o));
+                    1 / s, 1 / median, q.bytes / s / 1e9, core_tokens_per_second(q, ls, k, o));
       }
       set_quant_kernel(default_kernel);
     }
@@ -317,9 +328,8 @@ int main(int argc, char** argv) {
     for (int bits : o.bits) {
       QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s.N, s.K, {bits, o.group}, "l2");
       for (const std::string& k : o.kernels) {
-        set_quant_kernel(k);
         std::printf(" | %d-bit %s %.4f", bits, k.c_str(),
-                    ns([&] { quant_linear_forward(x.data(), 1, s.K, q.view(), y.data(), false); }));
+                    ns([&] { forward_with(k, x.data(), 1, s.K, q.view(), y.data()); }));
       }
     }
     std::printf("\n");

@@ -149,6 +149,13 @@ bool use_bf16_panel_kernels(int64_t M) {
          kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
 }
 
+// True when a decode-sized product with quantized W takes the int8 dot products: under bf16
+// compute, whose rounding of X they undercut (quant_linear.h).
+bool use_int8_decode_kernels(const Weight& W) {
+  return compute_dtype() == ComputeDType::BF16 &&
+         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone && quant_int8_decode_supported(W.quant());
+}
+
 const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
 
 void check_ptr(const char* op, const void* ptr, const char* name, int64_t count) {
@@ -187,6 +194,8 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   if (W.is_quantized()) {
     if (use_bf16_panel_kernels(M))
       kernels::bf16_quant_linear_forward(kernels::bf16_kernel(), X, M, K, W.quant(), Y, accumulate);
+    else if (use_int8_decode_kernels(W))
+      quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
     return;

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
+#include "autograd/kernels/quant_decode_int8.h"
 #include "autograd/kernels/quant_kernels.h"
 #include "base/parallel.h"
 
@@ -90,15 +91,20 @@ void check_args(const char* op, const QuantizedMatrix& W, const void* in, const 
   GLM4_CHECK(out != nullptr || out_count == 0, "[", op, "] output is null");
 }
 
+// Threads over the rows of W, each task at least kMinTaskBytes of codes.
+template <typename Rows>
+void parallel_over_rows(const QuantizedMatrix& W, Rows&& rows) {
+  const int64_t row_bytes = std::max<int64_t>(1, int64_t(W.bytes()) / std::max<int64_t>(1, W.rows));
+  parallel_for(W.rows, std::max<int64_t>(8, kMinTaskBytes / row_bytes), rows);
+}
+
 void decode_forward(const float* X, int64_t M, const QuantizedMatrix& W, float* Y,
                     bool accumulate) {
   const quant_detail::QuantKernels& k = quant_detail::active();
   std::vector<float> xp(size_t(M * W.cols));
   k.prepare_x(W.bits, X, M, W.cols, xp.data());
-  const int64_t row_bytes = std::max<int64_t>(1, int64_t(W.bytes()) / std::max<int64_t>(1, W.rows));
-  const int64_t grain = std::max<int64_t>(8, kMinTaskBytes / row_bytes);
   const int64_t K = W.cols, N = W.rows;
-  parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+  parallel_over_rows(W, [&](int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < M; m += kDecodeMaxM)
       k.forward_rows(W, xp.data() + m * K, std::min(kDecodeMaxM, M - m), n0, n1, Y + m * N, N,
                      accumulate);
@@ -150,6 +156,31 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
       sgemm_tile(true, i1 - i0, j1 - j0, kw, X + i0 * K + k0, K, tile.data(), kw, beta,
                  Y + i0 * N + j0, N);
     }
+  });
+}
+
+bool quant_int8_decode_supported(const QuantizedMatrix& W) {
+  return quant_detail::int8_decode_supported(W.bits);
+}
+
+void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
+                               float* Y, bool accumulate) {
+  const int64_t N = W.rows;
+  check_args("quant_linear_forward_int8", W, X, Y, M * K, M * N);
+  GLM4_CHECK(M >= 0 && M <= kStreamRows && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ",
+             K, "] does not match W [", W.rows, ", ", W.cols, "] or has more than ", kStreamRows,
+             " rows");
+  GLM4_CHECK(quant_int8_decode_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
+             "4- or 8-bit codes (", W.bits, " bits)");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return zero_or_keep(Y, M * N, accumulate);
+  quant_detail::Int8DecodeInput in;
+  if (!quant_detail::prepare_int8_decode_input(W, X, M, in))
+    return decode_forward(X, M, W, Y, accumulate);  // inf or NaN: let fp32 carry it
+  parallel_over_rows(W, [&](int64_t n0, int64_t n1) {
+    for (int64_t m = 0; m < M; m += kDecodeMaxM)
+      quant_detail::int8_decode_rows(W, in, m, std::min(kDecodeMaxM, M - m), n0, n1, Y + m * N,
+                                     N, accumulate);
   });
 }
 

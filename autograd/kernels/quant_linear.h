@@ -22,6 +22,15 @@ inline constexpr int64_t kQuantStreamRows = 32;
 void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W, float* Y,
                           bool accumulate);
 
+// Whether quant_linear_forward_int8 runs W on this CPU (AVX512-VNNI; 4- or 8-bit codes).
+bool quant_int8_decode_supported(const QuantizedMatrix& W);
+// The decode-sized product under --compute bf16 (M <= kQuantStreamRows): X in two int8 levels
+// per group (each element within about max|x| / 65000 of its group: 256 times finer than bf16
+// rounding), the codes multiplied exactly by AVX512-VNNI (quant_decode_int8.h). X holding inf
+// or NaN goes to the fp32 kernels. Throws unless supported.
+void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
+                               float* Y, bool accumulate);
+
 // dX[M, K] (+)= dY[M, N] deq(W): the input gradient of quant_linear_forward (QLoRA's backward).
 void quant_linear_input_grad(const float* dY, int64_t M, int64_t N, const QuantizedMatrix& W,
                              float* dX, bool accumulate);

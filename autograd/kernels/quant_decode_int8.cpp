@@ -1,0 +1,227 @@
+#include "autograd/kernels/quant_decode_int8.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/kernels/quant_kernels.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#define GLM4_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
+
+namespace glm4::quant_detail {
+
+namespace {
+
+constexpr int64_t kPadCols = 128;     // the input's columns are padded to this
+constexpr int64_t kParamBlock = 16;   // groups whose scales and biases are widened at once
+constexpr int64_t kPrefetchBytes = 4096;  // as in the fp32 kernels (quant_kernels_avx512.cpp)
+constexpr float kLevel = 127.0f;      // largest |q1| and |q2|
+constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
+
+int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+// Columns of X one step of the kernel reads (64 bytes of codes), and columns per lane of it.
+int64_t step_cols(int bits) { return bits == 4 ? 128 : 64; }
+int64_t lane_cols(int bits) { return step_cols(bits) / 16; }
+
+// Where column c goes in the prepared input: for 4 bits byte p of a step's codes holds columns
+// 2p (low nibble) and 2p + 1 (high), read as two 64-byte vectors, so even columns come first.
+int64_t input_position(int bits, int64_t c) {
+  if (bits != 4) return c;
+  const int64_t base = c / 128 * 128, i = c % 128;
+  return base + (i % 2) * 64 + i / 2;
+}
+
+// Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32; zero past count.
+GLM4_AVX512VNNI inline __m512 params16(const QuantizedMatrix& W, const void* params, int64_t r,
+                                       int64_t g0, int64_t count) {
+  if (count != kParamBlock) {
+    alignas(64) float tail[kParamBlock] = {};
+    load_group_params(W, params, r, g0, count, tail);
+    return _mm512_load_ps(tail);
+  }
+  const int64_t i = r * W.groups() + g0;
+  if (W.scale_dtype == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(params) + i);
+  const __m256i h =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
+  return W.scale_dtype == DType::BF16
+             ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+             : _mm512_cvtph_ps(h);
+}
+
+GLM4_AVX512VNNI inline void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);  // past the end is fine
+}
+
+// 64 bytes of codes from p, zero past `valid` bytes.
+GLM4_AVX512VNNI inline __m512i load_codes(const uint8_t* p, int64_t valid) {
+  if (valid >= 64) return _mm512_loadu_si512(p);
+  return _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
+}
+
+// Rows [n, n + R) of W against M rows of the input. Lane i of a step's dot products sums the
+// columns [i, i + 1) * lane_cols of the step, which lie in one group.
+template <int Bits, int M, int R>
+GLM4_AVX512VNNI void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
+                          int64_t n, float* Y, int64_t ldy, bool accumulate) {
+  const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
+  constexpr int64_t kStep = Bits == 4 ? 128 : 64, kLane = kStep / 16;
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  // The group of each lane relative to the step's first column's group.
+  const __m512i lane_group = _mm512_srli_epi32(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(int32_t(kLane))),
+      __builtin_ctz(unsigned(gs)));
+  const int8_t *q1[M], *q2[M];
+  const float *unit[M], *sums[M];
+  for (int m = 0; m < M; ++m) {
+    q1[m] = in.q1.data() + (m0 + m) * in.cols;
+    q2[m] = in.q2.data() + (m0 + m) * in.cols;
+    unit[m] = in.unit.data() + (m0 + m) * (in.cols / kStep) * 16;
+    sums[m] = in.sums.data() + (m0 + m) * in.groups;
+  }
+  const uint8_t* row[R];
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.row(n + r);
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  }
+  for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
+    const int64_t count = std::min(kParamBlock, groups - gb);
+    __m512 scale[R];
+    for (int r = 0; r < R; ++r) {
+      scale[r] = params16(W, W.scales, n + r, gb, count);
+      const __m512 bias = params16(W, W.biases, n + r, gb, count);
+      for (int m = 0; m < M; ++m)  // the lanes are summed at the end, so the bias term joins them
+        acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(sums[m] + gb), acc[r][m]);
+    }
+    const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
+    for (int64_t c = c0; c < c1; c += kStep) {
+      const __m512i group = _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) / gs)), lane_group);
+      __m512i xa1[M], xa2[M], xb1[M], xb2[M];
+      __m512 lane_unit[M];
+      for (int m = 0; m < M; ++m) {
+        xa1[m] = _mm512_loadu_si512(q1[m] + c);
+        xa2[m] = _mm512_loadu_si512(q2[m] + c);
+        if constexpr (Bits == 4) {
+          xb1[m] = _mm512_loadu_si512(q1[m] + c + 64);
+          xb2[m] = _mm512_loadu_si512(q2[m] + c + 64);
+        }
+        lane_unit[m] = _mm512_loadu_ps(unit[m] + c / kStep * 16);
+      }
+      const int64_t valid = (K - c) * Bits / 8;
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = row[r] + c * Bits / 8;
+        prefetch(p + kPrefetchBytes);
+        const __m512i v = load_codes(p, valid);
+        __m512i lo = v, hi = v;
+        if constexpr (Bits == 4) {
+          lo = _mm512_and_si512(v, nibble);
+          hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+        }
+        const __m512 s = _mm512_permutexvar_ps(group, scale[r]);
+        for (int m = 0; m < M; ++m) {
+          __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa1[m]);
+          __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa2[m]);
+          if constexpr (Bits == 4) {
+            p1 = _mm512_dpbusd_epi32(p1, hi, xb1[m]);
+            p2 = _mm512_dpbusd_epi32(p2, hi, xb2[m]);
+          }
+          const __m512i both = _mm512_add_epi32(_mm512_slli_epi32(p1, 8), p2);
+          acc[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(s, lane_unit[m]),
+                                      acc[r][m]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) {
+      const float s = _mm512_reduce_add_ps(acc[r][m]);
+      float& y = Y[m * ldy + n + r];
+      y = accumulate ? y + s : s;
+    }
+}
+
+template <int Bits, int M>
+void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0,
+            int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 32 vector registers
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
+  for (; n < n1; ++n) rows<Bits, M, 1>(W, in, m0, n, Y, ldy, accumulate);
+}
+
+template <int Bits>
+void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+               int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  switch (M) {
+    case 1: return rows_m<Bits, 1>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 2: return rows_m<Bits, 2>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 3: return rows_m<Bits, 3>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 4: return rows_m<Bits, 4>(W, in, m0, n0, n1, Y, ldy, accumulate);
+  }
+}
+
+}  // namespace
+
+bool int8_decode_supported(int bits) {
+  __builtin_cpu_init();
+  return (bits == 4 || bits == 8) && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
+                               Int8DecodeInput& in) {
+  const int64_t K = W.cols, gs = W.group_size, steps = round_up(K, kPadCols) / step_cols(W.bits);
+  in.cols = round_up(K, kPadCols);
+  in.groups = round_up(W.groups(), kParamBlock);
+  in.q1.assign(size_t(M * in.cols), 0);
+  in.q2.assign(size_t(M * in.cols), 0);
+  in.unit.assign(size_t(M * steps * 16), 0.0f);
+  in.sums.assign(size_t(M * in.groups), 0.0f);
+  std::vector<float> group_unit(size_t(W.groups()));
+  for (int64_t m = 0; m < M; ++m) {
+    const float* x = X + m * K;
+    int8_t* q1 = in.q1.data() + m * in.cols;
+    int8_t* q2 = in.q2.data() + m * in.cols;
+    for (int64_t g = 0; g < W.groups(); ++g) {
+      float amax = 0.0f, sum = 0.0f;
+      for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
+        if (!std::isfinite(x[c])) return false;
+        amax = std::max(amax, std::fabs(x[c]));
+        sum += x[c];
+      }
+      in.sums[size_t(m * in.groups + g)] = sum;
+      const float step1 = amax / kLevel, unit = step1 / kSecondLevel;
+      group_unit[size_t(g)] = unit;
+      if (amax == 0.0f) continue;
+      for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
+        const float a = std::clamp(std::nearbyint(x[c] / step1), -kLevel, kLevel);
+        const float b = std::clamp(std::nearbyint((x[c] - a * step1) / unit), -kLevel, kLevel);
+        q1[input_position(W.bits, c)] = int8_t(a);
+        q2[input_position(W.bits, c)] = int8_t(b);
+      }
+    }
+    float* units = in.unit.data() + m * steps * 16;
+    for (int64_t s = 0; s < steps; ++s)
+      for (int64_t i = 0; i < 16; ++i) {
+        const int64_t g = (s * step_cols(W.bits) + i * lane_cols(W.bits)) / gs;
+        if (g < W.groups()) units[s * 16 + i] = group_unit[size_t(g)];
+      }
+  }
+  return true;
+}
+
+void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  if (W.bits == 4) rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  else rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+}
+
+}  // namespace glm4::quant_detail

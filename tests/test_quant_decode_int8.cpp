@@ -1,0 +1,175 @@
+// The int8 decode kernel of --compute bf16 (quant_decode_int8.h): within its stated error bound
+// of an fp64 product on the exact dequantized weights, far finer than bf16 rounding of X, for
+// every group size, 4 and 8 bits, tails of a step and 1-32 rows; independent of the thread count;
+// inf and NaN carried as the fp32 kernels carry them; chosen by linear_forward under bf16 only.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "autograd/compute_dtype.h"
+#include "autograd/kernels/affine_pack.h"
+#include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/quant_linear.h"
+#include "autograd/weight.h"
+#include "autograd/weight_quantize.h"
+#include "base/check.h"
+#include "base/parallel.h"
+
+namespace glm4 {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float std = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, std);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed) {
+  std::vector<float> w = randn(size_t(N * K), seed, 0.02f);
+  return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), f, DType::BF16, "w");
+}
+
+bool vnni() { return quant_int8_decode_supported(QuantizedMatrix{}); }
+
+// Per output: the fp64 product on the exact dequantized W, and the bound the kernel promises:
+// each X element off by at most one unit (max|x| of its group / (127 * 256)) times
+// |scale * code| (the bias term uses the fp32 sum of X), plus fp32 summation slack.
+struct Reference {
+  std::vector<double> y, bound;
+};
+Reference reference(const QuantizedMatrix& q, const std::vector<float>& X, int64_t M) {
+  const int64_t N = q.rows, K = q.cols, gs = q.group_size;
+  Reference ref{std::vector<double>(size_t(M * N)), std::vector<double>(size_t(M * N))};
+  std::vector<uint8_t> codes(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    unpack_codes(q.bits, q.row(n), 0, K, codes.data());
+    for (int64_t m = 0; m < M; ++m) {
+      double y = 0, bound = 0, magnitude = 0;
+      for (int64_t g = 0; g < K / gs; ++g) {
+        double amax = 0;
+        for (int64_t c = g * gs; c < (g + 1) * gs; ++c) amax = std::max(amax, std::fabs(double(X[size_t(m * K + c)])));
+        const double unit = amax / (127.0 * 256.0), s = q.scale(n, g), b = q.bias(n, g);
+        for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
+          const double x = X[size_t(m * K + c)], w = s * codes[size_t(c)] + b;
+          y += w * x;
+          bound += std::fabs(s * codes[size_t(c)]) * unit;
+          magnitude += std::fabs(w * x) + std::fabs(s * codes[size_t(c)] * x);
+        }
+      }
+      ref.y[size_t(m * N + n)] = y;
+      ref.bound[size_t(m * N + n)] = bound + 1e-6 * magnitude;
+    }
+  }
+  return ref;
+}
+
+double relative_rms(const std::vector<float>& got, const std::vector<double>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    e += (got[i] - ref[i]) * (got[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return std::sqrt(e / r);
+}
+
+TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
+  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  for (int bits : {4, 8})
+    for (int gs : {32, 64, 128})
+      for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
+        if (K % gs != 0) continue;
+        const int64_t N = 37;  // not a multiple of the 4 rows a pass takes
+        const Weight w = quantized(N, K, {bits, gs}, uint32_t(K + gs + bits));
+        for (int64_t M : {1, 2, 3, 4, 5, 32}) {
+          const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+          const Reference ref = reference(w.quant(), X, M);
+          std::vector<float> y(size_t(M * N));
+          quant_linear_forward_int8(X.data(), M, K, w.quant(), y.data(), false);
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_LE(std::fabs(y[i] - ref.y[i]), ref.bound[i])
+                << bits << " bits, group " << gs << ", K " << K << ", M " << M << ", output " << i;
+          // bf16 rounding of X alone is about 1.6e-3 here (bench_quant's error report).
+          EXPECT_LT(relative_rms(y, ref.y), 2e-4) << bits << " bits, group " << gs << ", K " << K;
+        }
+      }
+}
+
+TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {
+  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  const int64_t N = 1000, K = 2816, M = 3;
+  const Weight w = quantized(N, K, {4, 64}, 21);
+  const std::vector<float> X = randn(size_t(M * K), 22);
+  const int threads = max_threads();
+  std::vector<float> one(size_t(M * N)), many(one.size());
+  set_max_threads(1);
+  quant_linear_forward_int8(X.data(), M, K, w.quant(), one.data(), false);
+  set_max_threads(std::max(2, threads));
+  quant_linear_forward_int8(X.data(), M, K, w.quant(), many.data(), false);
+  set_max_threads(threads);
+  EXPECT_EQ(one, many);
+  std::vector<float> acc(one.size(), 1.5f);
+  quant_linear_forward_int8(X.data(), M, K, w.quant(), acc.data(), true);
+  for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + one[i]) << i;
+}
+
+TEST(QuantDecodeInt8, InfAndNanGoToTheFp32Kernels) {
+  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  const int64_t N = 16, K = 256;
+  const Weight w = quantized(N, K, {8, 64}, 5);
+  for (float bad : {INFINITY, NAN}) {
+    std::vector<float> X = randn(size_t(K), 6);
+    X[100] = bad;
+    std::vector<float> got(static_cast<size_t>(N)), want(static_cast<size_t>(N));
+    quant_linear_forward_int8(X.data(), 1, K, w.quant(), got.data(), false);
+    quant_linear_forward(X.data(), 1, K, w.quant(), want.data(), false);
+    for (int64_t n = 0; n < N; ++n) {
+      EXPECT_EQ(std::isnan(got[size_t(n)]), std::isnan(want[size_t(n)])) << n;
+      if (!std::isnan(want[size_t(n)])) {
+        EXPECT_EQ(got[size_t(n)], want[size_t(n)]) << n;
+      }
+    }
+  }
+}
+
+TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
+  if (!vnni() || kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
+    GTEST_SKIP() << "this CPU lacks AVX512-VNNI or native bf16";
+  const int64_t N = 64, K = 512;
+  const Weight w = quantized(N, K, {4, 32}, 8);
+  const std::vector<float> X = randn(size_t(2 * K), 9);
+  std::vector<float> int8(size_t(2 * N)), fp32(int8.size()), got(int8.size());
+  quant_linear_forward_int8(X.data(), 2, K, w.quant(), int8.data(), false);
+  quant_linear_forward(X.data(), 2, K, w.quant(), fp32.data(), false);
+  ASSERT_NE(int8, fp32);
+  set_compute_dtype(ComputeDType::BF16);
+  linear_forward(X.data(), 2, K, w, got.data(), false);
+  EXPECT_EQ(got, int8);
+  set_compute_dtype(ComputeDType::F32);
+  linear_forward(X.data(), 2, K, w, got.data(), false);
+  EXPECT_EQ(got, fp32);
+}
+
+TEST(QuantDecodeInt8, RejectsMoreRowsThanADecodeAndOtherWidths) {
+  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  const int64_t K = 128;
+  const Weight w = quantized(8, K, {4, 64}, 1);
+  std::vector<float> X(size_t(33 * K)), y(size_t(33 * 8));
+  try {
+    quant_linear_forward_int8(X.data(), 33, K, w.quant(), y.data(), false);
+    FAIL() << "33 rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("quant_linear_forward_int8"), std::string::npos) << e.what();
+  }
+  const Weight w3 = quantized(8, K, {3, 64}, 2);
+  EXPECT_FALSE(quant_int8_decode_supported(w3.quant()));
+  EXPECT_THROW(quant_linear_forward_int8(X.data(), 1, K, w3.quant(), y.data(), false), Error);
+}
+
+}  // namespace
+}  // namespace glm4
