@@ -6,12 +6,19 @@
 namespace glm4 {
 
 namespace {
-// True when most of the model's matrix bytes are frozen bf16 (the layers' weights and the head).
+// Whether a frozen matrix counts as bf16: stored in bf16, or quantized from bf16 (mlx keeps the
+// original dtype in the scales and dequantizes to it).
+bool bf16_weight(const Weight& w) {
+  if (w.empty()) return false;
+  return w.is_quantized() ? w.quant().scale_dtype == DType::BF16 : w.dtype() == DType::BF16;
+}
+
+// True when most of the model's matrix elements are frozen bf16 (the layers' weights and the head).
 bool mostly_bf16(Glm4Model& model) {
   int64_t bf16 = 0, other = 0;
   model.visit([&](const std::string&, Param& p) {
     if (!p.is_matrix()) return;
-    (p.frozen.dtype() == DType::BF16 && !p.frozen.empty() ? bf16 : other) += shape_numel(p.shape);
+    (bf16_weight(p.frozen) ? bf16 : other) += shape_numel(p.shape);
   });
   return bf16 > other;
 }

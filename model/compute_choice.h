@@ -1,6 +1,7 @@
 // The --compute flag: which dtype a model's frozen products run in. `auto` picks bf16 when the
-// model's matrices are stored in bf16 and the CPU has native bf16 dot products (AMX or
-// AVX512-BF16), else f32; fp32 checkpoints always keep the exact fp32 path.
+// model's matrices are stored in bf16 (or quantized from bf16: scales in bf16, as mlx writes
+// them) and the CPU has native bf16 dot products (AMX or AVX512-BF16), else f32; fp32
+// checkpoints always keep the exact fp32 path.
 #pragma once
 #include <string>
 

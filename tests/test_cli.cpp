@@ -183,7 +183,8 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 }
 
 // Each failure: status 1, one message naming the flag or file, never a crash.
-// --compute: auto runs fp32 checkpoints in f32 and bf16 ones in bf16 where the CPU has native bf16;
+// --compute: auto runs fp32 checkpoints in f32 and bf16 ones (also quantized from bf16) in bf16
+// where the CPU has native bf16;
 // the choice is reported in generate --json and is what the products then use.
 TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const std::string bf16_model = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
@@ -195,6 +196,14 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   };
   EXPECT_EQ(compute_of(kTinyGlm4, "auto")["compute"], "f32");
   EXPECT_EQ(compute_of(bf16_model, "f32")["compute"], "f32");
+  // Quantized models count as their scales' dtype: bf16 for tiny_glm4_q, f32 when quantized from
+  // the fp32 checkpoint.
+  TempDir tmp;
+  const std::string from_f32 = (tmp / "q4").string();
+  ASSERT_TRUE(succeeds(run({"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
+  EXPECT_EQ(compute_of(from_f32, "auto")["compute"], "f32");
+  EXPECT_EQ(compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto")["compute"],
+            kernels::bf16_kernel() != kernels::Bf16Kernel::kNone ? "bf16" : "f32");
   EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
   nlohmann::json automatic = compute_of(bf16_model, "auto");
