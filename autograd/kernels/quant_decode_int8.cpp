@@ -64,6 +64,58 @@ GLM4_AVX512VNNI inline __m512i load_codes(const uint8_t* p, int64_t valid) {
   return _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
 }
 
+// Columns [c0, c0 + count) of a row of X (one group; count a multiple of 32) into both levels at
+// their input positions; *sum gets the fp32 sum and *unit the group's unit. False on inf or NaN.
+GLM4_AVX512VNNI bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
+                                    int8_t* q1, int8_t* q2, float* sum, float* unit) {
+  __m512 amax = _mm512_setzero_ps(), total = _mm512_setzero_ps();
+  for (int64_t j = 0; j < count; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+    total = _mm512_add_ps(total, v);
+  }
+  const float a = _mm512_reduce_max_ps(amax);
+  *sum = _mm512_reduce_add_ps(total);
+  if (!std::isfinite(a) || !std::isfinite(*sum)) return false;  // max may drop a NaN; the sum keeps it
+  const float step1 = a / kLevel;
+  *unit = step1 / kSecondLevel;
+  if (a == 0.0f) return true;  // both levels stay 0
+  const __m512 s1 = _mm512_set1_ps(step1), u = _mm512_set1_ps(*unit);
+  const __m512 lo = _mm512_set1_ps(-kLevel), hi = _mm512_set1_ps(kLevel);
+  auto levels = [&](__m512 v, __m128i& l1, __m128i& l2) GLM4_AVX512VNNI {
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512 a1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(v, s1), kNearest)));
+    const __m512 r = _mm512_fnmadd_ps(a1, s1, v);  // v - a1 * step1, rounded once
+    const __m512 a2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(r, u), kNearest)));
+    l1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(a1));
+    l2 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(a2));
+  };
+  // For 4 bits, 32 columns from j land as 16 even ones at j/2 of the step's first half and 16 odd
+  // ones at j/2 of its second half.
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t j = 0; j < count; j += 32) {
+    const __m512 a0 = _mm512_loadu_ps(x + j), b0 = _mm512_loadu_ps(x + j + 16);
+    const int64_t c = c0 + j;
+    __m512 first = a0, second = b0;
+    int64_t p0 = c, p1 = c + 16;
+    if (bits == 4) {
+      first = _mm512_permutex2var_ps(a0, even, b0);
+      second = _mm512_permutex2var_ps(a0, odd, b0);
+      p0 = input_position(4, c);
+      p1 = input_position(4, c + 1);
+    }
+    __m128i l1, l2;
+    levels(first, l1, l2);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + p0), l1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + p0), l2);
+    levels(second, l1, l2);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + p1), l1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + p1), l2);
+  }
+  return true;
+}
+
 // Rows [n, n + R) of W against M rows of the input. Lane i of a step's dot products sums the
 // columns [i, i + 1) * lane_cols of the step, which lie in one group.
 template <int Bits, int M, int R>
@@ -187,27 +239,11 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
   in.sums.assign(size_t(M * in.groups), 0.0f);
   std::vector<float> group_unit(size_t(W.groups()));
   for (int64_t m = 0; m < M; ++m) {
-    const float* x = X + m * K;
-    int8_t* q1 = in.q1.data() + m * in.cols;
-    int8_t* q2 = in.q2.data() + m * in.cols;
-    for (int64_t g = 0; g < W.groups(); ++g) {
-      float amax = 0.0f, sum = 0.0f;
-      for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
-        if (!std::isfinite(x[c])) return false;
-        amax = std::max(amax, std::fabs(x[c]));
-        sum += x[c];
-      }
-      in.sums[size_t(m * in.groups + g)] = sum;
-      const float step1 = amax / kLevel, unit = step1 / kSecondLevel;
-      group_unit[size_t(g)] = unit;
-      if (amax == 0.0f) continue;
-      for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
-        const float a = std::clamp(std::nearbyint(x[c] / step1), -kLevel, kLevel);
-        const float b = std::clamp(std::nearbyint((x[c] - a * step1) / unit), -kLevel, kLevel);
-        q1[input_position(W.bits, c)] = int8_t(a);
-        q2[input_position(W.bits, c)] = int8_t(b);
-      }
-    }
+    for (int64_t g = 0; g < W.groups(); ++g)
+      if (!quantize_group(W.bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
+                          in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
+                          &group_unit[size_t(g)]))
+        return false;
     float* units = in.unit.data() + m * steps * 16;
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t i = 0; i < 16; ++i) {
