@@ -14,7 +14,16 @@ class EnableGradGuard {
  private:
   bool prev_;
 };
+thread_local int pending_depth = 0;
+
+class PendingScope {
+ public:
+  PendingScope() { ++pending_depth; }
+  ~PendingScope() { --pending_depth; }
+};
 }  // namespace
+
+bool recompute_pending() { return pending_depth > 0; }
 
 Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
   if (!GradMode::enabled()) return fn(inputs);
@@ -24,6 +33,7 @@ Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
   Tensor out;
   {
     NoGradGuard no_grad;
+    PendingScope pending;
     out = fn(inputs);
   }
   bool touches_trainable = saw || any_requires_grad(inputs);

@@ -15,4 +15,9 @@ using Block = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // backward pass reruns fn to get the gradients. fn must be deterministic (seeded dropout).
 Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs);
 
+// True on this thread while recompute() runs its block without grad for a backward pass to
+// rerun: ops that compute differently for inference keep their training path there, so both
+// runs of the block agree.
+bool recompute_pending();
+
 }  // namespace glm4

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "autograd/kernels/attention_tiles_bf16.h"
 #include "autograd/kernels/vec_math.h"
 #include "base/parallel.h"
 
@@ -50,6 +52,8 @@ void attention_forward(const AttentionArgs& a) {
     std::vector<float> qbuf(kTileQ * d), kbuf(kTileK * d), vbuf(kTileK * d), sbuf(kTileQ * kTileK),
         acc(kTileQ * d), m(kTileQ), l(kTileQ);
     RowRanges rr;
+    std::optional<Bf16AttentionTiles> tiles;
+    if (a.bf16_tiles) tiles.emplace(bf16_kernel(), d);
     for (int64_t task = lo_task; task < hi_task; ++task) {
       int64_t b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq, t0 = (task % q_tiles) * kTileQ;
       int64_t kvh = h / group, tq = std::min(kTileQ, a.T - t0);
@@ -57,7 +61,8 @@ void attention_forward(const AttentionArgs& a) {
       const float* qsrc = a.q + b * a.q_batch_stride + (t0 * a.Hq + h) * d;
       gather_rows(qsrc, a.Hq * d, tq, d, qbuf.data());
       for (int64_t i = 0; i < tq * d; ++i) qbuf[i] *= a.scale;
-      std::fill_n(acc.data(), tq * d, 0.0f);
+      if (tiles) tiles->set_query(qbuf.data(), tq);
+      std::fill_n(acc.data(), kTileQ * d, 0.0f);
       std::fill_n(m.data(), tq, -INFINITY);
       std::fill_n(l.data(), tq, 0.0f);
       const float* kbase = a.k + b * a.kv_batch_stride + kvh * d;
@@ -67,7 +72,8 @@ void attention_forward(const AttentionArgs& a) {
         gather_rows(kbase + k0 * a.Hkv * d, a.Hkv * d, tk, d, kbuf.data());
         gather_rows(vbase + k0 * a.Hkv * d, a.Hkv * d, tk, d, vbuf.data());
         MapMat S(sbuf.data(), tq, tk);
-        S.noalias() = MapMat(qbuf.data(), tq, d) * MapMat(kbuf.data(), tk, d).transpose();
+        if (tiles) tiles->scores(kbuf.data(), tk, sbuf.data());
+        else S.noalias() = MapMat(qbuf.data(), tq, d) * MapMat(kbuf.data(), tk, d).transpose();
         for (int64_t r = 0; r < tq; ++r) {
           float* srow = sbuf.data() + r * tk;
           int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
@@ -86,7 +92,8 @@ void attention_forward(const AttentionArgs& a) {
           float* arow = acc.data() + r * d;
           for (int64_t c = 0; c < d; ++c) arow[c] *= alpha;
         }
-        MapMat(acc.data(), tq, d).noalias() += S * MapMat(vbuf.data(), tk, d);
+        if (tiles) tiles->accumulate(sbuf.data(), vbuf.data(), tk, acc.data());
+        else MapMat(acc.data(), tq, d).noalias() += S * MapMat(vbuf.data(), tk, d);
       }
       for (int64_t r = 0; r < tq; ++r) {
         float* orow = a.out + ((b * a.T + t0 + r) * a.Hq + h) * d;

@@ -17,6 +17,9 @@ struct AttentionArgs {
   int64_t q_batch_stride = 0, kv_batch_stride = 0;
   float scale = 1.0f;
   const AttentionMask* mask = nullptr;
+  // QK^T and PV on the bf16 units (attention_tiles_bf16.h): inference under --compute bf16. The
+  // backward recomputes the probabilities in fp32, so a forward for training leaves this off.
+  bool bf16_tiles = false;
 };
 
 void attention_forward(const AttentionArgs& a);

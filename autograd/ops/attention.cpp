@@ -2,11 +2,18 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "autograd/compute_dtype.h"
 #include "autograd/kernels/attention.h"
+#include "autograd/kernels/bf16_gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 
 namespace glm4::ops {
+
+namespace {
+constexpr int64_t kBf16AttentionMinRows = 16;  // query rows from which bf16 tiles pay
+}  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
   GLM4_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && k.shape() == v.shape() &&
@@ -32,6 +39,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   args.kv_batch_stride = S * Hkv * D;
   args.scale = float(1.0 / std::sqrt(double(D)));
   args.mask = &mask;
+  // Inference under bf16 compute: prefill-sized query blocks on the bf16 units (decode rows stay
+  // fp32: a single query row would use one sixteenth of a tile).
+  args.bf16_tiles = compute_dtype() == ComputeDType::BF16 && !GradMode::enabled() &&
+                    !recompute_pending() && T >= kBf16AttentionMinRows &&
+                    kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
   kernels::attention_forward(args);
   return record(out, "attention", {q, k, v}, {q.detach(), k.detach(), v.detach(), out.detach(), lse},
                 [args, mask](Node& n, const Tensor& g) {

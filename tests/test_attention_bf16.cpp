@@ -1,0 +1,172 @@
+// Attention on the bf16 units (inference under --compute bf16, attention_tiles_bf16.h): within
+// bf16's error of an fp64 softmax attention for odd shapes, GQA, masks and head sizes that are not
+// whole tile columns; independent of the thread count; taken by ops::attention only without
+// grad and outside a recompute block's first pass, so training keeps the fp32 path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "autograd/compute_dtype.h"
+#include "autograd/kernels/attention.h"
+#include "autograd/kernels/bf16_gemm.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/recompute.h"
+#include "autograd/tensor.h"
+#include "base/parallel.h"
+
+namespace glm4 {
+namespace {
+
+bool native_bf16() { return kernels::bf16_kernel() != kernels::Bf16Kernel::kNone; }
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Case {
+  int64_t B, T, S, Hq, Hkv, D;
+  AttentionMask mask;
+};
+
+// out [B, T, Hq, D] in fp64: softmax over the visible keys of each query, as the mask says.
+std::vector<double> reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v) {
+  std::vector<double> out(size_t(c.B * c.T * c.Hq * c.D), 0.0);
+  const double scale = 1.0 / std::sqrt(double(c.D));
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.Hq; ++h) {
+        int64_t lo, hi;
+        c.mask.range(b, t, c.S, &lo, &hi);
+        if (lo >= hi) continue;
+        const int64_t kvh = h / (c.Hq / c.Hkv);
+        std::vector<double> w(size_t(hi - lo));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t s = lo; s < hi; ++s) {
+          double dot = 0;
+          for (int64_t i = 0; i < c.D; ++i)
+            dot += double(q[size_t(((b * c.T + t) * c.Hq + h) * c.D + i)]) *
+                   k[size_t(((b * c.S + s) * c.Hkv + kvh) * c.D + i)];
+          w[size_t(s - lo)] = dot * scale;
+          mx = std::max(mx, dot * scale);
+        }
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int64_t s = lo; s < hi; ++s)
+          for (int64_t i = 0; i < c.D; ++i)
+            out[size_t(((b * c.T + t) * c.Hq + h) * c.D + i)] +=
+                w[size_t(s - lo)] / sum * v[size_t(((b * c.S + s) * c.Hkv + kvh) * c.D + i)];
+      }
+  return out;
+}
+
+std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                       const std::vector<float>& v, bool bf16) {
+  std::vector<float> out(q.size(), -7.0f);
+  kernels::AttentionArgs a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.out = out.data();
+  a.B = c.B; a.T = c.T; a.S = c.S; a.Hq = c.Hq; a.Hkv = c.Hkv; a.D = c.D;
+  a.q_batch_stride = c.T * c.Hq * c.D;
+  a.kv_batch_stride = c.S * c.Hkv * c.D;
+  a.scale = float(1.0 / std::sqrt(double(c.D)));
+  a.mask = &c.mask;
+  a.bf16_tiles = bf16;
+  kernels::attention_forward(a);
+  return out;
+}
+
+double max_error(const std::vector<float>& got, const std::vector<double>& ref) {
+  double e = 0;
+  for (size_t i = 0; i < ref.size(); ++i) e = std::max(e, std::fabs(got[i] - ref[i]));
+  return e;
+}
+
+TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
+  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  std::vector<Case> cases;
+  cases.push_back({1, 100, 100, 4, 2, 64, {}});             // causal prefill, GQA, ragged tiles
+  cases.push_back({2, 37, 37, 2, 1, 24, {}});               // head size not a whole tile column
+  Case padded{2, 70, 70, 2, 2, 16, {}};
+  padded.mask.kv_begin = {0, 9};                            // left padding in row 1
+  padded.mask.kv_end = {61, 70};
+  cases.push_back(padded);
+  Case chunk{1, 20, 90, 2, 2, 32, {}};                      // a prefill chunk after 70 cached keys
+  chunk.mask.q_offset = 70;
+  cases.push_back(chunk);
+  for (const Case& c : cases) {
+    const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 1),
+                             k = randn(size_t(c.B * c.S * c.Hkv * c.D), 2),
+                             v = randn(size_t(c.B * c.S * c.Hkv * c.D), 3);
+    const std::vector<double> ref = reference(c, q, k, v);
+    const std::vector<float> f32 = run(c, q, k, v, false), bf16 = run(c, q, k, v, true);
+    const double e32 = max_error(f32, ref), e16 = max_error(bf16, ref);
+    EXPECT_LT(e32, 1e-5) << "D " << c.D;
+    // bf16 rounding of q, k, p and v (2^-9 relative each) on unit-variance data.
+    EXPECT_LT(e16, 2e-2) << "D " << c.D;
+    EXPECT_GT(e16, e32) << "D " << c.D << ": the bf16 tiles did not run";
+    for (int64_t b = 0; b < c.B; ++b)  // padding queries write zeros, as the fp32 path does
+      for (int64_t t = 0; t < c.T; ++t) {
+        int64_t lo, hi;
+        c.mask.range(b, t, c.S, &lo, &hi);
+        if (lo < hi) continue;
+        for (int64_t i = 0; i < c.Hq * c.D; ++i)
+          ASSERT_EQ(bf16[size_t((b * c.T + t) * c.Hq * c.D + i)], 0.0f);
+      }
+  }
+}
+
+TEST(AttentionBf16, IgnoresTheThreadCount) {
+  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  const Case c{2, 130, 130, 8, 2, 64, {}};
+  const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 4),
+                           k = randn(size_t(c.B * c.S * c.Hkv * c.D), 5),
+                           v = randn(size_t(c.B * c.S * c.Hkv * c.D), 6);
+  const int threads = max_threads();
+  set_max_threads(1);
+  const std::vector<float> one = run(c, q, k, v, true);
+  set_max_threads(std::max(2, threads));
+  const std::vector<float> many = run(c, q, k, v, true);
+  set_max_threads(threads);
+  EXPECT_EQ(one, many);
+}
+
+// ops::attention under bf16 compute: the bf16 tiles without grad (generation), the fp32 kernels
+// with grad and in a recompute block's first pass (whose backward reruns the block with grad).
+TEST(AttentionBf16, OnlyInferenceTakesThem) {
+  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  const Case c{1, 48, 48, 2, 1, 32, {}};
+  const std::vector<float> qv = randn(size_t(c.T * c.Hq * c.D), 7), kv = randn(size_t(c.S * c.D), 8),
+                           vv = randn(size_t(c.S * c.D), 9);
+  const std::vector<float> f32 = run(c, qv, kv, vv, false), bf16 = run(c, qv, kv, vv, true);
+  ASSERT_NE(f32, bf16);
+  Tensor q = Tensor::from({1, c.T, c.Hq, c.D}, qv), k = Tensor::from({1, c.S, 1, c.D}, kv),
+         v = Tensor::from({1, c.S, 1, c.D}, vv);
+  auto values = [](const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); };
+  set_compute_dtype(ComputeDType::BF16);
+  {
+    NoGradGuard no_grad;
+    EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), bf16);
+  }
+  q.set_requires_grad(true);
+  EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), f32);
+  Tensor first = recompute([&](const std::vector<Tensor>& in) { return ops::attention(in[0], k, v, c.mask); },
+                           {q});
+  EXPECT_EQ(values(first), f32);
+  set_compute_dtype(ComputeDType::F32);
+  {
+    NoGradGuard no_grad;
+    EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), f32);
+  }
+}
+
+}  // namespace
+}  // namespace glm4
