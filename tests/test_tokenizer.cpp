@@ -250,6 +250,15 @@ TEST(TokenizerLoader, MalformedFilesNameFileAndLine) {
   std::ofstream(sdir / "tokenizer.model") << std::string("\x0a\x05\x0a\x03" "abc\x12\xff", 9);
   EXPECT_NE(error_of([&] { load_tokenizer(sdir); }).find("tokenizer.model"), std::string::npos)
       << error_of([&] { load_tokenizer(sdir); });
+
+  // Found by fuzz_sentencepiece: libsentencepiece's trie builder aborted the process on these.
+  const std::string unk("\x0a\x09\x0a\x05<unk>\x18\x02", 11);  // piece "<unk>", type UNKNOWN
+  for (const auto& [piece, what] : {std::pair{std::string("\x0a\x02\x0a\x00", 4), "piece 1 is empty"},
+                                    std::pair{std::string("\x0a\x05\x0a\x03\x00\x00" "a", 7), "piece 1 holds a NUL byte"}}) {
+    std::ofstream(sdir / "tokenizer.model", std::ios::binary) << unk + piece;
+    const std::string msg = error_of([&] { load_sentencepiece(sdir / "tokenizer.model"); });
+    EXPECT_NE(msg.find(std::string("tokenizer.model: ") + what), std::string::npos) << msg;
+  }
 }
 
 // The named limits of tokenizer files: each refusal names the file and the limit.

@@ -155,6 +155,12 @@ size_t chatglm_special_count(const std::filesystem::path& file, const std::vecto
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& file) {
   const std::string proto = tok_io::read_file(file);
   const std::vector<SpPiece> pieces = read_sp_pieces(proto, file.string());
+  // libsentencepiece builds a trie over the pieces that aborts the process (an exception it
+  // cannot pass on) on an empty piece or a NUL byte in one, so those are refused here.
+  for (size_t i = 0; i < pieces.size(); ++i)
+    GLM4_CHECK(!pieces[i].text.empty() && pieces[i].text.find('\0') == std::string::npos, file.string(),
+               ": piece ", i, pieces[i].text.empty() ? " is empty" : " holds a NUL byte",
+               " (sentencepiece cannot load such a model)");
   return std::make_unique<SentencePieceTokenizer>(file.string(), proto, pieces,
                                                   chatglm_special_count(file, pieces));
 }
