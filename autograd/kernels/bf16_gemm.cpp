@@ -343,6 +343,22 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
                    });
 }
 
+namespace {
+// Weight rows [r0, r1) x reduction [k0, k1) of a weight stored neither fp32 nor bf16, packed into
+// the rows layout one group of 16 rows at a time: to_f32(first_row, rows, tile) writes the
+// group's [rows, k1 - k0] values in fp32, which are then rounded to bf16.
+template <typename ToF32>
+void pack_rows_via_f32(int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel, ToF32&& to_f32) {
+  const int64_t width = k1 - k0, kb = kblocks(width);
+  float* tile = quant_scratch().f32.get(kGroup * width);
+  for (int64_t g = 0; g < groups(r1 - r0); ++g) {
+    const int64_t rows = std::min(kGroup, r1 - r0 - g * kGroup);
+    to_f32(r0 + g * kGroup, rows, tile);
+    pack_rows_f32(tile, rows, width, width, 0, 1, kb, panel + g * kb * kBlockElems);
+  }
+}
+}  // namespace
+
 void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
                                const QuantizedMatrix& W, float* Y, bool accumulate) {
   check_quantized(W, "bf16_quant_linear_forward");
@@ -356,13 +372,9 @@ void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int
   // k0 is 0 or a multiple of 8192 (kMaxKs k-blocks) and k1 is that or K: whole groups.
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
-                  const int64_t width = k1 - k0, kb = kblocks(width);
-                  float* tile = quant_scratch().f32.get(kGroup * width);  // one row group
-                  for (int64_t g = 0; g < groups(r1 - r0); ++g) {
-                    const int64_t rows = std::min(kGroup, r1 - r0 - g * kGroup);
-                    dequantize_tile_f32(W, r0 + g * kGroup, rows, k0, width, tile, width);
-                    pack_rows_f32(tile, rows, width, width, 0, 1, kb, panel + g * kb * kBlockElems);
-                  }
+                  pack_rows_via_f32(r0, r1, k0, k1, panel, [&](int64_t r, int64_t rows, float* tile) {
+                    dequantize_tile_f32(W, r, rows, k0, k1 - k0, tile, k1 - k0);
+                  });
                 });
 }
 
@@ -399,13 +411,9 @@ void bf16_f16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64
   if (K == 0) return fill_empty(Y, M, N, accumulate);
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
-                  const int64_t width = k1 - k0, kb = kblocks(width);
-                  float* tile = quant_scratch().f32.get(kGroup * width);  // one row group
-                  for (int64_t g = 0; g < groups(r1 - r0); ++g) {
-                    const int64_t rows = std::min(kGroup, r1 - r0 - g * kGroup);
-                    convert_block_to_f32(DType::F16, W + (r0 + g * kGroup) * K + k0, K, rows, width, tile);
-                    pack_rows_f32(tile, rows, width, width, 0, 1, kb, panel + g * kb * kBlockElems);
-                  }
+                  pack_rows_via_f32(r0, r1, k0, k1, panel, [&](int64_t r, int64_t rows, float* tile) {
+                    convert_block_to_f32(DType::F16, W + r * K + k0, K, rows, k1 - k0, tile);
+                  });
                 });
 }
 
