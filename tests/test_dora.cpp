@@ -20,6 +20,8 @@
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/fixture_logits.h"
+#include "tests/support/reference_batches.h"
 #include "train/train_step.h"
 
 namespace glm4 {
@@ -70,31 +72,6 @@ DoraFixture setup(const std::string& model = "tiny_glm4") {
   return f;
 }
 
-Batch fixture_batch(const SafetensorsFile& file, int step, int micro) {
-  std::string p = "step" + std::to_string(step) + ".micro" + std::to_string(micro) + ".";
-  const TensorInfo& ids = file.at(p + "input_ids");
-  const int64_t B = ids.shape[0], T = ids.shape[1];
-  std::vector<int64_t> all_ids = read_int(ids), all_labels = read_int(file.at(p + "labels"));
-  std::vector<int64_t> lengths = read_int(file.at(p + "lengths"));
-  std::vector<Example> rows(static_cast<size_t>(B));
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < lengths[size_t(r)]; ++t) {
-      rows[size_t(r)].ids.push_back(int32_t(all_ids[size_t(r * T + t)]));
-      rows[size_t(r)].labels.push_back(int32_t(all_labels[size_t(r * T + t)]));
-    }
-  return make_batch(rows, 0, B, 0);
-}
-
-double max_relative(const std::vector<float>& ours, const std::vector<float>& ref) {
-  EXPECT_EQ(ours.size(), ref.size());
-  double worst = 0, scale = 1e-30;
-  for (size_t i = 0; i < ref.size() && i < ours.size(); ++i) {
-    scale = std::max(scale, double(std::abs(ref[i])));
-    worst = std::max(worst, double(std::abs(ours[i] - ref[i])));
-  }
-  return worst / scale;
-}
-
 std::vector<float> logits_of(Glm4Model& m) {
   NoGradGuard no_grad;
   std::vector<int32_t> ids;
@@ -120,12 +97,12 @@ void perturb(Glm4Model& m, uint64_t seed) {
 
 TEST(DoraTrainParity, FirstStepGradientsOfABAndMagnitudeMatchPeft) {
   DoraFixture f = setup();
-  std::vector<Batch> micro{fixture_batch(*f.file, 0, 0), fixture_batch(*f.file, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
   for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(max_relative(t.grad().to_vector(), read_f32(f.file->at("grad0." + key))), 1e-5) << key;
+    EXPECT_LE(testing::max_relative_error(t.grad().to_vector(), read_f32(f.file->at("grad0." + key))), 1e-5) << key;
   }
 }
 
@@ -138,12 +115,12 @@ void run_twenty_steps(bool recompute_layers) {
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
     EXPECT_NEAR(r.loss, losses[size_t(s)], 1e-5 * std::abs(losses[size_t(s)])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[size_t(s)], 1e-4 * norms[size_t(s)]) << "step " << s;
   }
   for (auto& [key, t] : f.params)
-    EXPECT_LE(max_relative(t.to_vector(), read_f32(f.file->at("final." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.to_vector(), read_f32(f.file->at("final." + key))), 1e-4) << key;
 }
 
 TEST(DoraTrainParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }
@@ -153,14 +130,14 @@ TEST(Dora, FreshAdapterIsTheBaseAndMagnitudeIsTheRowNorm) {
   auto model = load_model(kData + "/tiny_glm4");
   const std::vector<float> base = logits_of(*model);
   model->add_lora(dora_config(), 7);
-  EXPECT_LE(max_relative(logits_of(*model), base), 1e-6);
+  EXPECT_LE(testing::max_relative_error(logits_of(*model), base), 1e-6);
   Linear& q = *model->find_linear("model.layers.0.self_attn.q_proj");
   Tensor w = q.weight.to_f32();
   double row0 = 0;
   for (int64_t k = 0; k < q.in_features; ++k) row0 += double(w.data()[k]) * w.data()[k];
   EXPECT_NEAR(q.lora->magnitude.data()[0], std::sqrt(row0), 1e-6 * std::sqrt(row0));
   perturb(*model, 3);
-  EXPECT_GT(max_relative(logits_of(*model), base), 1e-2);
+  EXPECT_GT(testing::max_relative_error(logits_of(*model), base), 1e-2);
 }
 
 // Fused W' = m * (W + s B A) / ||W + s B A||_row gives the live adapter's logits.
@@ -172,7 +149,7 @@ TEST(Dora, FusedEqualsLive) {
     const std::vector<float> live = logits_of(*model);
     EXPECT_EQ(merge_adapters(*model, DType::F32), 12);
     EXPECT_TRUE(model->lora_parameters().empty());
-    EXPECT_LE(max_relative(logits_of(*model), live), 1e-5) << name;
+    EXPECT_LE(testing::max_relative_error(logits_of(*model), live), 1e-5) << name;
   }
 }
 
@@ -240,7 +217,7 @@ TEST(Dora, TrainsOnBf16ComputeAndQuantizedBases) {
     for (int s = 0; s < 4; ++s) {
       StepOptions o;
       o.lr = 1e-2;
-      losses.push_back(train_step(*model, opt, {fixture_batch(*file, 1, 0)}, o).loss);
+      losses.push_back(train_step(*model, opt, {testing::fixture_train_batch(*file, 1, 0)}, o).loss);
       ASSERT_TRUE(std::isfinite(losses.back())) << name;
     }
     EXPECT_LT(losses.back(), losses.front()) << name;
@@ -298,7 +275,7 @@ TEST(Dora, DropoutFollowsPeftsFormula) {
     }
   EXPECT_LE(worst / scale, 1e-5);
   ctx.training = false;
-  EXPECT_LE(max_relative(lin.forward(x, ctx).to_vector(), eval_expected), 1e-5);
+  EXPECT_LE(testing::max_relative_error(lin.forward(x, ctx).to_vector(), eval_expected), 1e-5);
 }
 
 // Fusing into a 4-bit base (glm4 fuse without --dequantize) takes DoRA's whole change as the
@@ -309,14 +286,14 @@ TEST(Dora, RequantizedFuseCarriesTheWholeChange) {
   perturb(*model, 2);
   const std::vector<float> live = logits_of(*model);
   auto base = load_model(kData + "/tiny_glm4_q");
-  const double base_gap = max_relative(logits_of(*base), live);
+  const double base_gap = testing::max_relative_error(logits_of(*base), live);
   std::vector<ModuleMerge> merged = merge_requantized(*model, {.dtype = DType::F32, .min_kept = 0.5});
   ASSERT_EQ(merged.size(), 12u);
   for (const ModuleMerge& m : merged) {
     EXPECT_GT(m.delta_ratio, 0.0) << m.path;
     EXPECT_TRUE(std::isfinite(m.error)) << m.path;
   }
-  const double fused_gap = max_relative(logits_of(*model), live);
+  const double fused_gap = testing::max_relative_error(logits_of(*model), live);
   std::printf("[ dora ] 4-bit fuse: logits rel gap to live %.3g (base: %.3g)\n", fused_gap, base_gap);
   EXPECT_LT(fused_gap, 0.5 * base_gap);
 }

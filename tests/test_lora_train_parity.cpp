@@ -10,6 +10,8 @@
 #include "model/compute_choice.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
+#include "tests/support/fixture_logits.h"
+#include "tests/support/reference_batches.h"
 #include "train/train_step.h"
 
 namespace glm4 {
@@ -43,36 +45,14 @@ LoraFixture setup(const std::string& model = "tiny_glm4") {
   return f;
 }
 
-Batch fixture_batch(const SafetensorsFile& file, int step, int micro) {
-  std::string p = "step" + std::to_string(step) + ".micro" + std::to_string(micro) + ".";
-  const TensorInfo& ids = file.at(p + "input_ids");
-  const int64_t B = ids.shape[0], T = ids.shape[1];
-  std::vector<int64_t> all_ids = read_int(ids), all_labels = read_int(file.at(p + "labels"));
-  std::vector<int64_t> lengths = read_int(file.at(p + "lengths"));
-  std::vector<Example> rows(static_cast<size_t>(B));
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < lengths[size_t(r)]; ++t) {
-      rows[size_t(r)].ids.push_back(int32_t(all_ids[size_t(r * T + t)]));
-      rows[size_t(r)].labels.push_back(int32_t(all_labels[size_t(r * T + t)]));
-    }
-  return make_batch(rows, 0, B, 0);  // padded to its longest row, not to the fixture's T
-}
-
-double max_relative(const Tensor& ours, const std::vector<float>& ref) {
-  double worst = 0, scale = 1e-12;
-  for (size_t i = 0; i < ref.size(); ++i) scale = std::max(scale, double(std::abs(ref[i])));
-  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::abs(ours.data()[i] - ref[i])));
-  return worst / scale;
-}
-
 TEST(LoraTrainParity, FirstStepGradientsMatchPeft) {
   LoraFixture f = setup();
-  std::vector<Batch> micro{fixture_batch(*f.file, 0, 0), fixture_batch(*f.file, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
   for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = double(targets), .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(max_relative(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4) << key;
   }
 }
 
@@ -87,12 +67,12 @@ void run_twenty_steps(bool recompute_layers) {
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
     EXPECT_NEAR(r.loss, losses[s], 1e-4 * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 1e-4 * norms[s]) << "step " << s;
   }
   for (auto& [key, t] : f.params)
-    EXPECT_LE(max_relative(t, read_f32(f.file->at("final." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t, read_f32(f.file->at("final." + key))), 1e-4) << key;
 }
 
 // Recomputing each layer in the backward pass redraws the same LoRA dropout masks, so the
@@ -103,7 +83,7 @@ TEST(LoraTrainParity, RecomputeWithDropoutGivesTheSameGradients) {
     f.model->visit_linears([&](const LinearSite&, Linear& linear) {
       if (linear.lora) linear.lora->dropout = dropout;
     });
-    std::vector<Batch> micro{fixture_batch(*f.file, 0, 0), fixture_batch(*f.file, 0, 1)};
+    std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
     double targets = double(micro[0].target_tokens + micro[1].target_tokens);
     for (size_t i = 0; i < micro.size(); ++i)
       backward(batch_loss(*f.model, micro[i], {.divide_by = targets, .recompute_layers = recompute, .training = true,
@@ -138,7 +118,7 @@ TEST(LoraTrainParity, Bf16ComputeLossCurveWithinTwiceTorchBf16) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
-    StepResult r = train_step(*f.model, opt, {fixture_batch(*f.file, s, 0), fixture_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
     ours = std::max(ours, std::abs(r.loss - double(ref[size_t(s)])));
     theirs = std::max(theirs, std::abs(double(torch[size_t(s)]) - double(ref[size_t(s)])));
   }

@@ -11,6 +11,8 @@
 #include "io/safetensors.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
+#include "tests/support/fixture_logits.h"
+#include "tests/support/reference_batches.h"
 #include "train/train_step.h"
 
 namespace glm4 {
@@ -45,36 +47,14 @@ QloraFixture setup() {
   return f;
 }
 
-Batch fixture_batch(const SafetensorsFile& file, int step, int micro) {
-  const std::string p = "step" + std::to_string(step) + ".micro" + std::to_string(micro) + ".";
-  const TensorInfo& ids = file.at(p + "input_ids");
-  const int64_t B = ids.shape[0], T = ids.shape[1];
-  std::vector<int64_t> all_ids = read_int(ids), all_labels = read_int(file.at(p + "labels"));
-  std::vector<int64_t> lengths = read_int(file.at(p + "lengths"));
-  std::vector<Example> rows(static_cast<size_t>(B));
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < lengths[size_t(r)]; ++t) {
-      rows[size_t(r)].ids.push_back(int32_t(all_ids[size_t(r * T + t)]));
-      rows[size_t(r)].labels.push_back(int32_t(all_labels[size_t(r * T + t)]));
-    }
-  return make_batch(rows, 0, B, 0);
-}
-
-double max_relative(const Tensor& ours, const std::vector<float>& ref) {
-  double worst = 0, scale = 1e-12;
-  for (size_t i = 0; i < ref.size(); ++i) scale = std::max(scale, double(std::abs(ref[i])));
-  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::abs(ours.data()[i] - ref[i])));
-  return worst / scale;
-}
-
 TEST(QloraParity, FirstStepGradientsMatchTorchOnTheDequantizedBase) {
   QloraFixture f = setup();
-  std::vector<Batch> micro{fixture_batch(*f.run, 0, 0), fixture_batch(*f.run, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.run, 0, 0), testing::fixture_train_batch(*f.run, 0, 1)};
   const double targets = double(micro[0].target_tokens + micro[1].target_tokens);
   for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(max_relative(t.grad(), read_f32(f.ref->at("grad0." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.ref->at("grad0." + key))), 1e-4) << key;
   }
   // The frozen quantized base got no gradient and stayed quantized.
   f.model->visit_linears([&](const LinearSite& site, Linear& l) {
@@ -95,13 +75,13 @@ double run_twenty_steps(bool recompute_layers, double tolerance) {
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {fixture_batch(*f.run, s, 0), fixture_batch(*f.run, s, 1)}, o);
+    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.run, s, 0), testing::fixture_train_batch(*f.run, s, 1)}, o);
     worst = std::max(worst, std::abs(r.loss - double(losses[size_t(s)])));
     EXPECT_NEAR(r.loss, losses[s], tolerance * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 10 * tolerance * norms[s]) << "step " << s;
   }
   if (tolerance <= 1e-4)
-    for (auto& [key, t] : f.params) EXPECT_LE(max_relative(t, read_f32(f.ref->at("final." + key))), 1e-4) << key;
+    for (auto& [key, t] : f.params) EXPECT_LE(testing::max_relative_error(t, read_f32(f.ref->at("final." + key))), 1e-4) << key;
   return worst;
 }
 
