@@ -65,10 +65,13 @@ class GgufParser {
       const uint32_t n_dims = get<uint32_t>(field + " n_dims");
       GLM4_CHECK(n_dims >= 1 && n_dims <= uint32_t(kGgmlMaxDims), where(field + " n_dims"), n_dims,
                  " (1 to ", kGgmlMaxDims, " allowed)");
+      int64_t count = 1;  // every partial product must fit, so numel() never overflows
       for (uint32_t d = 0; d < n_dims; ++d) {
         const uint64_t dim = get<uint64_t>(str_cat(field, " ne[", d, "]"));
         GLM4_CHECK(dim <= uint64_t(INT64_MAX), where(str_cat(field, " ne[", d, "]")), dim, " is too large");
         t.ne.push_back(int64_t(dim));
+        GLM4_CHECK(!__builtin_mul_overflow(count, int64_t(dim), &count), where(str_cat(field, " ne[", d, "]")),
+                   "the element count overflows 64 bits");
       }
       const uint32_t type = get<uint32_t>(field + " type");
       GLM4_CHECK(ggml_type_known(type), where(field + " type"), "ggml type ", type,

@@ -300,6 +300,19 @@ TEST(Gguf, EmptyTensorsDecodeToNothing) {
   EXPECT_EQ(f->tensor("x").to_f32(), (std::vector<float>{1.0f, 2.0f}));
 }
 
+// Found by fuzz_gguf (UBSan: signed overflow in numel()): a zero dimension kept the byte size
+// at 0 while the other dimensions' product overflowed.
+TEST(Gguf, ElementCountOverflowIsRefused) {
+  TempDir dir;
+  GgufWriter w;
+  w.add_tensor("ZZZ", {4, 2, 0}, GgmlType::F32, [] { return std::vector<uint8_t>(); });
+  w.write(dir / "z.gguf");
+  std::string s = read_all(dir / "z.gguf");
+  const size_t ne0 = s.find("ZZZ") + 3 + 4;  // name, n_dims
+  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "big.gguf", patched(s, ne0, uint64_t(1) << 62))); },
+                          {"big.gguf", "tensor 'ZZZ' ne[1]", "element count overflows"}));
+}
+
 TEST(Gguf, OverlappingTensorsAreRefused) {
   TempDir dir;
   GgufWriter w;
