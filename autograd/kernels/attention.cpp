@@ -16,6 +16,7 @@ namespace glm4::kernels {
 namespace {
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MapMat = Eigen::Map<RowMat>;
+using StridedMat = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kTileQ = 32;
 constexpr int64_t kTileK = 64;
 
@@ -69,11 +70,17 @@ void attention_forward(const AttentionArgs& a) {
       const float* vbase = a.v + b * a.kv_batch_stride + kvh * d;
       for (int64_t k0 = rr.min_lo; k0 < rr.max_hi; k0 += kTileK) {
         int64_t tk = std::min(kTileK, rr.max_hi - k0);
-        gather_rows(kbase + k0 * a.Hkv * d, a.Hkv * d, tk, d, kbuf.data());
-        gather_rows(vbase + k0 * a.Hkv * d, a.Hkv * d, tk, d, vbuf.data());
+        // K and V are read in place (rows Hkv * d apart); only the bf16 tiles want copies.
+        const StridedMat K(kbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
+        const StridedMat V(vbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
         MapMat S(sbuf.data(), tq, tk);
-        if (tiles) tiles->scores(kbuf.data(), tk, sbuf.data());
-        else S.noalias() = MapMat(qbuf.data(), tq, d) * MapMat(kbuf.data(), tk, d).transpose();
+        if (tiles) {
+          gather_rows(K.data(), a.Hkv * d, tk, d, kbuf.data());
+          gather_rows(V.data(), a.Hkv * d, tk, d, vbuf.data());
+          tiles->scores(kbuf.data(), tk, sbuf.data());
+        } else {
+          S.noalias() = MapMat(qbuf.data(), tq, d) * K.transpose();
+        }
         for (int64_t r = 0; r < tq; ++r) {
           float* srow = sbuf.data() + r * tk;
           int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
@@ -93,7 +100,7 @@ void attention_forward(const AttentionArgs& a) {
           for (int64_t c = 0; c < d; ++c) arow[c] *= alpha;
         }
         if (tiles) tiles->accumulate(sbuf.data(), vbuf.data(), tk, acc.data());
-        else MapMat(acc.data(), tq, d).noalias() += S * MapMat(vbuf.data(), tk, d);
+        else MapMat(acc.data(), tq, d).noalias() += S * V;
       }
       for (int64_t r = 0; r < tq; ++r) {
         float* orow = a.out + ((b * a.T + t0 + r) * a.Hq + h) * d;
