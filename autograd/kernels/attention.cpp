@@ -1,5 +1,9 @@
 #include "autograd/kernels/attention.h"
 
+// GCC 12 flags the self-initialised "undefined" vectors inside its own AVX-512 intrinsics where
+// Eigen's GEMM kernels inline them (here for strided maps), so for the whole file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -49,6 +53,13 @@ void attention_forward(const AttentionArgs& a) {
   const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
   AttentionMask no_mask;
   const AttentionMask& mask = a.mask ? *a.mask : no_mask;
+  std::vector<Bf16KeysValues> packed(a.bf16_tiles ? size_t(a.B * a.Hkv) : 0);
+  parallel_for(int64_t(packed.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t offset = (i / a.Hkv) * a.kv_batch_stride + (i % a.Hkv) * d;
+      packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
+    }
+  });
   parallel_for(a.B * a.Hq * q_tiles, 1, [&](int64_t lo_task, int64_t hi_task) {
     std::vector<float> qbuf(kTileQ * d), kbuf(kTileK * d), vbuf(kTileK * d), sbuf(kTileQ * kTileK),
         acc(kTileQ * d), m(kTileQ), l(kTileQ);
@@ -68,19 +79,18 @@ void attention_forward(const AttentionArgs& a) {
       std::fill_n(l.data(), tq, 0.0f);
       const float* kbase = a.k + b * a.kv_batch_stride + kvh * d;
       const float* vbase = a.v + b * a.kv_batch_stride + kvh * d;
-      for (int64_t k0 = rr.min_lo; k0 < rr.max_hi; k0 += kTileK) {
+      const Bf16KeysValues* kv = tiles ? &packed[size_t(b * a.Hkv + kvh)] : nullptr;
+      // The bf16 tiles start at multiples of 64 keys (the packing's blocks); keys before a row's
+      // range are masked below like any other.
+      const int64_t first = tiles ? rr.min_lo / kTileK * kTileK : rr.min_lo;
+      for (int64_t k0 = first; k0 < rr.max_hi; k0 += kTileK) {
         int64_t tk = std::min(kTileK, rr.max_hi - k0);
-        // K and V are read in place (rows Hkv * d apart); only the bf16 tiles want copies.
+        // K and V are read in place (rows Hkv * d apart).
         const StridedMat K(kbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
         const StridedMat V(vbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
         MapMat S(sbuf.data(), tq, tk);
-        if (tiles) {
-          gather_rows(K.data(), a.Hkv * d, tk, d, kbuf.data());
-          gather_rows(V.data(), a.Hkv * d, tk, d, vbuf.data());
-          tiles->scores(kbuf.data(), tk, sbuf.data());
-        } else {
-          S.noalias() = MapMat(qbuf.data(), tq, d) * K.transpose();
-        }
+        if (tiles) tiles->scores(*kv, k0, tk, sbuf.data());
+        else S.noalias() = MapMat(qbuf.data(), tq, d) * K.transpose();
         for (int64_t r = 0; r < tq; ++r) {
           float* srow = sbuf.data() + r * tk;
           int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
@@ -99,7 +109,7 @@ void attention_forward(const AttentionArgs& a) {
           float* arow = acc.data() + r * d;
           for (int64_t c = 0; c < d; ++c) arow[c] *= alpha;
         }
-        if (tiles) tiles->accumulate(sbuf.data(), vbuf.data(), tk, acc.data());
+        if (tiles) tiles->accumulate(sbuf.data(), *kv, k0, tk, acc.data());
         else MapMat(acc.data(), tq, d).noalias() += S * V;
       }
       for (int64_t r = 0; r < tq; ++r) {

@@ -19,15 +19,24 @@ void panel(Bf16Kernel kernel, const PanelArgs& args) {
 }
 }  // namespace
 
+void Bf16KeysValues::pack(const float* keys, const float* values, int64_t ld, int64_t S_,
+                          int64_t d_) {
+  S = S_;
+  d = d_;
+  const int64_t kb = kblocks(d), dp = kb * kKBlock;
+  k.assign(size_t(groups(S) * kb * kBlockElems), 0);
+  pack_pairs_f32(keys, S, d, ld, 0, groups(S), kb, k.data());
+  std::vector<uint16_t> rows(size_t(S * dp));
+  for (int64_t j = 0; j < S; ++j) round_rows_bf16(values + j * ld, 1, d, rows.data() + j * dp);
+  v.assign(size_t(groups(d) * kblocks(S) * kBlockElems), 0);
+  pack_pairs_bf16(rows.data(), dp, 0, S, 0, d, v.data());
+}
+
 Bf16AttentionTiles::Bf16AttentionTiles(Bf16Kernel kernel, int64_t d) : kernel_(kernel), d_(d) {
   GLM4_CHECK(kernel != Bf16Kernel::kNone && bf16_kernel_available(kernel),
              "[attention] bf16 tiles need AMX or AVX512-BF16");
-  const int64_t kd = kblocks(d) * kBlockElems;
-  q_.resize(size_t(groups(kMaxRows) * kd));
-  k_.resize(size_t(groups(kMaxKeys) * kd));
+  q_.resize(size_t(groups(kMaxRows) * kblocks(d) * kBlockElems));
   p_.resize(size_t(groups(kMaxRows) * kblocks(kMaxKeys) * kBlockElems));
-  v_rows_.resize(size_t(kMaxKeys * kblocks(d) * kKBlock));
-  v_.resize(size_t(groups(d) * kblocks(kMaxKeys) * kBlockElems));
   c_.resize(size_t(groups(kMaxRows) * kGroup * std::max(groups(kMaxKeys), groups(d)) * kGroup));
   if (kernel_ == Bf16Kernel::kAmx) {
     GLM4_CHECK(enable_amx(), "[attention] the kernel refused the AMX tile state");
@@ -44,27 +53,26 @@ void Bf16AttentionTiles::set_query(const float* q, int64_t tq) {
   pack_rows_f32(q, tq, d_, d_, 0, groups(tq), kblocks(d_), q_.data());
 }
 
-void Bf16AttentionTiles::scores(const float* k, int64_t tk, float* s) {
-  const int64_t kb = kblocks(d_), ldc = groups(tk) * kGroup;
-  pack_pairs_f32(k, tk, d_, d_, 0, groups(tk), kb, k_.data());
-  panel(kernel_, {q_.data(), groups(tq_), kb * kBlockElems, k_.data(), groups(tk), kb * kBlockElems,
-                  0, kb, c_.data(), ldc, false});
+void Bf16AttentionTiles::scores(const Bf16KeysValues& kv, int64_t k0, int64_t tk, float* s) {
+  const int64_t kb = kblocks(d_), ldc = groups(tk) * kGroup, stride = kb * kBlockElems;
+  panel(kernel_, {q_.data(), groups(tq_), stride, kv.k.data() + (k0 / kGroup) * stride, groups(tk),
+                  stride, 0, kb, c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r) std::memcpy(s + r * tk, c_.data() + r * ldc, size_t(tk) * 4);
 }
 
-void Bf16AttentionTiles::accumulate(const float* p, const float* v, int64_t tk, float* acc) {
-  const int64_t kb = kblocks(tk), dp = kblocks(d_) * kKBlock;
+void Bf16AttentionTiles::accumulate(const float* p, const Bf16KeysValues& kv, int64_t k0,
+                                    int64_t tk, float* acc) {
+  const int64_t kb = kblocks(tk), v_stride = kblocks(kv.S) * kBlockElems;
   pack_rows_f32(p, tq_, tk, tk, 0, groups(tq_), kb, p_.data());
-  round_rows_bf16(v, tk, d_, v_rows_.data());
-  pack_pairs_bf16(v_rows_.data(), dp, 0, tk, 0, d_, v_.data());
+  const uint16_t* v = kv.v.data() + (k0 / kKBlock) * kBlockElems;  // k-block k0 / 32 of each group
   if (d_ % kGroup == 0) {  // acc's rows are whole column groups: add in place
-    panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v_.data(), groups(d_), kb * kBlockElems,
-                    0, kb, acc, d_, true});
+    panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc,
+                    d_, true});
     return;
   }
   const int64_t ldc = groups(d_) * kGroup;
-  panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v_.data(), groups(d_), kb * kBlockElems,
-                  0, kb, c_.data(), ldc, false});
+  panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb,
+                  c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r)
     for (int64_t c = 0; c < d_; ++c) acc[r * d_ + c] += c_[size_t(r * ldc + c)];
 }
