@@ -61,7 +61,7 @@ void attention_forward(const AttentionArgs& a) {
     }
   });
   parallel_for(a.B * a.Hq * q_tiles, 1, [&](int64_t lo_task, int64_t hi_task) {
-    std::vector<float> qbuf(kTileQ * d), kbuf(kTileK * d), vbuf(kTileK * d), sbuf(kTileQ * kTileK),
+    std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK),
         acc(kTileQ * d), m(kTileQ), l(kTileQ);
     RowRanges rr;
     std::optional<Bf16AttentionTiles> tiles;
