@@ -16,19 +16,14 @@
 #include "autograd/recompute.h"
 #include "autograd/tensor.h"
 #include "base/parallel.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
 bool native_bf16() { return kernels::bf16_kernel() != kernels::Bf16Kernel::kNone; }
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::randn;
 
 struct Case {
   int64_t B, T, S, Hq, Hkv, D;

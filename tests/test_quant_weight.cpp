@@ -15,17 +15,12 @@
 #include "autograd/weight.h"
 #include "autograd/weight_quantize.h"
 #include "base/check.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float std = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, std);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::randn;
 
 Weight quantized(int64_t N, int64_t K, QuantFormat f, DType dt, uint32_t seed) {
   std::vector<float> w = randn(size_t(N * K), seed, 0.02f);
