@@ -11,15 +11,11 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
-#define GLM4_AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
-
 namespace glm4::quant_detail {
 
 namespace {
 
 constexpr int64_t kPadCols = 128;     // the input's columns are padded to this
-constexpr int64_t kParamBlock = 16;   // groups whose scales and biases are widened at once
-constexpr int64_t kPrefetchBytes = 4096;  // as in the fp32 kernels (quant_kernels_avx512.cpp)
 constexpr float kLevel = 127.0f;      // largest |q1| and |q2|
 constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
 
@@ -37,36 +33,27 @@ int64_t input_position(int bits, int64_t c) {
   return base + (i % 2) * 64 + i / 2;
 }
 
-// Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32; zero past count.
-GLM4_AVX512VNNI inline __m512 params16(const QuantizedMatrix& W, const void* params, int64_t r,
-                                       int64_t g0, int64_t count) {
-  if (count != kParamBlock) {
-    alignas(64) float tail[kParamBlock] = {};
-    load_group_params(W, params, r, g0, count, tail);
-    return _mm512_load_ps(tail);
-  }
-  const int64_t i = r * W.groups() + g0;
-  if (W.scale_dtype == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(params) + i);
-  const __m256i h =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
-  return W.scale_dtype == DType::BF16
-             ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-             : _mm512_cvtph_ps(h);
-}
+}  // namespace
+}  // namespace glm4::quant_detail
 
-GLM4_AVX512VNNI inline void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);  // past the end is fine
-}
+// The kernels below are compiled for AVX-512 with VNNI; the code above and the exported entry
+// points after pop_options keep the build's options (they run on any CPU).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")
+#include "autograd/kernels/quant_simd.h"
+
+namespace glm4::quant_detail {
+namespace {
 
 // 64 bytes of codes from p, zero past `valid` bytes.
-GLM4_AVX512VNNI inline __m512i load_codes(const uint8_t* p, int64_t valid) {
+inline __m512i load_codes(const uint8_t* p, int64_t valid) {
   if (valid >= 64) return _mm512_loadu_si512(p);
   return _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
 }
 
 // Columns [c0, c0 + count) of a row of X (one group; count a multiple of 32) into both levels at
 // their input positions; *sum gets the fp32 sum and *unit the group's unit. False on inf or NaN.
-GLM4_AVX512VNNI bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
+bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
                                     int8_t* q1, int8_t* q2, float* sum, float* unit) {
   __m512 amax = _mm512_setzero_ps(), total = _mm512_setzero_ps();
   for (int64_t j = 0; j < count; j += 16) {
@@ -82,7 +69,7 @@ GLM4_AVX512VNNI bool quantize_group(int bits, const float* x, int64_t count, int
   if (a == 0.0f) return true;  // both levels stay 0
   const __m512 s1 = _mm512_set1_ps(step1), u = _mm512_set1_ps(*unit);
   const __m512 lo = _mm512_set1_ps(-kLevel), hi = _mm512_set1_ps(kLevel);
-  auto levels = [&](__m512 v, __m128i& l1, __m128i& l2) GLM4_AVX512VNNI {
+  auto levels = [&](__m512 v, __m128i& l1, __m128i& l2) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512 a1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(v, s1), kNearest)));
     const __m512 r = _mm512_fnmadd_ps(a1, s1, v);  // v - a1 * step1, rounded once
@@ -119,7 +106,7 @@ GLM4_AVX512VNNI bool quantize_group(int bits, const float* x, int64_t count, int
 // Rows [n, n + R) of W against M rows of the input. Lane i of a step's dot products sums the
 // columns [i, i + 1) * lane_cols of the step, which lie in one group.
 template <int Bits, int M, int R>
-GLM4_AVX512VNNI void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
+void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
                           int64_t n, float* Y, int64_t ldy, bool accumulate) {
   const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
   constexpr int64_t kStep = Bits == 4 ? 128 : 64, kLane = kStep / 16;
@@ -147,8 +134,8 @@ GLM4_AVX512VNNI void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, i
     const int64_t count = std::min(kParamBlock, groups - gb);
     __m512 scale[R];
     for (int r = 0; r < R; ++r) {
-      scale[r] = params16(W, W.scales, n + r, gb, count);
-      const __m512 bias = params16(W, W.biases, n + r, gb, count);
+      scale[r] = widen_params16(W, W.scales, n + r, gb, count);
+      const __m512 bias = widen_params16(W, W.biases, n + r, gb, count);
       for (int m = 0; m < M; ++m)  // the lanes are summed at the end, so the bias term joins them
         acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(sums[m] + gb), acc[r][m]);
     }
@@ -191,12 +178,7 @@ GLM4_AVX512VNNI void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, i
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) {
-      const float s = _mm512_reduce_add_ps(acc[r][m]);
-      float& y = Y[m * ldy + n + r];
-      y = accumulate ? y + s : s;
-    }
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
 
 template <int Bits, int M>
@@ -221,11 +203,26 @@ void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, 
 
 }  // namespace
 
+void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  if (W.bits == 4) rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  else rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+}
+
+}  // namespace glm4::quant_detail
+
+#pragma GCC pop_options
+
+namespace glm4::quant_detail {
+
 bool int8_decode_supported(int bits) {
-  __builtin_cpu_init();
-  return (bits == 4 || bits == 8) && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+  static const bool vnni = [] {  // asked before every decode product: read the CPU once
+    __builtin_cpu_init();
+    return cpu_supports("avx512") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+  }();
+  return (bits == 4 || bits == 8) && vnni;
 }
 
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
@@ -252,12 +249,6 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
       }
   }
   return true;
-}
-
-void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
-                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
-  if (W.bits == 4) rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
-  else rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
 }
 
 }  // namespace glm4::quant_detail

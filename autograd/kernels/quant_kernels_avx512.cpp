@@ -16,19 +16,14 @@
 #include "autograd/kernels/quant_kernels.h"
 
 // Everything below is compiled for AVX-512; the headers above keep their own options, so no
-// inline function shared with other files gets AVX-512 code.
+// inline function shared with other files gets AVX-512 code (quant_simd.h's have internal linkage).
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma,f16c")
+#include "autograd/kernels/quant_simd.h"
 
 namespace glm4::quant_detail {
 
 namespace {
-
-constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
-// Software prefetch distance into the packed codes. Without it the kernels' work and the
-// memory stalls added up (a 128000 x 1024 4-bit product: 0.117 ns a weight from memory vs 0.045
-// in L2); 4 KiB ahead brought 0.068 (2 KiB and 8 KiB did no better).
-constexpr int64_t kPrefetchBytes = 4096;
 
 struct Params {
   alignas(64) float scale[kParamBlock];
@@ -50,44 +45,14 @@ void prepare_x(int bits, const float* X, int64_t M, int64_t K, float* xp) {
       }
 }
 
-// Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32, inline for whole
-// blocks of 16 (the call through convert_to_f32 was 14% of a 4-bit decode token).
-inline void load_params(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
-                        int64_t count, float* out) {
-  if (count != kParamBlock) return load_group_params(W, params, r, g0, count, out);
-  const int64_t i = r * W.groups() + g0;
-  __m512 v;
-  if (W.scale_dtype == DType::F32) {
-    v = _mm512_loadu_ps(static_cast<const float*>(params) + i);
-  } else {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
-    v = W.scale_dtype == DType::BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                                     : _mm512_cvtph_ps(h);
-  }
-  _mm512_store_ps(out, v);
-}
-
 inline __m512 code_table(const Params& p, int64_t g) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   return _mm512_fmadd_ps(iota, _mm512_set1_ps(p.scale[g]), _mm512_set1_ps(p.bias[g]));
 }
 
-// A hint only: addresses past the end of the codes are fine.
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
 // 16 bytes -> 16 int32 lanes.
 inline __m512i widen_bytes(const uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-template <int M, int R>
-void emit(__m512 (&acc)[R][M], int64_t n, float* Y, int64_t ldy, bool accumulate) {
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) {
-      const float s = _mm512_reduce_add_ps(acc[r][m]);
-      float& y = Y[m * ldy + n + r];
-      y = accumulate ? y + s : s;
-    }
 }
 
 // Rows [n, n + R) of a 4-bit W against M rows of X.
@@ -104,8 +69,8 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      load_params(W, W.scales, n + r, gb, count, p[r].scale);
-      load_params(W, W.biases, n + r, gb, count, p[r].bias);
+      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count));
+      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count));
     }
     for (int64_t g = 0; g < count; ++g) {
       __m512 table[R];
@@ -130,7 +95,7 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
       }
     }
   }
-  emit<M, R>(acc, n, Y, ldy, accumulate);
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
 
 // Rows [n, n + R) of an 8-bit W, or of any width when kUnpack (codes unpacked to bytes first).
@@ -146,8 +111,8 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      load_params(W, W.scales, n + r, gb, count, p[r].scale);
-      load_params(W, W.biases, n + r, gb, count, p[r].bias);
+      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count));
+      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count));
     }
     for (int64_t g = 0; g < count; ++g) {
       const int64_t c0 = (gb + g) * group;
@@ -175,7 +140,7 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
       }
     }
   }
-  emit<M, R>(acc, n, Y, ldy, accumulate);
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
 
 template <int M, int R>
@@ -215,8 +180,8 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
   alignas(64) uint8_t unpacked[128];
   for (int64_t c = 0; c < count; c += group * kParamBlock) {
     const int64_t g0 = (c0 + c) / group, ng = std::min(kParamBlock, (count - c) / group);
-    load_params(W, W.scales, r, g0, ng, p.scale);
-    load_params(W, W.biases, r, g0, ng, p.bias);
+    _mm512_store_ps(p.scale, widen_params16(W, W.scales, r, g0, ng));
+    _mm512_store_ps(p.bias, widen_params16(W, W.biases, r, g0, ng));
     for (int64_t g = 0; g < ng; ++g) {
       const int64_t col = (g0 + g) * group;
       float* o = out + c + g * group;
