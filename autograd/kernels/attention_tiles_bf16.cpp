@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "autograd/kernels/bf16_internal.h"
-#include "autograd/kernels/cpu_features.h"
 #include "base/check.h"
 
 namespace glm4::kernels {
@@ -13,10 +12,6 @@ namespace {
 using namespace bf16;
 constexpr int64_t kMaxRows = 32, kMaxKeys = 64;
 
-void panel(Bf16Kernel kernel, const PanelArgs& args) {
-  if (kernel == Bf16Kernel::kAmx) amx_panel(args);
-  else avx512_panel(args);
-}
 }  // namespace
 
 void Bf16KeysValues::pack(const float* keys, const float* values, int64_t ld, int64_t S_,
@@ -32,21 +27,15 @@ void Bf16KeysValues::pack(const float* keys, const float* values, int64_t ld, in
   pack_pairs_bf16(rows.data(), dp, 0, S, 0, d, v.data());
 }
 
-Bf16AttentionTiles::Bf16AttentionTiles(Bf16Kernel kernel, int64_t d) : kernel_(kernel), d_(d) {
-  GLM4_CHECK(kernel != Bf16Kernel::kNone && bf16_kernel_available(kernel),
-             "[attention] bf16 tiles need AMX or AVX512-BF16");
+Bf16AttentionTiles::Bf16AttentionTiles(Bf16Kernel kernel, int64_t d)
+    : isa_(isa_of(kernel, "attention")), d_(d) {
   q_.resize(size_t(groups(kMaxRows) * kblocks(d) * kBlockElems));
   p_.resize(size_t(groups(kMaxRows) * kblocks(kMaxKeys) * kBlockElems));
   c_.resize(size_t(groups(kMaxRows) * kGroup * std::max(groups(kMaxKeys), groups(d)) * kGroup));
-  if (kernel_ == Bf16Kernel::kAmx) {
-    GLM4_CHECK(enable_amx(), "[attention] the kernel refused the AMX tile state");
-    amx_begin();
-  }
+  isa_.begin();
 }
 
-Bf16AttentionTiles::~Bf16AttentionTiles() {
-  if (kernel_ == Bf16Kernel::kAmx) amx_end();
-}
+Bf16AttentionTiles::~Bf16AttentionTiles() { isa_.end(); }
 
 void Bf16AttentionTiles::set_query(const float* q, int64_t tq) {
   tq_ = tq;
@@ -55,7 +44,7 @@ void Bf16AttentionTiles::set_query(const float* q, int64_t tq) {
 
 void Bf16AttentionTiles::scores(const Bf16KeysValues& kv, int64_t k0, int64_t tk, float* s) {
   const int64_t kb = kblocks(d_), ldc = groups(tk) * kGroup, stride = kb * kBlockElems;
-  panel(kernel_, {q_.data(), groups(tq_), stride, kv.k.data() + (k0 / kGroup) * stride, groups(tk),
+  isa_.panel({q_.data(), groups(tq_), stride, kv.k.data() + (k0 / kGroup) * stride, groups(tk),
                   stride, 0, kb, c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r) std::memcpy(s + r * tk, c_.data() + r * ldc, size_t(tk) * 4);
 }
@@ -66,12 +55,12 @@ void Bf16AttentionTiles::accumulate(const float* p, const Bf16KeysValues& kv, in
   pack_rows_f32(p, tq_, tk, tk, 0, groups(tq_), kb, p_.data());
   const uint16_t* v = kv.v.data() + (k0 / kKBlock) * kBlockElems;  // k-block k0 / 32 of each group
   if (d_ % kGroup == 0) {  // acc's rows are whole column groups: add in place
-    panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc,
+    isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc,
                     d_, true});
     return;
   }
   const int64_t ldc = groups(d_) * kGroup;
-  panel(kernel_, {p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb,
+  isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb,
                   c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r)
     for (int64_t c = 0; c < d_; ++c) acc[r * d_ + c] += c_[size_t(r * ldc + c)];

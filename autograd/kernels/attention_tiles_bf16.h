@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/bf16_internal.h"
 
 namespace glm4::kernels {
 
@@ -36,7 +37,7 @@ class Bf16AttentionTiles {
   void accumulate(const float* p, const Bf16KeysValues& kv, int64_t k0, int64_t tk, float* acc);
 
  private:
-  Bf16Kernel kernel_;
+  bf16::Isa isa_;
   int64_t d_, tq_ = 0;
   std::vector<uint16_t> q_, p_;  // packed operands (bf16_internal.h layouts)
   std::vector<float> c_;         // one padded product tile

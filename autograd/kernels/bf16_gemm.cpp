@@ -60,21 +60,7 @@ class AlignedBuffer {
   int64_t size_ = 0;
 };
 
-struct Isa {
-  void (*panel)(const PanelArgs&);
-  void (*begin)();
-  void (*end)();
-};
-
 void no_op() {}
-
-Isa isa_of(Bf16Kernel kernel, const char* op) {
-  GLM4_CHECK(kernel != Bf16Kernel::kNone, "[", op, "] no bf16 kernel selected");
-  GLM4_CHECK(bf16_kernel_available(kernel), "[", op, "] the ", bf16_kernel_name(kernel),
-             " kernel is not available on this CPU");
-  if (kernel == Bf16Kernel::kAmx) return {amx_panel, amx_begin, amx_end};
-  return {avx512_panel, no_op, no_op};
-}
 
 // Tasks: weight blocks of wg groups x activation blocks of ag groups, C held for the whole task.
 // A task packs its weight panel for ks k-blocks of the reduction at a time (so the panel fits
@@ -185,6 +171,14 @@ void small_input_grad(const float* dY, int64_t M, int64_t N, const uint16_t* W, 
 }
 
 }  // namespace
+
+Isa bf16::isa_of(Bf16Kernel kernel, const char* op) {
+  GLM4_CHECK(kernel != Bf16Kernel::kNone, "[", op, "] no bf16 kernel selected");
+  GLM4_CHECK(bf16_kernel_available(kernel), "[", op, "] the ", bf16_kernel_name(kernel),
+             " kernel is not available on this CPU");
+  if (kernel == Bf16Kernel::kAmx) return {amx_panel, amx_begin, amx_end};
+  return {avx512_panel, no_op, no_op};
+}
 
 const char* bf16_kernel_name(Bf16Kernel kernel) {
   switch (kernel) {

@@ -10,6 +10,8 @@
 #pragma once
 #include <cstdint>
 
+#include "autograd/kernels/bf16_gemm.h"
+
 namespace glm4::kernels::bf16 {
 
 constexpr int64_t kGroup = 16;       // rows / columns per block
@@ -60,6 +62,17 @@ void store_transposed(const float* c, int64_t ldc, int64_t rows, int64_t cols, f
 // release after the last.
 void amx_begin();
 void amx_end();
+
+// One kernel's panel product with its per-thread set-up and release (amx_panel with amx_begin /
+// amx_end, or avx512_panel with nothing).
+struct Isa {
+  void (*panel)(const PanelArgs&);
+  void (*begin)();
+  void (*end)();
+};
+// The Isa of `kernel`; throws naming `op` for kNone or a kernel this CPU cannot run (asking
+// Linux for the AMX tile state on the way: bf16_kernel_available).
+Isa isa_of(Bf16Kernel kernel, const char* op);
 
 // Decode-sized forward (M <= 4), reading W once: Y[M, N] (+)= Xb[M, Kp] W[N, K]^T for rows
 // [n0, n1) of W; Xb is X in bf16 with rows padded with zeros to Kp = 32 * kblocks(K).
