@@ -28,7 +28,8 @@ fi
 if ((dev)); then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.
   # libdnnl-dev: oneDNN, the bf16 matmul bench_bf16_gemm compares against (nothing else links it).
-  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece libdnnl-dev)
+  # ocl-icd-opencl-dev: Debian's dnnl-config.cmake finds OpenCL as required; without it configure fails.
+  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece libdnnl-dev ocl-icd-opencl-dev)
 fi
 
 source "$(dirname "$0")/lib/apt_install.sh"
