@@ -6,7 +6,11 @@ namespace glm4 {
 
 namespace {
 std::atomic<ComputeDType> g_compute{ComputeDType::F32};
+std::atomic<int64_t> g_bf16_max_rows{kBf16AllRows};
 }  // namespace
+
+void set_bf16_max_rows(int64_t rows) { g_bf16_max_rows.store(rows, std::memory_order_relaxed); }
+int64_t bf16_max_rows() { return g_bf16_max_rows.load(std::memory_order_relaxed); }
 
 void set_compute_dtype(ComputeDType dtype) { g_compute.store(dtype, std::memory_order_relaxed); }
 ComputeDType compute_dtype() { return g_compute.load(std::memory_order_relaxed); }

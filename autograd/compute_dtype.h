@@ -2,6 +2,7 @@
 // f16 weights and multiplies in fp32; BF16 sends bf16 weights to the bf16 kernels
 // (autograd/kernels/bf16_gemm.h) where the CPU has them, rounding activations to bf16.
 #pragma once
+#include <cstdint>
 
 namespace glm4 {
 
@@ -10,5 +11,12 @@ enum class ComputeDType { F32, BF16 };
 void set_compute_dtype(ComputeDType dtype);
 ComputeDType compute_dtype();
 const char* compute_dtype_name(ComputeDType dtype);  // "f32", "bf16"
+
+// Under BF16 compute, the most rows a product with a dense bf16 weight may have and still go to
+// the bf16 kernels; larger ones take the fp32 path on the same weight. Unlimited by default
+// (kBf16AllRows); `--compute auto` lowers it where the bf16 units only pay at decode sizes.
+constexpr int64_t kBf16AllRows = INT64_MAX;
+void set_bf16_max_rows(int64_t rows);
+int64_t bf16_max_rows();
 
 }  // namespace glm4

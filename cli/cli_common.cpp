@@ -86,7 +86,8 @@ void check_output_dir(const fs::path& dir, const std::string& flag, bool force) 
 void add_compute_flag(CLI::App* app, std::string& value) {
   app->add_option("--compute", value,
                   "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or "
-                  "AVX512-BF16, else f32), f32 or bf16 (default auto)");
+                  "AVX512-BF16, on Intel's AVX512-BF16 alone for decode sizes only; else f32), f32 or "
+                  "bf16 (default auto)");
 }
 
 }  // namespace glm4::cli

@@ -1,6 +1,7 @@
 #include "model/compute_choice.h"
 
 #include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/cpu_features.h"
 #include "base/check.h"
 
 namespace glm4 {
@@ -24,7 +25,17 @@ bool mostly_bf16(Glm4Model& model) {
 }
 }  // namespace
 
-std::string ComputeChoice::describe() const { return std::string(compute_dtype_name(dtype)) + " (" + kernel + ")"; }
+std::string ComputeChoice::describe() const {
+  std::string rows;
+  if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows)
+    rows = " up to " + std::to_string(bf16_max_rows) + " rows, fp32 above";
+  return std::string(compute_dtype_name(dtype)) + " (" + kernel + rows + ")";
+}
+
+int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel) {
+  constexpr int64_t kDecodeRows = 4;
+  return kernel == kernels::Bf16Kernel::kAvx512Bf16 && intel ? kDecodeRows : kBf16AllRows;
+}
 
 ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
   GLM4_CHECK(flag == "auto" || flag == "f32" || flag == "bf16", "--compute ", flag, ": expected auto, f32 or bf16");
@@ -36,8 +47,10 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
   if (flag == "bf16" || (flag == "auto" && native && mostly_bf16(model))) {
     c.dtype = ComputeDType::BF16;
     c.kernel = kernels::bf16_kernel_name(kernel);
+    if (flag == "auto") c.bf16_max_rows = auto_bf16_max_rows(kernel, kernels::cpu_features().intel);
   }
   set_compute_dtype(c.dtype);
+  set_bf16_max_rows(c.bf16_max_rows);
   return c;
 }
 

@@ -1,11 +1,13 @@
 // The --compute flag: which dtype a model's frozen products run in. `auto` picks bf16 when the
 // model's matrices are stored in bf16 (or quantized from bf16: scales in bf16, as mlx writes
-// them) and the CPU has native bf16 dot products (AMX or AVX512-BF16), else f32; fp32
+// them) and the CPU has native bf16 dot products (AMX or AVX512-BF16; see auto_bf16_max_rows for
+// which product sizes), else f32; fp32
 // checkpoints always keep the exact fp32 path.
 #pragma once
 #include <string>
 
 #include "autograd/compute_dtype.h"
+#include "autograd/kernels/bf16_gemm.h"
 #include "model/glm4_model.h"
 
 namespace glm4 {
@@ -13,8 +15,15 @@ namespace glm4 {
 struct ComputeChoice {
   ComputeDType dtype = ComputeDType::F32;
   std::string kernel = "fp32";  // what runs the frozen products: "amx", "avx512bf16", "fp32"
-  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)"
+  int64_t bf16_max_rows = kBf16AllRows;  // larger dense bf16 products take the fp32 path
+  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16 up to 4 rows, fp32 above)"
 };
+
+// The bf16_max_rows `auto` sets for `kernel`: every product on AMX, and on AVX512-BF16 where that
+// is not an Intel CPU's; on Intel's AVX512-BF16 alone only decode sizes (up to 4 rows), where
+// reading half the weight bytes is what counts: there its bf16 dot products are no faster than
+// two fp32 FMAs, so larger products run 1.6x faster on the fp32 path (benchmarks/README).
+int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel);
 
 // Resolves `flag` ("auto", "f32", "bf16") for `model` and makes it the process's compute dtype.
 // Throws glm4::Error naming --compute for another value, or for bf16 on a CPU without native

@@ -19,6 +19,7 @@
 #include "autograd/kernels/quant_linear.h"
 #include "base/parallel.h"
 #include "autograd/weight.h"
+#include "model/compute_choice.h"
 
 namespace glm4 {
 namespace {
@@ -257,6 +258,7 @@ class ComputeDTypeScope {
   ComputeDTypeScope() : kernel_(kernels::bf16_kernel()) {}
   ~ComputeDTypeScope() {
     set_compute_dtype(ComputeDType::F32);
+    set_bf16_max_rows(kBf16AllRows);
     kernels::set_bf16_kernel(kernel_);
   }
 
@@ -313,6 +315,49 @@ TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
         EXPECT_EQ(got16.first, y) << kernels::bf16_kernel_name(k) << " f16 forward M=" << M;
         EXPECT_EQ(got16.second, dx) << kernels::bf16_kernel_name(k) << " f16 input grad M=" << M;
       }
+    }
+  }
+}
+
+// bf16_max_rows: dense bf16 products with more rows take the fp32 path bit for bit (forward and
+// input gradient), those within it the bf16 kernel; what `auto` sets comes from
+// auto_bf16_max_rows (decode sizes on Intel's AVX512-BF16 alone, else every size).
+TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
+  EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAvx512Bf16, true), 4);
+  EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAvx512Bf16, false), kBf16AllRows);
+  EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAmx, true), kBf16AllRows);
+  ComputeDTypeScope restore;
+  const int64_t N = 64, K = 48;
+  const auto w32 = random_vec(N * K, 21);
+  const Weight W = Weight::from_f32(w32.data(), N, K, DType::BF16);
+  const auto* wb = static_cast<const uint16_t*>(W.data());
+  const std::vector<uint16_t> wvec(wb, wb + N * K);
+  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
+    if (!kernels::bf16_kernel_available(k)) {
+      std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
+      continue;
+    }
+    kernels::set_bf16_kernel(k);
+    for (int64_t M : {3, 4, 5, 33}) {
+      const auto X = random_vec(M * K, 22), dY = random_vec(M * N, 23);
+      auto products = [&] {
+        std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
+        linear_forward(X.data(), M, K, W, y.data(), false);
+        linear_input_grad(dY.data(), M, N, W, dx.data(), false);
+        return std::make_pair(y, dx);
+      };
+      set_compute_dtype(ComputeDType::F32);
+      const auto fp32 = products();
+      std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
+      run(k, true, X, M, N, K, wvec, &y, false);
+      run(k, false, dY, M, N, K, wvec, &dx, false);
+      const auto bf16 = std::make_pair(y, dx);
+      ASSERT_NE(bf16, fp32) << "the two paths must differ for the test to tell them apart";
+      set_compute_dtype(ComputeDType::BF16);
+      set_bf16_max_rows(4);
+      EXPECT_EQ(products(), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
+      set_bf16_max_rows(kBf16AllRows);
+      EXPECT_EQ(products(), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
     }
   }
 }

@@ -7,6 +7,7 @@ struct CpuFeatures {
   bool avx512 = false;       // AVX-512 F, BW, VL, DQ with the OS saving zmm state
   bool avx512_bf16 = false;  // vdpbf16ps / vcvtne2ps2bf16 (and avx512)
   bool amx_bf16 = false;     // AMX-TILE + AMX-BF16, the OS saving tile state (and avx512_bf16)
+  bool intel = false;        // vendor "GenuineIntel"
 };
 
 // The features of this CPU, detected on first call.

@@ -134,11 +134,11 @@ void run_tiled(const Problem& p) {
   });
 }
 
-// True when W's products go to the bf16 kernels: a bf16 weight, BF16 compute and a CPU with
-// native bf16 dot products (kernels::bf16_kernel()).
-bool use_bf16_kernels(const Weight& W) {
+// True when W's products with M rows go to the bf16 kernels: a bf16 weight, BF16 compute, a CPU
+// with native bf16 dot products (kernels::bf16_kernel()) and M within bf16_max_rows().
+bool use_bf16_kernels(const Weight& W, int64_t M) {
   return W.dtype() == DType::BF16 && compute_dtype() == ComputeDType::BF16 &&
-         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone && M <= bf16_max_rows();
 }
 
 // True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
@@ -200,7 +200,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
     return;
   }
-  if (use_bf16_kernels(W)) {
+  if (use_bf16_kernels(W, M)) {
     kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
@@ -234,7 +234,7 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
       quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
     return;
   }
-  if (use_bf16_kernels(W)) {
+  if (use_bf16_kernels(W, M)) {
     kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, u16_data(W), K, dX,
                                     accumulate);
     return;

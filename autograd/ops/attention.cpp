@@ -40,9 +40,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   args.scale = float(1.0 / std::sqrt(double(D)));
   args.mask = &mask;
   // Inference under bf16 compute: prefill-sized query blocks on the bf16 units (decode rows stay
-  // fp32: a single query row would use one sixteenth of a tile).
+  // fp32: a single query row would use one sixteenth of a tile), unless bf16_max_rows() keeps
+  // products that large on the fp32 path.
   args.bf16_tiles = compute_dtype() == ComputeDType::BF16 && !GradMode::enabled() &&
-                    !recompute_pending() && T >= kBf16AttentionMinRows &&
+                    !recompute_pending() && T >= kBf16AttentionMinRows && T <= bf16_max_rows() &&
                     kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
   kernels::attention_forward(args);
   return record(out, "attention", {q, k, v}, {q.detach(), k.detach(), v.detach(), out.detach(), lse},
