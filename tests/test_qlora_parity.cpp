@@ -58,7 +58,9 @@ TEST(QloraParity, FirstStepGradientsMatchTorchOnTheDequantizedBase) {
   }
   // The frozen quantized base got no gradient and stayed quantized.
   f.model->visit_linears([&](const LinearSite& site, Linear& l) {
-    if (site.path != "lm_head") EXPECT_TRUE(l.weight.frozen.is_quantized()) << site.path;
+    if (site.path != "lm_head") {
+      EXPECT_TRUE(l.weight.frozen.is_quantized()) << site.path;
+    }
     EXPECT_FALSE(l.weight.value.defined()) << site.path;
   });
 }
@@ -80,8 +82,11 @@ double run_twenty_steps(bool recompute_layers, double tolerance) {
     EXPECT_NEAR(r.loss, losses[s], tolerance * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 10 * tolerance * norms[s]) << "step " << s;
   }
-  if (tolerance <= 1e-4)
-    for (auto& [key, t] : f.params) EXPECT_LE(testing::max_relative_error(t, read_f32(f.ref->at("final." + key))), 1e-4) << key;
+  if (tolerance <= 1e-4) {
+    for (auto& [key, t] : f.params) {
+      EXPECT_LE(testing::max_relative_error(t, read_f32(f.ref->at("final." + key))), 1e-4) << key;
+    }
+  }
   return worst;
 }
 
