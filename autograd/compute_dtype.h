@@ -8,15 +8,14 @@ namespace glm4 {
 
 enum class ComputeDType { F32, BF16 };
 
-void set_compute_dtype(ComputeDType dtype);
-ComputeDType compute_dtype();
-const char* compute_dtype_name(ComputeDType dtype);  // "f32", "bf16"
-
-// Under BF16 compute, the most rows a product with a dense bf16 weight may have and still go to
-// the bf16 kernels; larger ones take the fp32 path on the same weight. Unlimited by default
-// (kBf16AllRows); `--compute auto` lowers it where the bf16 units only pay at decode sizes.
+// Under BF16 compute, bf16_max_rows is the most rows a product with a dense bf16 weight may have
+// and still go to the bf16 kernels; larger ones take the fp32 path on the same weight.
+// `--compute auto` lowers it where the bf16 units only pay at decode sizes. Both settings change
+// together, so setting the dtype alone also lifts the row limit.
 constexpr int64_t kBf16AllRows = INT64_MAX;
-void set_bf16_max_rows(int64_t rows);
+void set_compute_dtype(ComputeDType dtype, int64_t bf16_max_rows = kBf16AllRows);
+ComputeDType compute_dtype();
 int64_t bf16_max_rows();
+const char* compute_dtype_name(ComputeDType dtype);  // "f32", "bf16"
 
 }  // namespace glm4

@@ -112,8 +112,13 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
       auto outputs = generate_batch(*s.model, prompts, cfg);
       for (size_t i = 0; i < outputs.size(); ++i) {
         std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
-        if (f->json) std::printf("%s\n", nlohmann::json({{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}, {"compute", compute_dtype_name(s.compute.dtype)}, {"kernel", s.compute.kernel}}).dump().c_str());
-        else std::printf("%s\n", text.c_str());
+        if (f->json) {
+          nlohmann::json line = {{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}};
+          line.update(s.compute.fields());
+          std::printf("%s\n", line.dump().c_str());
+        } else {
+          std::printf("%s\n", text.c_str());
+        }
       }
       return;
     }
@@ -143,12 +148,12 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
     }
     GenerationStats st = gen.stats();
     if (f->json) {
-      std::printf("%s\n", nlohmann::json({{"prompt_ids", prompt}, {"ids", ids}, {"text", text},
-                                          {"prefill_tps", st.prefill_tokens_per_second()},
-                                          {"decode_tps", st.decode_tokens_per_second()},
-                                          {"peak_rss_mb", peak_rss_mb()},
-                                          {"compute", compute_dtype_name(s.compute.dtype)},
-                                          {"kernel", s.compute.kernel}}).dump().c_str());
+      nlohmann::json line = {{"prompt_ids", prompt}, {"ids", ids}, {"text", text},
+                             {"prefill_tps", st.prefill_tokens_per_second()},
+                             {"decode_tps", st.decode_tokens_per_second()},
+                             {"peak_rss_mb", peak_rss_mb()}};
+      line.update(s.compute.fields());
+      std::printf("%s\n", line.dump().c_str());
     } else {
       std::printf("\n");
       print_stats(st);

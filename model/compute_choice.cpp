@@ -26,10 +26,16 @@ bool mostly_bf16(Glm4Model& model) {
 }  // namespace
 
 std::string ComputeChoice::describe() const {
-  std::string rows;
+  std::string text = std::string(compute_dtype_name(dtype)) + " (" + kernel;
   if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows)
-    rows = " up to " + std::to_string(bf16_max_rows) + " rows, fp32 above";
-  return std::string(compute_dtype_name(dtype)) + " (" + kernel + rows + ")";
+    text.append("; dense bf16 products of over ").append(std::to_string(bf16_max_rows)).append(" rows in fp32");
+  return text + ")";
+}
+
+nlohmann::json ComputeChoice::fields() const {
+  nlohmann::json j = {{"compute", compute_dtype_name(dtype)}, {"kernel", kernel}};
+  if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows) j["bf16_max_rows"] = bf16_max_rows;
+  return j;
 }
 
 int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel) {
@@ -49,8 +55,7 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
     c.kernel = kernels::bf16_kernel_name(kernel);
     if (flag == "auto") c.bf16_max_rows = auto_bf16_max_rows(kernel, kernels::cpu_features().intel);
   }
-  set_compute_dtype(c.dtype);
-  set_bf16_max_rows(c.bf16_max_rows);
+  set_compute_dtype(c.dtype, c.bf16_max_rows);
   return c;
 }
 

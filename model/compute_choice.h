@@ -1,10 +1,11 @@
 // The --compute flag: which dtype a model's frozen products run in. `auto` picks bf16 when the
 // model's matrices are stored in bf16 (or quantized from bf16: scales in bf16, as mlx writes
 // them) and the CPU has native bf16 dot products (AMX or AVX512-BF16; see auto_bf16_max_rows for
-// which product sizes), else f32; fp32
-// checkpoints always keep the exact fp32 path.
+// which product sizes), else f32; fp32 checkpoints always keep the exact fp32 path.
 #pragma once
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "autograd/compute_dtype.h"
 #include "autograd/kernels/bf16_gemm.h"
@@ -16,7 +17,11 @@ struct ComputeChoice {
   ComputeDType dtype = ComputeDType::F32;
   std::string kernel = "fp32";  // what runs the frozen products: "amx", "avx512bf16", "fp32"
   int64_t bf16_max_rows = kBf16AllRows;  // larger dense bf16 products take the fp32 path
-  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16 up to 4 rows, fp32 above)"
+  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16; dense bf16 products of over 4 rows in fp32)"
+  // (quantized and f16 weights keep the bf16 panel kernels at every size).
+  std::string describe() const;
+  // {"compute", "kernel"} for JSON logs, and "bf16_max_rows" when it limits the bf16 products.
+  nlohmann::json fields() const;
 };
 
 // The bf16_max_rows `auto` sets for `kernel`: every product on AMX, and on AVX512-BF16 where that

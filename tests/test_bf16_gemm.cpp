@@ -253,12 +253,23 @@ TEST(Bf16Gemm, KernelAvailabilityFollowsCpuFeatures) {
 }
 
 // Restores the process-wide settings a test changes.
+// The forward product X W^T and the input gradient dY W of a linear layer with M rows, through
+// the dispatch the model uses (linear_forward / linear_input_grad).
+std::pair<std::vector<float>, std::vector<float>> linear_products(const std::vector<float>& X,
+                                                                  const std::vector<float>& dY,
+                                                                  int64_t M, const Weight& w) {
+  const int64_t N = w.rows(), K = w.cols();
+  std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
+  linear_forward(X.data(), M, K, w, y.data(), false);
+  linear_input_grad(dY.data(), M, N, w, dx.data(), false);
+  return {y, dx};
+}
+
 class ComputeDTypeScope {
  public:
   ComputeDTypeScope() : kernel_(kernels::bf16_kernel()) {}
   ~ComputeDTypeScope() {
     set_compute_dtype(ComputeDType::F32);
-    set_bf16_max_rows(kBf16AllRows);
     kernels::set_bf16_kernel(kernel_);
   }
 
@@ -279,12 +290,7 @@ TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
   std::vector<uint16_t> wvec(wb, wb + N * K);
   for (int64_t M : {2, 40}) {
     const auto X = random_vec(M * K, 13), dY = random_vec(M * N, 14);
-    auto products = [&](const Weight& w) {
-      std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
-      linear_forward(X.data(), M, K, w, y.data(), false);
-      linear_input_grad(dY.data(), M, N, w, dx.data(), false);
-      return std::make_pair(y, dx);
-    };
+    auto products = [&](const Weight& w) { return linear_products(X, dY, M, w); };
     set_compute_dtype(ComputeDType::F32);
     kernels::set_bf16_kernel(Bf16Kernel::kNone);
     const auto today = products(W), today16 = products(W16);
@@ -340,12 +346,7 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
     kernels::set_bf16_kernel(k);
     for (int64_t M : {3, 4, 5, 33}) {
       const auto X = random_vec(M * K, 22), dY = random_vec(M * N, 23);
-      auto products = [&] {
-        std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
-        linear_forward(X.data(), M, K, W, y.data(), false);
-        linear_input_grad(dY.data(), M, N, W, dx.data(), false);
-        return std::make_pair(y, dx);
-      };
+      auto products = [&] { return linear_products(X, dY, M, W); };
       set_compute_dtype(ComputeDType::F32);
       const auto fp32 = products();
       std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
@@ -353,10 +354,9 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
       run(k, false, dY, M, N, K, wvec, &dx, false);
       const auto bf16 = std::make_pair(y, dx);
       ASSERT_NE(bf16, fp32) << "the two paths must differ for the test to tell them apart";
-      set_compute_dtype(ComputeDType::BF16);
-      set_bf16_max_rows(4);
+      set_compute_dtype(ComputeDType::BF16, 4);
       EXPECT_EQ(products(), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
-      set_bf16_max_rows(kBf16AllRows);
+      set_compute_dtype(ComputeDType::BF16);
       EXPECT_EQ(products(), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
     }
   }

@@ -14,6 +14,8 @@
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/cpu_features.h"
+#include "model/compute_choice.h"
 #include "model/adapter/adapter_io.h"
 
 namespace glm4 {
@@ -210,6 +212,13 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   EXPECT_EQ(automatic["compute"], native ? "bf16" : "f32");
   if (native) {
     EXPECT_EQ(automatic["kernel"], kernels::bf16_kernel_name(kernels::bf16_kernel()));
+    const int64_t rows = auto_bf16_max_rows(kernels::bf16_kernel(), kernels::cpu_features().intel);
+    if (rows == kBf16AllRows) {
+      EXPECT_FALSE(automatic.contains("bf16_max_rows")) << automatic;
+    } else {
+      EXPECT_EQ(automatic["bf16_max_rows"], rows) << automatic;
+    }
+    EXPECT_FALSE(compute_of(bf16_model, "bf16").contains("bf16_max_rows")) << "--compute bf16 has no row limit";
     EXPECT_EQ(compute_of(bf16_model, "bf16")["compute"], "bf16");
   } else {
     auto r = run({"generate", "--model", bf16_model, "--tokens", "1,2", "--compute", "bf16"});

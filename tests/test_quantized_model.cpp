@@ -280,7 +280,6 @@ TEST(QuantizedModel, AutoComputePicksBf16ForBf16Scales) {
   auto model = load_model(kQuant);
   const ComputeChoice c = apply_compute_flag(*model, "auto");
   set_compute_dtype(ComputeDType::F32);
-  set_bf16_max_rows(kBf16AllRows);
   if (c.kernel != "fp32") {
     EXPECT_EQ(c.dtype, ComputeDType::BF16);
   }

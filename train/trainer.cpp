@@ -188,8 +188,9 @@ TrainSummary train(const TrainConfig& config, Distributed& group) {
   auto log = [&](const nlohmann::json& line) {
     if (metrics) metrics->write(line);
   };
-  log({{"step", state.step}, {"compute", compute_dtype_name(compute.dtype)}, {"kernel", compute.kernel},
-       {"threads", max_threads()}, {"ranks", group.size()}});
+  nlohmann::json setup = {{"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
+  setup.update(compute.fields());
+  log(setup);
 
   BatchOptions bo;
   bo.batch_size = c.batch_size;

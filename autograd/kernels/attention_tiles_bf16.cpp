@@ -45,7 +45,7 @@ void Bf16AttentionTiles::set_query(const float* q, int64_t tq) {
 void Bf16AttentionTiles::scores(const Bf16KeysValues& kv, int64_t k0, int64_t tk, float* s) {
   const int64_t kb = kblocks(d_), ldc = groups(tk) * kGroup, stride = kb * kBlockElems;
   isa_.panel({q_.data(), groups(tq_), stride, kv.k.data() + (k0 / kGroup) * stride, groups(tk),
-                  stride, 0, kb, c_.data(), ldc, false});
+              stride, 0, kb, c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r) std::memcpy(s + r * tk, c_.data() + r * ldc, size_t(tk) * 4);
 }
 
@@ -56,12 +56,12 @@ void Bf16AttentionTiles::accumulate(const float* p, const Bf16KeysValues& kv, in
   const uint16_t* v = kv.v.data() + (k0 / kKBlock) * kBlockElems;  // k-block k0 / 32 of each group
   if (d_ % kGroup == 0) {  // acc's rows are whole column groups: add in place
     isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc,
-                    d_, true});
+                d_, true});
     return;
   }
   const int64_t ldc = groups(d_) * kGroup;
   isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb,
-                  c_.data(), ldc, false});
+              c_.data(), ldc, false});
   for (int64_t r = 0; r < tq_; ++r)
     for (int64_t c = 0; c < d_; ++c) acc[r * d_ + c] += c_[size_t(r * ldc + c)];
 }

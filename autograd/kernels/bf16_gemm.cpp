@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/compute_dtype.h"
 #include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
@@ -234,6 +235,12 @@ void set_bf16_kernel(Bf16Kernel kernel) {
              bf16_kernel_name(kernel), " kernel");
   g_override.store(int(kernel), std::memory_order_relaxed);
 }
+
+bool bf16_units_on() {
+  return compute_dtype() == ComputeDType::BF16 && bf16_kernel() != Bf16Kernel::kNone;
+}
+
+bool bf16_units_take(int64_t rows) { return bf16_units_on() && rows <= bf16_max_rows(); }
 
 namespace {
 

@@ -27,6 +27,13 @@ Bf16Kernel bf16_kernel();
 // cannot run `kernel`.
 void set_bf16_kernel(Bf16Kernel kernel);
 
+// Whether products go to the bf16 units at all: BF16 compute (compute_dtype.h) on a CPU with a
+// kernel.
+bool bf16_units_on();
+// Whether a product of `rows` rows with a dense bf16 weight goes to them: bf16_units_on() and
+// rows within bf16_max_rows().
+bool bf16_units_take(int64_t rows);
+
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).
 void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
                          const uint16_t* W, int64_t N, float* Y, bool accumulate);

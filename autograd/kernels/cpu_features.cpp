@@ -5,6 +5,7 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -26,7 +27,13 @@ uint64_t xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   uint32_t a, b, c, d;
-  if (__get_cpuid(0, &a, &b, &c, &d)) f.intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[12];  // cpuid 0 spells it in ebx, edx, ecx
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.intel = std::memcmp(vendor, "GenuineIntel", 12) == 0;
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // no OSXSAVE
   const uint64_t xcr0 = xgetbv0();
   const bool os_zmm = (xcr0 & 0xe6) == 0xe6;            // SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "autograd/compute_dtype.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/gemm_internal.h"
@@ -134,26 +133,22 @@ void run_tiled(const Problem& p) {
   });
 }
 
-// True when W's products with M rows go to the bf16 kernels: a bf16 weight, BF16 compute, a CPU
-// with native bf16 dot products (kernels::bf16_kernel()) and M within bf16_max_rows().
+// True when W's products with M rows go to the bf16 kernels: a bf16 weight the bf16 units take.
 bool use_bf16_kernels(const Weight& W, int64_t M) {
-  return W.dtype() == DType::BF16 && compute_dtype() == ComputeDType::BF16 &&
-         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone && M <= bf16_max_rows();
+  return W.dtype() == DType::BF16 && kernels::bf16_units_take(M);
 }
 
 // True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
 // the bf16 kernels, each task converting its own weight panel (prefill and training sizes under
 // BF16 compute on a CPU with native bf16); decode sizes read the stored form directly instead.
 bool use_bf16_panel_kernels(int64_t M) {
-  return M > kQuantStreamRows && compute_dtype() == ComputeDType::BF16 &&
-         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  return M > kQuantStreamRows && kernels::bf16_units_on();
 }
 
 // True when a decode-sized product with quantized W takes the int8 dot products: under bf16
 // compute, whose rounding of X they undercut (quant_linear.h).
 bool use_int8_decode_kernels(const Weight& W) {
-  return compute_dtype() == ComputeDType::BF16 &&
-         kernels::bf16_kernel() != kernels::Bf16Kernel::kNone && quant_int8_decode_supported(W.quant());
+  return kernels::bf16_units_on() && quant_int8_decode_supported(W.quant());
 }
 
 const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }

@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "autograd/compute_dtype.h"
 #include "autograd/kernels/attention.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/node.h"
@@ -42,9 +41,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   // Inference under bf16 compute: prefill-sized query blocks on the bf16 units (decode rows stay
   // fp32: a single query row would use one sixteenth of a tile), unless bf16_max_rows() keeps
   // products that large on the fp32 path.
-  args.bf16_tiles = compute_dtype() == ComputeDType::BF16 && !GradMode::enabled() &&
-                    !recompute_pending() && T >= kBf16AttentionMinRows && T <= bf16_max_rows() &&
-                    kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  args.bf16_tiles = !GradMode::enabled() && !recompute_pending() && T >= kBf16AttentionMinRows &&
+                    kernels::bf16_units_take(T);
   kernels::attention_forward(args);
   return record(out, "attention", {q, k, v}, {q.detach(), k.detach(), v.detach(), out.detach(), lse},
                 [args, mask](Node& n, const Tensor& g) {
