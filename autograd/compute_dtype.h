@@ -8,8 +8,8 @@ namespace glm4 {
 
 enum class ComputeDType { F32, BF16 };
 
-// Under BF16 compute, bf16_max_rows is the most rows a product with a dense bf16 weight may have
-// and still go to the bf16 kernels; larger ones take the fp32 path on the same weight.
+// Under BF16 compute, bf16_max_rows is the most rows a product may have and still go to the bf16
+// kernels; larger ones take the fp32 path on the same weight (bf16, f16 or quantized).
 // `--compute auto` lowers it where the bf16 units only pay at decode sizes. Both settings change
 // together, so setting the dtype alone also lifts the row limit.
 constexpr int64_t kBf16AllRows = INT64_MAX;

@@ -28,7 +28,7 @@ bool mostly_bf16(Glm4Model& model) {
 std::string ComputeChoice::describe() const {
   std::string text = std::string(compute_dtype_name(dtype)) + " (" + kernel;
   if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows)
-    text.append("; dense bf16 products of over ").append(std::to_string(bf16_max_rows)).append(" rows in fp32");
+    text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
   return text + ")";
 }
 

@@ -16,10 +16,8 @@ namespace glm4 {
 struct ComputeChoice {
   ComputeDType dtype = ComputeDType::F32;
   std::string kernel = "fp32";  // what runs the frozen products: "amx", "avx512bf16", "fp32"
-  int64_t bf16_max_rows = kBf16AllRows;  // larger dense bf16 products take the fp32 path
-  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16; dense bf16 products of over 4 rows in fp32)"
-  // (quantized and f16 weights keep the bf16 panel kernels at every size).
-  std::string describe() const;
+  int64_t bf16_max_rows = kBf16AllRows;  // larger products take the fp32 path
+  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16, fp32 over 4 rows)"
   // {"compute", "kernel"} for JSON logs, and "bf16_max_rows" when it limits the bf16 products.
   nlohmann::json fields() const;
 };

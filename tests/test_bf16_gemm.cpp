@@ -19,6 +19,7 @@
 #include "autograd/kernels/quant_linear.h"
 #include "base/parallel.h"
 #include "autograd/weight.h"
+#include "autograd/weight_quantize.h"
 #include "model/compute_choice.h"
 
 namespace glm4 {
@@ -358,6 +359,42 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
       EXPECT_EQ(products(), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
       set_compute_dtype(ComputeDType::BF16);
       EXPECT_EQ(products(), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
+    }
+  }
+}
+
+// The limit holds for the weights the bf16 kernels convert panel by panel too (f16, 4-bit):
+// above it their prefill-sized products take the fp32 path bit for bit; within kQuantStreamRows
+// a quantized weight keeps its decode kernels whatever the limit.
+TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
+  ComputeDTypeScope restore;
+  const int64_t N = 64, K = 128;
+  const auto w32 = random_vec(N * K, 31);
+  const Weight f16 = Weight::from_f32(w32.data(), N, K, DType::F16);
+  const Weight q4 = quantize_weight(Weight::from_f32(w32.data(), N, K, DType::BF16), {4, 64}, DType::BF16, "w");
+  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
+    if (!kernels::bf16_kernel_available(k)) {
+      std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
+      continue;
+    }
+    kernels::set_bf16_kernel(k);
+    for (const Weight* w : {&f16, &q4}) {
+      const char* what = w == &f16 ? "f16" : "4-bit";
+      for (int64_t M : {int64_t(3), kQuantStreamRows + 8}) {
+        const auto X = random_vec(M * K, 32), dY = random_vec(M * N, 33);
+        set_compute_dtype(ComputeDType::F32);
+        const auto fp32 = linear_products(X, dY, M, *w);
+        set_compute_dtype(ComputeDType::BF16);
+        const auto unlimited = linear_products(X, dY, M, *w);
+        set_compute_dtype(ComputeDType::BF16, 2);
+        const auto limited = linear_products(X, dY, M, *w);
+        if (M > kQuantStreamRows) {
+          ASSERT_NE(unlimited, fp32) << what << ": the two paths must differ for the test to tell them apart";
+          EXPECT_EQ(limited, fp32) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
+        } else {
+          EXPECT_EQ(limited, unlimited) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
+        }
+      }
     }
   }
 }

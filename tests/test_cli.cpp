@@ -136,7 +136,7 @@ TEST(Cli, LogitsMatchThePyTorchFixture) {
   std::vector<int64_t> ids = read_int(fixture->at("input_ids"));  // [2, 160], row 0 first
   const int64_t T = 20, V = 512;
   std::string list;
-  for (int64_t t = 0; t < T; ++t) list += (t ? "," : "") + std::to_string(ids[size_t(t)]);
+  for (int64_t t = 0; t < T; ++t) list.append(t ? "," : "").append(std::to_string(ids[size_t(t)]));
   const std::string out = (tmp / "l.safetensors").string();
   ASSERT_TRUE(succeeds(run({"logits", "--model", kTinyGlm4, "--tokens", list, "--out", out, "--dump-layers"})));
   auto file = SafetensorsFile::open(out);

@@ -30,8 +30,7 @@ void set_bf16_kernel(Bf16Kernel kernel);
 // Whether products go to the bf16 units at all: BF16 compute (compute_dtype.h) on a CPU with a
 // kernel.
 bool bf16_units_on();
-// Whether a product of `rows` rows with a dense bf16 weight goes to them: bf16_units_on() and
-// rows within bf16_max_rows().
+// Whether a product of `rows` rows goes to them: bf16_units_on() and rows within bf16_max_rows().
 bool bf16_units_take(int64_t rows);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).

@@ -139,16 +139,16 @@ bool use_bf16_kernels(const Weight& W, int64_t M) {
 }
 
 // True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
-// the bf16 kernels, each task converting its own weight panel (prefill and training sizes under
-// BF16 compute on a CPU with native bf16); decode sizes read the stored form directly instead.
+// the bf16 kernels, each task converting its own weight panel (prefill and training sizes the
+// bf16 units take); decode sizes read the stored form directly instead.
 bool use_bf16_panel_kernels(int64_t M) {
-  return M > kQuantStreamRows && kernels::bf16_units_on();
+  return M > kQuantStreamRows && kernels::bf16_units_take(M);
 }
 
 // True when a decode-sized product with quantized W takes the int8 dot products: under bf16
 // compute, whose rounding of X they undercut (quant_linear.h).
-bool use_int8_decode_kernels(const Weight& W) {
-  return kernels::bf16_units_on() && quant_int8_decode_supported(W.quant());
+bool use_int8_decode_kernels(const Weight& W, int64_t M) {
+  return M <= kQuantStreamRows && kernels::bf16_units_on() && quant_int8_decode_supported(W.quant());
 }
 
 const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
@@ -189,7 +189,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   if (W.is_quantized()) {
     if (use_bf16_panel_kernels(M))
       kernels::bf16_quant_linear_forward(kernels::bf16_kernel(), X, M, K, W.quant(), Y, accumulate);
-    else if (use_int8_decode_kernels(W))
+    else if (use_int8_decode_kernels(W, M))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
