@@ -1,6 +1,6 @@
 // Routes of `glm4 serve` on cpp-httplib. Completions are queued on the scheduler; a non-streamed
-// request waits for its final event, a streamed one writes each event as a server-sent event and
-// cancels its slot when the client is gone.
+// request waits for its final event, a streamed one writes each event as a server-sent event;
+// either cancels its slot when the client is gone.
 #include "serve/http_server.h"
 
 #include <httplib.h>
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/check.h"
+#include "serve/peer_socket.h"
 
 namespace glm4::serve {
 
@@ -182,7 +183,7 @@ void HttpServer::routes() {
   post("/v1/completions", Endpoint::Completion);
 }
 
-void HttpServer::complete(const httplib::Request&, httplib::Response& res, const char* path, Endpoint endpoint,
+void HttpServer::complete(const httplib::Request& req, httplib::Response& res, const char* path, Endpoint endpoint,
                           const std::string* body) {
   auto log = std::make_shared<RequestLog>();
   log->endpoint = path;
@@ -233,7 +234,13 @@ void HttpServer::complete(const httplib::Request&, httplib::Response& res, const
     std::string text;
     std::vector<TokenLogprob> logprobs;
     SlotEvent e;
+    const PeerSocket peer(req);
+    bool client_gone = false;
     for (;;) {
+      if (!client_gone && peer.gone()) {  // nobody will read the answer: free the slot
+        client_gone = true;
+        handle->cancel();
+      }
       if (!handle->next(&e, kPoll)) continue;
       if (log->first_token_s < 0 && !e.ids.empty()) log->first_token_s = seconds_since(log->start);
       text += e.text;
@@ -243,7 +250,9 @@ void HttpServer::complete(const httplib::Request&, httplib::Response& res, const
     log->prompt_tokens = e.prompt_tokens;
     log->completion_tokens = e.completion_tokens;
     log->finish_reason = e.finish_reason;
-    if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
+    if (client_gone && e.finish_reason == "cancelled") {
+      // Logged as a streamed request whose client went away is: 200, finish_reason "cancelled".
+    } else if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
       const bool error = e.finish_reason == "error";
       send_error(res, ApiError(error ? 500 : 503, error ? "generation failed: " + e.error : "the request was cancelled (shutdown)",
                                "", error ? "internal_error" : "unavailable", "server_error"));

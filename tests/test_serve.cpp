@@ -2,9 +2,14 @@
 // tests/package.json) against the real binary on the embedded model with two adapters built
 // here; a load test with the server's memory before and after; SIGTERM during a stream.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -175,6 +180,46 @@ TEST_F(Serve, SigtermLetsTheStreamInFlightFinishThenExitsZero) {
   const std::string log = server.log();
   EXPECT_NE(log.find("\"event\":\"shutdown\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"event\":\"stopped\""), std::string::npos) << log;
+}
+
+// A client that sends a non-streamed request and closes the connection: the server frees the
+// slot at once instead of generating 1,000 tokens for nobody, and logs the request as cancelled.
+TEST_F(Serve, NonStreamedRequestIsCancelledWhenItsClientGoesAway) {
+  ServerProcess server({"--model", kModel, "--max-batch", "1", "--compute", kCompute});
+  ASSERT_TRUE(server.listening()) << server.log();
+  const std::string body = R"({"prompt": "Tell a long story.", "max_tokens": 1000, "temperature": 0})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), ssize_t(request.size()));
+  ::close(fd);
+
+  // The request's log line is written when it ends; a deadline only keeps a broken server from
+  // hanging the test.
+  json line;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (line.is_null() && std::chrono::steady_clock::now() < deadline) {
+    for (const json& l : log_lines(server.log()))
+      if (l.value("endpoint", "") == "/v1/completions") line = l;
+    if (line.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(line.is_null()) << server.log();
+  EXPECT_EQ(line.value("finish_reason", ""), "cancelled") << line.dump();
+  EXPECT_LT(line.value("completion_tokens", 1000), 1000) << line.dump();
+  // The one slot is free again: the next request is answered.
+  httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(60, 0);
+  auto res = http.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 4})", "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(server.stop(SIGINT), 0) << server.log();
 }
 
 }  // namespace
