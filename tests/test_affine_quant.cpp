@@ -19,6 +19,7 @@
 #include "autograd/weight.h"
 #include "io/quantized_tensors.h"
 #include "io/safetensors.h"
+#include "tests/support/random_values.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
@@ -49,10 +50,7 @@ void for_each_kernel(Fn&& fn) {
 
 // A random quantized W [N, K]: weights from N(0, 0.02) with a few outliers, stored as dtype.
 QuantizedStorage random_quantized(int64_t N, int64_t K, QuantFormat f, DType dt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> w(size_t(N * K));
-  for (float& v : w) v = normal(rng);
+  std::vector<float> w = testing::randn(size_t(N * K), seed, 0.02f);
   for (size_t i = 0; i < w.size(); i += 97) w[i] *= 8.0f;
   Weight stored = Weight::from_f32(w.data(), N, K, dt);
   return quantize_affine(dt, stored.data(), N, K, f, "random");
@@ -127,7 +125,8 @@ std::vector<FixtureCase> fixture_cases() {
   std::vector<FixtureCase> out;
   for (int bits : kBits)
     for (int group : kGroups)
-      out.push_back({"b" + std::to_string(bits) + "_g" + std::to_string(group), bits, group});
+      out.push_back({std::string("b").append(std::to_string(bits)).append("_g").append(std::to_string(group)),
+                     bits, group});
   return out;
 }
 

@@ -3,11 +3,12 @@
 // naming the flag.
 #include <gtest/gtest.h>
 
-#include <random>
+#include <algorithm>
 
 #include "infer/merge.h"
 #include "io/gguf_reader.h"
 #include "model/glm4_model.h"
+#include "tests/support/random_values.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
@@ -15,6 +16,7 @@
 namespace glm4 {
 namespace {
 
+using glm4::testing::randn;
 using glm4::testing::Result;
 using glm4::testing::run;
 using glm4::testing::succeeds;
@@ -30,11 +32,12 @@ void make_adapter(const std::string& dir) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   model->add_lora(lora, 3);
-  std::mt19937_64 rng(9);
-  std::normal_distribution<float> dist(0, 0.05f);
+  uint32_t seed = 9;  // one seed per tensor
   for (auto& [name, t] : model->lora_parameters()) {
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".lora_B") == 0)
-      for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = dist(rng);
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".lora_B") == 0) {
+      const std::vector<float> v = randn(size_t(t.numel()), seed++, 0.05f);
+      std::copy(v.begin(), v.end(), t.data());
+    }
   }
   save_adapter(*model, lora, dir, "peft", kTinyGlm4);
 }

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <map>
-#include <random>
 
 #include "autograd/node.h"
 #include "base/check.h"
@@ -16,16 +15,13 @@
 #include "train/distributed.h"
 #include "train/grad_reducer.h"
 #include "train/param_sync.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(size_t(shape_numel(shape)));
-  for (float& x : v) x = d(rng);
-  return Tensor::from(shape, v);
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  return Tensor::from(shape, testing::randn(size_t(shape_numel(shape)), seed, scale));
 }
 
 TEST(RankRows, OneRankGetsTheStepsBatchesWhole) {

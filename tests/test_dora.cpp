@@ -21,6 +21,7 @@
 #include "model/glm4_model.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
+#include "tests/support/random_values.h"
 #include "tests/support/reference_batches.h"
 #include "train/train_step.h"
 
@@ -235,10 +236,7 @@ TEST(Dora, DropoutFollowsPeftsFormula) {
   perturb(*model, 6);
   Linear& lin = *model->find_linear("model.layers.1.self_attn.q_proj");
   const LoraWeights& w = *lin.lora;
-  std::mt19937 rng{11};
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Tensor x = Tensor::empty({3, lin.in_features});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = normal(rng);
+  Tensor x = Tensor::from({3, lin.in_features}, testing::randn(size_t(3 * lin.in_features), 11));
   NoGradGuard no_grad;
   ForwardContext ctx;
   ctx.training = true;

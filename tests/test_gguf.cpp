@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <random>
 
 #include "base/check.h"
 #include "base/dtype.h"
@@ -14,10 +13,12 @@
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "support/temp_dir.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
+using glm4::testing::randn;
 using glm4::testing::TempDir;
 using glm4::testing::throws_with;
 namespace fs = std::filesystem;
@@ -26,14 +27,6 @@ std::vector<uint8_t> bytes_of(const std::vector<float>& x, GgmlType t) {
   std::vector<uint8_t> out;
   ggml_encode(t, x.data(), int64_t(x.size()), out);
   return out;
-}
-
-std::vector<float> random_values(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> x(n);
-  for (float& v : x) v = dist(rng);
-  return x;
 }
 
 // ggml's quantize_row_q8_0_ref / quantize_row_q4_0_ref restated with plain arithmetic: the
@@ -74,7 +67,7 @@ RefBlock ref_q4_0(const float* x) {
 }
 
 TEST(GgufQuants, BlocksMatchTheReferenceRuleBitForBit) {
-  std::vector<float> x = random_values(32 * 64, 1);
+  std::vector<float> x = randn(32 * 64, 1);
   // Edge blocks: all zero, one spike, ties at .5 steps, the largest magnitude negative.
   for (int j = 0; j < 32; ++j) x[j] = 0;
   x[32 + 5] = 3.0f;
@@ -99,7 +92,7 @@ TEST(GgufQuants, BlocksMatchTheReferenceRuleBitForBit) {
 }
 
 TEST(GgufQuants, ErrorsStayWithinHalfAStepPlusTheFp16ScaleRounding) {
-  const std::vector<float> x = random_values(32 * 32, 2);
+  const std::vector<float> x = randn(32 * 32, 2);
   std::vector<float> y(x.size());
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
     const std::vector<uint8_t> b = bytes_of(x, t);
@@ -157,7 +150,7 @@ TEST(Gguf, EveryMetadataTypeRoundTripsInOrder) {
 
 TEST(Gguf, EveryTensorTypeRoundTripsWithGgmlDimsAndAlignment) {
   TempDir dir;
-  const std::vector<float> mat = random_values(3 * 64, 3), vec = random_values(40, 4);
+  const std::vector<float> mat = randn(3 * 64, 3), vec = randn(40, 4);
   const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0};
   for (uint32_t alignment : {32u, 64u}) {
     GgufWriter w(alignment);

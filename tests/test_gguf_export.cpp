@@ -3,7 +3,6 @@
 // LoRA adapter file (its delta W equals the adapter's, also when q/k/v are fused).
 #include <gtest/gtest.h>
 
-#include <random>
 #include <set>
 
 #include "base/dtype.h"
@@ -13,10 +12,12 @@
 #include "io/gguf_reader.h"
 #include "model/save.h"
 #include "support/temp_dir.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
+using glm4::testing::randn;
 using glm4::testing::TempDir;
 using glm4::testing::throws_with;
 
@@ -183,13 +184,9 @@ std::vector<double> lora_delta(const GgufFile& f, const std::string& base) {
   return d;
 }
 
-GgufLoraModule random_module(const std::string& path, int64_t rank, int64_t in, int64_t out, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0, 1);
-  GgufLoraModule m{path, rank, in, out, std::vector<float>(size_t(rank * in)), std::vector<float>(size_t(out * rank))};
-  for (float& x : m.a) x = dist(rng);
-  for (float& x : m.b) x = dist(rng);
-  return m;
+// A and B from seeds 2 * seed and 2 * seed + 1.
+GgufLoraModule random_module(const std::string& path, int64_t rank, int64_t in, int64_t out, uint32_t seed) {
+  return {path, rank, in, out, randn(size_t(rank * in), 2 * seed), randn(size_t(out * rank), 2 * seed + 1)};
 }
 
 TEST(GgufLoraExport, Glm4PairsKeepOrientationAndScale) {

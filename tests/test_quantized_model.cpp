@@ -3,9 +3,9 @@
 // of an adapter onto a quantized base (the delta that naive re-quantization erases).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <random>
 
 #include "autograd/node.h"
 #include "base/check.h"
@@ -18,6 +18,7 @@
 #include "model/save.h"
 #include "support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
@@ -203,11 +204,12 @@ void add_lora(Glm4Model& model, float b_std) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   model.add_lora(lora, 11);
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> normal(0.0f, b_std);
+  uint32_t seed = 3;  // one seed per tensor
   for (auto& [name, t] : model.lora_parameters())
-    if (name.ends_with(".lora_B"))
-      for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
+    if (name.ends_with(".lora_B")) {
+      const std::vector<float> v = testing::randn(size_t(t.numel()), seed++, b_std);
+      std::copy(v.begin(), v.end(), t.data());
+    }
 }
 
 // A small delta (what a short fine-tune leaves): re-quantizing at the base's 4 bits keeps

@@ -4,13 +4,13 @@
 
 #include <cmath>
 #include <numbers>
-#include <random>
 
 #include "base/check.h"
 #include "base/parallel.h"
 #include "train/adamw.h"
 #include "train/grad_clip.h"
 #include "train/lr_schedule.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
@@ -26,12 +26,8 @@ void expect_error(Fn&& fn, const std::string& needle) {
   }
 }
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(size_t(shape_numel(shape)));
-  for (float& x : v) x = nd(rng);
-  return Tensor::from(shape, v);
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  return Tensor::from(shape, testing::randn(size_t(shape_numel(shape)), seed, scale));
 }
 
 // --- learning-rate schedule ---
