@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
+#include <algorithm>
 
 #include "base/check.h"
 #include "autograd/node.h"
@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
@@ -30,11 +31,12 @@ void add_random_lora(Glm4Model& model) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   ASSERT_EQ(model.add_lora(lora, 11), 6 * model.config.num_hidden_layers);
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> normal(0.0f, 0.2f);
+  uint32_t seed = 3;  // one seed per tensor
   for (auto& [name, t] : model.lora_parameters())
-    if (name.ends_with(".lora_B"))
-      for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
+    if (name.ends_with(".lora_B")) {
+      const std::vector<float> v = testing::randn(size_t(t.numel()), seed++, 0.2f);
+      std::copy(v.begin(), v.end(), t.data());
+    }
 }
 
 std::map<std::string, std::vector<int64_t>> key_shapes(const std::filesystem::path& dir, std::string* dtype = nullptr) {
@@ -95,7 +97,8 @@ TEST_P(MergeAndSave, Bf16ShardedSaveRoundsOnceAndReloads) {
   std::string dtype;
   EXPECT_EQ(key_shapes(tmp.path(), &dtype), key_shapes(dir_of(name)));
   EXPECT_EQ(dtype, "BF16");
-  EXPECT_LE(max_relative_error(fixture_logits(*reloaded, name), live), 3e-2);
+  const std::vector<float> saved_logits = fixture_logits(*reloaded, name);
+  EXPECT_GT(max_relative_error(saved_logits, live), 0.0);  // the weights were rounded
   // Every saved value is the bf16 rounding of the fp32 merge's value: rounded once.
   auto exact = load_model(dir_of(name));
   add_random_lora(*exact);
@@ -110,6 +113,16 @@ TEST_P(MergeAndSave, Bf16ShardedSaveRoundsOnceAndReloads) {
     }
     EXPECT_EQ(p.to_f32().to_vector(), want[key]) << key;
   });
+  // And the reloaded model computes what the fp32 merge does once its values are so rounded (in
+  // fp32 storage, so only the summation order of the products may differ): how far that lies
+  // from the live adapter is bf16's doing, not the save's, and depends on the random draw.
+  exact->visit([&](const std::string& key, Param& p) {
+    if (p.is_matrix())
+      p.assign(Weight::from_f32(want[key].data(), p.shape[0], p.shape[1], DType::F32));
+    else
+      p.value = Tensor::from(p.shape, want[key]);
+  });
+  EXPECT_LE(max_relative_error(saved_logits, fixture_logits(*exact, name)), 1e-5);
   // Saving the merged model again reproduces the same bytes (no second rounding).
   testing::TempDir again;
   save_model(*reloaded, reloaded->config, again.path(), DType::BF16, 0);
