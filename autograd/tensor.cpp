@@ -28,7 +28,7 @@ void TensorMemory::reset_peak() { g_peak.store(g_live.load()); }
 
 std::string shape_str(const Shape& s) {
   std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) out.append(i ? "," : "").append(std::to_string(s[i]));
   return out + ")";
 }
 

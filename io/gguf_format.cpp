@@ -172,7 +172,7 @@ std::string GgufValue::describe() const {
     case GgufType::String: return s.size() <= 60 ? '"' + s + '"' : '"' + s.substr(0, 57) + "...\"";
     case GgufType::Array: {
       std::string out = str_cat("[", gguf_type_name(elem), " x ", items.size(), "]");
-      if (!items.empty()) out += " " + items[0].describe() + (items.size() > 1 ? ", ..." : "");
+      if (!items.empty()) out.append(" ").append(items[0].describe()).append(items.size() > 1 ? ", ..." : "");
       return out;
     }
   }

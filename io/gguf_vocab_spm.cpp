@@ -75,7 +75,7 @@ void apply_added_tokens_decoder(const std::filesystem::path& dir, GgufVocab& v, 
     if (value.value("special", false) || looks_special(content)) {
       v.types[size_t(id)] = kTokControl;
     } else {
-      for (size_t p; (p = content.find("\xE2\x96\x81")) != std::string::npos;) content.replace(p, 3, " ");
+      for (size_t p; (p = content.find("\xE2\x96\x81")) != std::string::npos;) content.replace(p, 3, 1, ' ');
       v.types[size_t(id)] = kTokUserDefined;
     }
     v.scores[size_t(id)] = -1000.0f;

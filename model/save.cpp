@@ -143,7 +143,9 @@ void ModelWriter::plan(const std::string& name, Param& p) {
 
 void ModelWriter::add_derived(const DerivedTensor& d) {
   specs_.push_back({d.key, dtype_name(o_.dtype), d.shape, nullptr, d.values.size() * dtype_size(o_.dtype)});
-  out_.push_back({{}, &d});
+  OutTensor t;
+  t.derived = &d;
+  out_.push_back(std::move(t));
 }
 
 std::optional<QuantConfig> ModelWriter::quantization() const {

@@ -143,21 +143,23 @@ TEST_P(ChatGlmPeftReference, GradientsMatchPyTorch) {
                         ref(qkv, "lora_B.weight")),
               1e-5)
         << layer;
-    if (dora)
+    if (dora) {
       EXPECT_LE(rel_error(concat({values(lin("q_proj").lora->magnitude.grad()),
                                   values(lin("k_proj").lora->magnitude.grad()),
                                   values(lin("v_proj").lora->magnitude.grad())}),
                           ref(qkv, "lora_magnitude_vector")),
                 1e-5)
           << layer;
+    }
     const std::vector<std::pair<std::string, std::string>> others{
         {"o_proj", "self_attention.dense"}, {"gate_up_proj", "mlp.dense_h_to_4h"}, {"down_proj", "mlp.dense_4h_to_h"}};
     for (const auto& [ours, theirs] : others) {
       EXPECT_LE(rel_error(values(lin(ours).lora->lora_A.grad()), ref(theirs, "lora_A.weight")), 1e-5) << theirs;
       EXPECT_LE(rel_error(values(lin(ours).lora->lora_B.grad()), ref(theirs, "lora_B.weight")), 1e-5) << theirs;
-      if (dora)
+      if (dora) {
         EXPECT_LE(rel_error(values(lin(ours).lora->magnitude.grad()), ref(theirs, "lora_magnitude_vector")), 1e-5)
             << theirs;
+      }
     }
   }
   // Each shared A is one trainable tensor: 2 layers x (A + 3 B for q|k|v, A + B for 3 others).

@@ -153,7 +153,7 @@ TEST(TokenizerTrainCommand, TrainsATokenizerThatGlm4Uses) {
   auto t = run_program(GLM4_BINARY, {"tokenize", "--model", (tmp / "tok").string(), "--text", sentence}, true);
   ASSERT_TRUE(succeeds(t));
   std::string printed;
-  for (int32_t id : ids) printed += (printed.empty() ? "" : ",") + std::to_string(id);
+  for (int32_t id : ids) printed.append(printed.empty() ? "" : ",").append(std::to_string(id));
   EXPECT_EQ(t.output, printed + "\n");
 
   auto bad = run({"tokenizer", "train", "--input", (tmp / "none.txt").string(), "--out", (tmp / "t2").string()});

@@ -305,7 +305,7 @@ TEST(TrainerToyTask, LoraLearnsToCountFromUnseenStarts) {
   EXPECT_GT(s.first_val_loss, 4.0);  // the random base model knows nothing
   std::string curve;
   for (const auto& [step, v] : read_metrics(tmp / "out" / "metrics.jsonl").val_loss)
-    curve += " " + std::to_string(step) + ":" + std::to_string(v);
+    curve.append(" ").append(std::to_string(step)).append(":").append(std::to_string(v));
   // Far below guessing among the 32 cycle ids (ln 32 = 3.47). Not near 0: how well the rule
   // carries to the held-out starts varies with rounding (0.06 to 0.7 over seeds and kernels).
   EXPECT_LT(s.best_val_loss, 1.0) << "validation loss by step:" << curve;

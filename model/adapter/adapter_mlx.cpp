@@ -30,7 +30,7 @@ bool parse_mlx_key(const std::string& key, std::string* module, AdapterPart* par
 
 std::string layer_list(const std::set<int64_t>& s) {
   std::string out;
-  for (int64_t l : s) out += (out.empty() ? "" : ",") + std::to_string(l);
+  for (int64_t l : s) out.append(out.empty() ? "" : ",").append(std::to_string(l));
   return "{" + out + "}";
 }
 

@@ -18,7 +18,7 @@ std::string quote(const std::string& s) {
 Result run_shell(const std::string& program, const std::vector<std::string>& args, const std::string& redirect,
                  bool stdout_only) {
   std::string cmd = quote(program);
-  for (const auto& a : args) cmd += " " + quote(a);
+  for (const auto& a : args) cmd.append(" ").append(quote(a));
   cmd += redirect + (stdout_only ? " 2>/dev/null" : " 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   EXPECT_NE(p, nullptr) << cmd;
