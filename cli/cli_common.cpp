@@ -83,11 +83,10 @@ void check_output_dir(const fs::path& dir, const std::string& flag, bool force) 
              ": directory is not empty (use --force to write into it anyway)");
 }
 
-void add_compute_flag(CLI::App* app, std::string& value) {
-  app->add_option("--compute", value,
-                  "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or "
-                  "AVX512-BF16, on Intel's AVX512-BF16 alone for decode sizes only; else f32), f32 or "
-                  "bf16 (default auto)");
-}
+const char* const kComputeFlagHelp =
+    "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or AVX512-BF16, "
+    "on Intel's AVX512-BF16 alone for decode sizes only; else f32), f32 or bf16 (default auto)";
+
+void add_compute_flag(CLI::App* app, std::string& value) { app->add_option("--compute", value, kComputeFlagHelp); }
 
 }  // namespace glm4::cli

@@ -43,7 +43,8 @@ std::vector<int32_t> parse_token_list(const std::string& text, const std::string
 // "2GB", "500MB", "1.5GiB", "123" (bytes), "0": bytes. Decimal units are powers of 1000 and
 // binary ones (KiB, MiB, GiB, TiB) powers of 1024, as transformers' max_shard_size reads them.
 size_t parse_size(const std::string& text, const std::string& flag);
-// --compute auto|f32|bf16 into `value` (default auto).
+// --compute auto|f32|bf16 into `value` (default auto), with kComputeFlagHelp.
+extern const char* const kComputeFlagHelp;
 void add_compute_flag(CLI::App* app, std::string& value);
 // "f32" | "bf16" | "f16".
 DType parse_dtype_flag(const std::string& text, const std::string& flag);

@@ -69,9 +69,7 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
   add("bucket_mb", &f.bucket_mb, "mpirun: sum gradients over the ranks in buckets of this many MB (default 25)");
   add("sync_check_every", &f.sync_check_every,
       "mpirun: check every N steps that all ranks hold the same parameters; 0 = off (default 100)");
-  add("compute", &f.compute, "Frozen products in auto (bf16 for bf16 weights on a CPU with AMX or AVX512-BF16, on Intel's "
-      "AVX512-BF16 alone for decode sizes only), "
-      "f32 or bf16 (default auto)");
+  add("compute", &f.compute, kComputeFlagHelp);
 
   out.push_back({app, [flags, config_file, targets, given] {
     TrainConfig config;

@@ -27,14 +27,13 @@ bool mostly_bf16(Glm4Model& model) {
 
 std::string ComputeChoice::describe() const {
   std::string text = std::string(compute_dtype_name(dtype)) + " (" + kernel;
-  if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows)
-    text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
+  if (limits_rows()) text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
   return text + ")";
 }
 
 nlohmann::json ComputeChoice::fields() const {
   nlohmann::json j = {{"compute", compute_dtype_name(dtype)}, {"kernel", kernel}};
-  if (dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows) j["bf16_max_rows"] = bf16_max_rows;
+  if (limits_rows()) j["bf16_max_rows"] = bf16_max_rows;
   return j;
 }
 

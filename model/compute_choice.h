@@ -20,6 +20,7 @@ struct ComputeChoice {
   std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16, fp32 over 4 rows)"
   // {"compute", "kernel"} for JSON logs, and "bf16_max_rows" when it limits the bf16 products.
   nlohmann::json fields() const;
+  bool limits_rows() const { return dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows; }
 };
 
 // The bf16_max_rows `auto` sets for `kernel`: every product on AMX, and on AVX512-BF16 where that

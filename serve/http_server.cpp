@@ -251,7 +251,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     log->completion_tokens = e.completion_tokens;
     log->finish_reason = e.finish_reason;
     if (client_gone && e.finish_reason == "cancelled") {
-      // Logged as a streamed request whose client went away is: 200, finish_reason "cancelled".
+      // Nothing to send. The log reads as for a streamed request whose client went away: status
+      // 200, finish_reason "cancelled".
     } else if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
       const bool error = e.finish_reason == "error";
       send_error(res, ApiError(error ? 500 : 503, error ? "generation failed: " + e.error : "the request was cancelled (shutdown)",
