@@ -11,7 +11,7 @@
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
-#include "tests/support/random_values.h"
+#include "tests/support/random_adapter.h"
 #include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
 
@@ -19,7 +19,6 @@ namespace glm4 {
 namespace {
 
 using json = nlohmann::json;
-using glm4::testing::randn;
 using glm4::testing::TempDir;
 using glm4::testing::throws_with;
 namespace fs = std::filesystem;
@@ -39,12 +38,7 @@ LoraConfig test_lora(int64_t num_layers) {
 // PEFT-initialised adapters with B made random too: B = 0 would hide transposition mistakes.
 void add_random_adapter(Glm4Model& m, const LoraConfig& l, uint64_t seed) {
   m.add_lora(l, seed);
-  uint32_t tensor_seed = uint32_t(seed) * 1000;  // one seed per tensor
-  for (auto& [name, t] : m.lora_parameters())
-    if (name.ends_with(".lora_B")) {
-      const std::vector<float> v = randn(size_t(t.numel()), tensor_seed++, 0.1f);
-      std::copy(v.begin(), v.end(), t.data());
-    }
+  testing::randomize_lora_b(m, uint32_t(seed) * 1000, 0.1f);
 }
 
 std::vector<float> logits_of(Glm4Model& m) {

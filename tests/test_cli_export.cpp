@@ -3,12 +3,10 @@
 // naming the flag.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "infer/merge.h"
 #include "io/gguf_reader.h"
 #include "model/glm4_model.h"
-#include "tests/support/random_values.h"
+#include "tests/support/random_adapter.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
@@ -16,7 +14,6 @@
 namespace glm4 {
 namespace {
 
-using glm4::testing::randn;
 using glm4::testing::Result;
 using glm4::testing::run;
 using glm4::testing::succeeds;
@@ -32,13 +29,7 @@ void make_adapter(const std::string& dir) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   model->add_lora(lora, 3);
-  uint32_t seed = 9;  // one seed per tensor
-  for (auto& [name, t] : model->lora_parameters()) {
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".lora_B") == 0) {
-      const std::vector<float> v = randn(size_t(t.numel()), seed++, 0.05f);
-      std::copy(v.begin(), v.end(), t.data());
-    }
-  }
+  testing::randomize_lora_b(*model, 9, 0.05f);
   save_adapter(*model, lora, dir, "peft", kTinyGlm4);
 }
 

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <algorithm>
 
 #include "base/check.h"
 #include "autograd/node.h"
@@ -12,7 +11,7 @@
 #include "io/safetensors.h"
 #include "support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
-#include "tests/support/random_values.h"
+#include "tests/support/random_adapter.h"
 
 namespace glm4 {
 namespace {
@@ -31,12 +30,7 @@ void add_random_lora(Glm4Model& model) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   ASSERT_EQ(model.add_lora(lora, 11), 6 * model.config.num_hidden_layers);
-  uint32_t seed = 3;  // one seed per tensor
-  for (auto& [name, t] : model.lora_parameters())
-    if (name.ends_with(".lora_B")) {
-      const std::vector<float> v = testing::randn(size_t(t.numel()), seed++, 0.2f);
-      std::copy(v.begin(), v.end(), t.data());
-    }
+  testing::randomize_lora_b(model, 3, 0.2f);
 }
 
 std::map<std::string, std::vector<int64_t>> key_shapes(const std::filesystem::path& dir, std::string* dtype = nullptr) {

@@ -3,7 +3,6 @@
 // of an adapter onto a quantized base (the delta that naive re-quantization erases).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -18,7 +17,7 @@
 #include "model/save.h"
 #include "support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
-#include "tests/support/random_values.h"
+#include "tests/support/random_adapter.h"
 
 namespace glm4 {
 namespace {
@@ -204,12 +203,7 @@ void add_lora(Glm4Model& model, float b_std) {
   lora.alpha = 8;
   lora.targets = {"all-linear"};
   model.add_lora(lora, 11);
-  uint32_t seed = 3;  // one seed per tensor
-  for (auto& [name, t] : model.lora_parameters())
-    if (name.ends_with(".lora_B")) {
-      const std::vector<float> v = testing::randn(size_t(t.numel()), seed++, b_std);
-      std::copy(v.begin(), v.end(), t.data());
-    }
+  testing::randomize_lora_b(model, 3, b_std);
 }
 
 // A small delta (what a short fine-tune leaves): re-quantizing at the base's 4 bits keeps
