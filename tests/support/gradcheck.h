@@ -17,7 +17,7 @@ struct GradCase {
   std::function<Tensor(const std::vector<Tensor>&)> fn;
   double tolerance = 1e-2;  // max |analytic - numeric| / max(|numeric|_inf, 1e-2)
   float eps = 1e-2f;        // central-difference step
-  std::vector<int> skip;    // inputs not to differentiate
+  std::vector<int> skip = {};  // inputs not to differentiate
   float lo = -1.0f, hi = 1.0f;  // input value range
 };
 
