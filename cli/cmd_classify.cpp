@@ -139,7 +139,8 @@ void add_classify_command(CLI::App& parent, std::vector<Command>& out) {
       j["confusion"] = c;
     }
     j["predicted"] = counts;
-    j["compute"] = compute_dtype_name(s.compute.dtype);
+    const nlohmann::json compute = s.compute.fields();
+    for (const auto& [key, value] : compute.items()) j[key] = value;
 
     if (!f->predictions.empty()) {
       std::ofstream p(f->predictions, std::ios::binary);

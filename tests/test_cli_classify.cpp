@@ -102,6 +102,9 @@ TEST(ClassifyCommand, LabelLogProbsEqualTheLibrarysAnswerLoss) {
                                        "--labels", kLabelFlag, "--batch-size", batch, "--predictions",
                                        predictions.string(), "--compute", "f32"}, true);
     ASSERT_TRUE(succeeds(r)) << r.output;
+    json report = json::parse(r.output);
+    EXPECT_EQ(report["compute"], "f32");  // what ran, as in the train log and generate --json
+    EXPECT_EQ(report["kernel"], "fp32");
     std::vector<json> rows = read_lines(predictions);
     ASSERT_EQ(rows.size(), records.size());
     for (size_t i = 0; i < records.size(); ++i) {

@@ -210,6 +210,8 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
     ASSERT_TRUE(succeeds(r));
     nlohmann::json j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["examples"], 5);
+    EXPECT_EQ(j["compute"], "f32");  // what ran, as in the train log and generate --json
+    EXPECT_EQ(j["kernel"], "fp32");
     EXPECT_DOUBLE_EQ(double(j["exact_match"]), 0.6) << "batch " << batch;
     EXPECT_DOUBLE_EQ(double(j["exact_match_by_task"]["own"]), 1.0);
     EXPECT_DOUBLE_EQ(double(j["exact_match_by_task"]["other"]), 0.0);
