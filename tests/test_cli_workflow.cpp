@@ -6,21 +6,21 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "tests/support/repo_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
 namespace {
 
+using glm4::testing::kFinetune;
+using glm4::testing::kModel;
+using glm4::testing::kSource;
 using glm4::testing::run;
 using glm4::testing::run_program;
 using glm4::testing::succeeds;
 using glm4::testing::TempDir;
 namespace fs = std::filesystem;
-
-const std::string kSource = GLM4_SOURCE_DIR;
-const std::string kModel = kSource + "/models/glm4-tiny";
-const std::string kFinetune = kSource + "/data/finetune";
 
 TEST(Workflow, TokenizeAndLogitsFromText) {
   TempDir tmp;

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "base/check.h"
 #include "model/config.h"
+#include "tests/support/expect_error.h"
 
 namespace glm4 {
 namespace {
@@ -15,15 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no glm4::Error thrown";
-  return "";
-}
+using glm4::testing::error_of;
 
 json small_glm4() {
   return json::parse(R"({

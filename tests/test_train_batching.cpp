@@ -8,20 +8,12 @@
 
 #include "base/check.h"
 #include "dataset/batch_iterator.h"
+#include "tests/support/expect_error.h"
 
 namespace glm4 {
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << needle;
-  }
-}
+using glm4::testing::expect_error;
 
 // Example i has `len` tokens with ids 100*i + t; its labels copy the ids except every third.
 Example make(int64_t i, int64_t len) {

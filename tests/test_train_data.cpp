@@ -10,22 +10,14 @@
 #include "base/check.h"
 #include "dataset/batch.h"
 #include "dataset/dataset.h"
+#include "tests/support/expect_error.h"
 
 namespace glm4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << needle;
-  }
-}
+using glm4::testing::expect_error;
 
 // A scratch directory per test.
 class TempDir {

@@ -10,21 +10,13 @@
 #include "train/adamw.h"
 #include "train/grad_clip.h"
 #include "train/lr_schedule.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << needle;
-  }
-}
+using glm4::testing::expect_error;
 
 Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
   return Tensor::from(shape, testing::randn(size_t(shape_numel(shape)), seed, scale));
