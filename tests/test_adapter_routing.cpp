@@ -9,6 +9,7 @@
 #include "infer/cached_forward.h"
 #include "model/adapter/adapter_io.h"
 #include "tests/support/random_adapter.h"
+#include "tests/support/repo_paths.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
@@ -107,8 +108,7 @@ TEST_F(AdapterRouting, ResidentSlotsKeepTheChecksAndLeaveTheModelAloneOnFailure)
   load_resident_adapter(*m, dir / "a", 0, kTiny);
   EXPECT_TRUE(throws_with([&] { load_resident_adapter(*m, dir / "b", 0, kTiny); }, {"slot 0", "taken"}));
   // An adapter made for another model (hidden 256, not 64): refused, and the slot stays empty.
-  glm4::testing::write_random_adapter(std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny", dir / "x",
-                                      lora_of({"q_proj"}, 2, -1), 13);
+  glm4::testing::write_random_adapter(glm4::testing::kModel, dir / "x", lora_of({"q_proj"}, 2, -1), 13);
   EXPECT_TRUE(throws_with([&] { load_resident_adapter(*m, dir / "x", 1, kTiny); }, {"another model"}));
   int64_t in_slot_1 = 0;
   m->visit_linears([&](const LinearSite&, Linear& lin) { in_slot_1 += lin.resident.size() > 1 && lin.resident[1]; });

@@ -12,6 +12,7 @@
 #include "infer/score.h"
 #include "io/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
+#include "tests/support/repo_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -25,7 +26,7 @@ using glm4::testing::TempDir;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const std::string kModel = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+using glm4::testing::kModel;
 const std::vector<std::string> kLabels = {"Bible", "Jargon File", "Tang poem"};
 const std::string kLabelFlag = "Bible,Jargon File, Tang poem";  // spaces around a label are trimmed
 

@@ -9,6 +9,7 @@
 #include "io/gguf_vocab.h"
 #include "io/gguf_writer.h"
 #include "support/temp_dir.h"
+#include "tests/support/repo_paths.h"
 
 namespace glm4 {
 namespace {
@@ -128,7 +129,7 @@ TEST(GgufVocab, ChatGlm3SentencepieceTakesTheChatglm3Path) {
 }
 
 TEST(GgufVocab, EmbeddedModelIsSpmWithScoresUserDefinedSpecialsAndNoSpacePrefix) {
-  const std::string dir = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+  const std::string& dir = glm4::testing::kModel;
   const GgufVocab v = build_gguf_vocab(dir, GgufVocabStyle::Glm4, 4000);
   EXPECT_EQ(v.model, "llama");
   EXPECT_EQ(v.pre, "default");

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/support/random_adapter.h"
+#include "tests/support/repo_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/server_process.h"
 #include "tests/support/temp_dir.h"
@@ -28,7 +29,7 @@ using glm4::testing::TempDir;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const std::string kModel = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+using glm4::testing::kModel;
 const std::string kClient = std::string(GLM4_SOURCE_DIR) + "/tests/serve/openai_client.mjs";
 const std::string kKey = "sk-test-0123456789";
 // The fp32 products: a decode row sums exactly the same alone or batched with up to 15 others

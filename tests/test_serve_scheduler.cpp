@@ -10,6 +10,7 @@
 #include "serve/scheduler.h"
 #include "serve/stop_text.h"
 #include "tests/support/random_adapter.h"
+#include "tests/support/repo_paths.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4::serve {
@@ -19,7 +20,7 @@ using glm4::testing::TempDir;
 using namespace std::chrono_literals;
 
 const std::string kTiny = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
-const std::string kEmbedded = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+using glm4::testing::kModel;
 
 struct Reply {
   std::vector<int32_t> ids;
@@ -171,8 +172,8 @@ TEST(Scheduler, AKvWindowGivesWhatGenerateGivesWithTheSameWindow) {
 }
 
 TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits) {
-  auto model = load_model(kEmbedded);
-  auto tok = load_tokenizer(kEmbedded);
+  auto model = load_model(kModel);
+  auto tok = load_tokenizer(kModel);
   Scheduler s(*model, tok.get(), {});
   SlotRequest r;
   r.prompt = tok->encode("The king said", false);
@@ -214,7 +215,7 @@ TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits
 }
 
 TEST(Scheduler, BoundedQueueCancellationAndDrainFreeEverySlot) {
-  auto model = load_model(kEmbedded);  // slow enough that 900 tokens are still running below
+  auto model = load_model(kModel);  // slow enough that 900 tokens are still running below
   SchedulerConfig sc;
   sc.max_batch = 1;
   sc.max_queue = 1;

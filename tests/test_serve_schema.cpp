@@ -6,11 +6,12 @@
 #include <random>
 
 #include "serve/openai_schema.h"
+#include "tests/support/repo_paths.h"
 
 namespace glm4::serve {
 namespace {
 
-const std::string kModel = std::string(GLM4_SOURCE_DIR) + "/models/glm4-tiny";
+using glm4::testing::kModel;
 
 struct Served {
   Served() : model(load_model(kModel)), tokenizer(load_tokenizer(kModel)) {
