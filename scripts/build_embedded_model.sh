@@ -2,14 +2,17 @@
 # Rebuilds the embedded model in models/glm4-tiny from scratch with the project's own tools:
 # a sentencepiece tokenizer trained on data/corpus/tokenizer_train.txt, a random GLM-4 from
 # configs/embedded.json, pretrained fully (`glm4 train --full`) on data/corpus/pretrain.jsonl,
-# then stored as bf16. About 35 minutes on 2 cores. Not bit-for-bit across machines (thread
-# scheduling and -march=native change float rounding), but the same recipe.
+# stored as bf16, then trained on in a second phase on tools/copy_documents.py's corpus
+# (repeated word sequences beside corpus documents), which teaches it to copy from its context,
+# and stored as bf16 again. About 40 + 85 minutes on 2 cores. Not bit-for-bit across machines
+# (thread scheduling and -march=native change float rounding), but the same recipe.
 # Usage: scripts/build_embedded_model.sh [OUT_DIR]   (default models/glm4-tiny)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-models/glm4-tiny}
 WORK=${WORK:-out/embedded-build}
 ITERS=${ITERS:-2400}
+COPY_ITERS=${COPY_ITERS:-5000}
 
 scripts/install_deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
@@ -31,12 +34,25 @@ pretrain=(train --full --pack --model "$WORK/init" --data data/corpus/pretrain.j
   --warmup 50 --min-lr 3e-4 --weight-decay 0.01 --steps-per-report 10 --save-every 200 --seed 0)
 $GLM4 "${pretrain[@]}"
 
+echo "== phase 1 stored as bf16"
+$GLM4 fuse --model "$WORK/pretrained" --out "$WORK/phase1" --dtype bf16
+
+echo "== phase 2: copying ($COPY_ITERS steps of 8 x 512 packed tokens, 70% repeated word sequences)"
+/usr/bin/python3 tools/copy_documents.py "$WORK/copy_documents.jsonl"
+copying=(train --full --pack --model "$WORK/phase1" --data "$WORK/copy_documents.jsonl" --out "$WORK/copying"
+  --iters "$COPY_ITERS" --batch-size 8 --max-seq-length 512 --learning-rate 2e-3 --lr-schedule constant
+  --warmup 30 --weight-decay 0.01 --steps-per-report 20 --save-every 250 --seed 0)
+$GLM4 "${copying[@]}"
+
 echo "== store as bf16 in $OUT"
 rm -rf "$OUT.tmp"
-$GLM4 fuse --model "$WORK/pretrained" --out "$OUT.tmp" --dtype bf16
-cp "$WORK/pretrained/metrics.jsonl" "$OUT.tmp/pretrain_metrics.jsonl"
-$GLM4 plot "$OUT.tmp/pretrain_metrics.jsonl" --out "$OUT.tmp/pretrain_loss.svg"
+$GLM4 fuse --model "$WORK/copying" --out "$OUT.tmp" --dtype bf16
+for phase in pretrain:pretrained copy:copying; do
+  cp "$WORK/${phase#*:}/metrics.jsonl" "$OUT.tmp/${phase%:*}_metrics.jsonl"
+  $GLM4 plot "$OUT.tmp/${phase%:*}_metrics.jsonl" --out "$OUT.tmp/${phase%:*}_loss.svg"
+done
 echo "build/glm4 ${pretrain[*]}" > "$OUT.tmp/pretrain_command.txt"
+echo "build/glm4 ${copying[*]}" > "$OUT.tmp/copy_command.txt"
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
 echo "== sample"
