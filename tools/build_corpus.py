@@ -39,7 +39,7 @@ PRETRAIN_BIBLE_BOOKS = (
 JARGON_FRACTION = 0.55  # of the Jargon File lexicon entries (hash-selected, stable)
 TOKENIZER_BYTES = 1_000_000
 TOKENIZER_FINETUNE_BYTES = 120_000
-DEMO_TASKS = ("reverse_words", "uppercase", "add", "last_word", "quiz_capital", "devil_define",
+DEMO_TASKS = ("repeat", "reverse_words", "uppercase", "add", "last_word", "quiz_capital", "devil_define",
               "poem_line", "bible_book", "source", "language", "quiz_yes_no", "json_source")
 DEMO_ANSWERS = {"language": "Spanish", "json_source": "Spanish"}  # the first held-out one with it
 # Spanish (Reina-Valera 1909) books read for the language tasks; any would do.
