@@ -1,16 +1,23 @@
 #!/usr/bin/python3
-"""Writes the second pretraining phase's corpus for the embedded model: documents of repeated
-word sequences mixed with documents of data/corpus/pretrain.jsonl.
+"""Writes the corpus of the embedded model's second or third pretraining phase: documents of
+repeated word sequences mixed with documents of data/corpus/pretrain.jsonl.
 
-    /usr/bin/python3 tools/copy_documents.py OUT.jsonl
+    /usr/bin/python3 tools/copy_documents.py [--phase 2|3] OUT.jsonl
 
-A repeated line can be predicted only by finding its earlier copy, so these documents teach
-the in-context copying that the repeat and last-word tasks need and that the first phase's
-corpus teaches too slowly (README, "The embedded model"). Each copy document is lines of 2-12
-words drawn uniformly from the corpus's 3,000 most common (lower-cased): a line followed by
-itself (half of the time), by another line and then itself (a quarter), or a line followed by
-its own first words (a quarter).
-Standard library only; fixed seed, so a rerun gives identical bytes.
+A repeated line can be predicted only by finding its earlier copy, so these documents teach the
+in-context copying that the repeat, last-word and reverse tasks need and that the first phase's
+corpus teaches too slowly (README, "The embedded model"). Lines are 2-12 (phase 3: 1-10) words
+drawn uniformly from the corpus's 3,000 most common (lower-cased).
+
+Phase 2 (20,000 documents, 70% copy documents): a line followed by itself (half of the time), by
+another line and then itself (a quarter), or a line followed by its own first words (a quarter).
+
+Phase 3 (10,000 documents, 70% copy documents) moves copies across the start of a line, which
+the chat tasks need: their answer starts a line, where the tokenizer spells a word without the
+leading-space piece it has inside the prompt ("▁roaring" becomes "r" "oaring"). A line after a
+colon starts the next line (35%) or starts it reversed (25%); a line is copied after a colon
+(15%); the ending of a line starts the next (15%); a line follows itself (10%).
+Standard library only; fixed seeds, so a rerun gives identical bytes.
 """
 
 import argparse
@@ -20,44 +27,72 @@ import random
 import re
 from collections import Counter
 
-SEED = 1
-DOCUMENTS = 20000
-COPY_FRACTION = 0.7  # the rest are corpus documents, so the model keeps its text
 VOCABULARY = 3000
 DOCUMENT_CHARS = 1200
+
+
+def phase2_documents(rng, words, texts):
+    def sequence():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
+
+    for _ in range(20000):
+        if rng.random() > 0.7:
+            yield rng.choice(texts)
+            continue
+        lines = []
+        while sum(map(len, lines)) < DOCUMENT_CHARS:
+            line, kind = sequence(), rng.random()
+            if kind < 0.5:
+                lines += [line, line]
+            elif kind < 0.75:
+                lines += [line, sequence(), line]
+            else:
+                lines += [line + " " + sequence(), line]
+        yield "\n".join(lines)
+
+
+def phase3_documents(rng, words, texts):
+    def sequence(fewest, most):
+        return " ".join(rng.choice(words) for _ in range(rng.randint(fewest, most)))
+
+    for _ in range(10000):
+        if rng.random() < 0.3:
+            yield rng.choice(texts)
+            continue
+        lines = []
+        while sum(map(len, lines)) < DOCUMENT_CHARS:
+            line, kind = sequence(1, 10), rng.random()
+            if kind < 0.35:
+                lines += [sequence(1, 6) + ": " + line, line]
+            elif kind < 0.6:
+                lines += [sequence(1, 6) + ": " + line, " ".join(reversed(line.split()))]
+            elif kind < 0.75:
+                lines += [line, sequence(1, 6) + ": " + line]
+            elif kind < 0.9:
+                lines += [sequence(1, 8) + " " + line, line]
+            else:
+                lines += [line, line]
+        yield "\n".join(lines)
+
+
+PHASES = {2: (1, phase2_documents), 3: (4, phase3_documents)}  # phase: (seed, documents)
 
 
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
+    ap.add_argument("--phase", type=int, choices=sorted(PHASES), default=2)
     ap.add_argument("--corpus", default=os.path.join(root, "data", "corpus", "pretrain.jsonl"))
     args = ap.parse_args()
     with open(args.corpus, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
     counts = Counter(w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t))
     words = [w for w, _ in counts.most_common(VOCABULARY)]
-    rng = random.Random(SEED)
-
-    def sequence():
-        return " ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
-
+    seed, documents = PHASES[args.phase]
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for _ in range(DOCUMENTS):
-            if rng.random() > COPY_FRACTION:
-                text = rng.choice(texts)
-            else:
-                lines = []
-                while sum(map(len, lines)) < DOCUMENT_CHARS:
-                    line, kind = sequence(), rng.random()
-                    if kind < 0.5:
-                        lines += [line, line]
-                    elif kind < 0.75:
-                        lines += [line, sequence(), line]
-                    else:
-                        lines += [line + " " + sequence(), line]
-                text = "\n".join(lines)
+        for text in documents(random.Random(seed), words, texts):
             f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     os.replace(tmp, args.out)
 
