@@ -14,9 +14,10 @@ another line and then itself (a quarter), or a line followed by its own first wo
 
 Phase 3 (10,000 documents, 70% copy documents) moves copies across the start of a line, which
 the chat tasks need: their answer starts a line, where the tokenizer spells a word without the
-leading-space piece it has inside the prompt ("▁roaring" becomes "r" "oaring"). A line after a
-colon starts the next line (35%) or starts it reversed (25%); a line is copied after a colon
-(15%); the ending of a line starts the next (15%); a line follows itself (10%).
+leading space it has inside the prompt, so its first piece differs (" roaring" is pieces
+810 299 302 inside a line, "roaring" 349 299 302 at its start). A line after a colon starts the
+next line (35%) or starts it reversed (25%); a line is copied after a colon (15%); the ending
+of a line starts the next (15%); a line follows itself (10%).
 Standard library only; fixed seeds, so a rerun gives identical bytes.
 """
 
@@ -31,48 +32,49 @@ VOCABULARY = 3000
 DOCUMENT_CHARS = 1200
 
 
+def random_line(rng, words, fewest, most):
+    return " ".join(rng.choice(words) for _ in range(rng.randint(fewest, most)))
+
+
+def copy_document(next_lines):
+    """Joins the groups of lines next_lines() returns until the document has DOCUMENT_CHARS."""
+    lines = []
+    while sum(map(len, lines)) < DOCUMENT_CHARS:
+        lines += next_lines()
+    return "\n".join(lines)
+
+
 def phase2_documents(rng, words, texts):
-    def sequence():
-        return " ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
+    def next_lines():
+        line, kind = random_line(rng, words, 2, 12), rng.random()
+        if kind < 0.5:
+            return [line, line]
+        if kind < 0.75:
+            return [line, random_line(rng, words, 2, 12), line]
+        return [line + " " + random_line(rng, words, 2, 12), line]
 
     for _ in range(20000):
-        if rng.random() > 0.7:
-            yield rng.choice(texts)
-            continue
-        lines = []
-        while sum(map(len, lines)) < DOCUMENT_CHARS:
-            line, kind = sequence(), rng.random()
-            if kind < 0.5:
-                lines += [line, line]
-            elif kind < 0.75:
-                lines += [line, sequence(), line]
-            else:
-                lines += [line + " " + sequence(), line]
-        yield "\n".join(lines)
+        yield rng.choice(texts) if rng.random() > 0.7 else copy_document(next_lines)
 
 
 def phase3_documents(rng, words, texts):
-    def sequence(fewest, most):
-        return " ".join(rng.choice(words) for _ in range(rng.randint(fewest, most)))
+    def after_colon(line):
+        return random_line(rng, words, 1, 6) + ": " + line
+
+    def next_lines():
+        line, kind = random_line(rng, words, 1, 10), rng.random()
+        if kind < 0.35:
+            return [after_colon(line), line]
+        if kind < 0.6:
+            return [after_colon(line), " ".join(reversed(line.split()))]
+        if kind < 0.75:
+            return [line, after_colon(line)]
+        if kind < 0.9:
+            return [random_line(rng, words, 1, 8) + " " + line, line]
+        return [line, line]
 
     for _ in range(10000):
-        if rng.random() < 0.3:
-            yield rng.choice(texts)
-            continue
-        lines = []
-        while sum(map(len, lines)) < DOCUMENT_CHARS:
-            line, kind = sequence(1, 10), rng.random()
-            if kind < 0.35:
-                lines += [sequence(1, 6) + ": " + line, line]
-            elif kind < 0.6:
-                lines += [sequence(1, 6) + ": " + line, " ".join(reversed(line.split()))]
-            elif kind < 0.75:
-                lines += [line, sequence(1, 6) + ": " + line]
-            elif kind < 0.9:
-                lines += [sequence(1, 8) + " " + line, line]
-            else:
-                lines += [line, line]
-        yield "\n".join(lines)
+        yield rng.choice(texts) if rng.random() < 0.3 else copy_document(next_lines)
 
 
 PHASES = {2: (1, phase2_documents), 3: (4, phase3_documents)}  # phase: (seed, documents)
