@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Writes the corpus of the embedded model's second or third pretraining phase: documents of
-repeated word sequences mixed with documents of data/corpus/pretrain.jsonl.
+"""Writes the corpus of the embedded model's second, third or fourth pretraining phase:
+documents of repeated word sequences (phase 4: and of sums) mixed with documents of
+data/corpus/pretrain.jsonl.
 
-    /usr/bin/python3 tools/copy_documents.py [--phase 2|3] OUT.jsonl
+    /usr/bin/python3 tools/copy_documents.py [--phase 2|3|4] OUT.jsonl
 
 A repeated line can be predicted only by finding its earlier copy, so these documents teach the
 in-context copying that the repeat, last-word and reverse tasks need and that the first phase's
@@ -18,6 +19,14 @@ leading space it has inside the prompt, so its first piece differs (" roaring" i
 810 299 302 inside a line, "roaring" 349 299 302 at its start). A line after a colon starts the
 next line (35%) or starts it reversed (25%); a line is copied after a colon (15%); the ending
 of a line starts the next (15%); a line follows itself (10%).
+
+Phase 4 (10,000 documents: 40% copy documents, 35% sums, 25% corpus) drills what the third
+left weakest. Copy documents of lines of 2-7 words, mostly reversed: a line after a colon starts
+the next reversed (60%) or as it is (20%); a line is copied after a colon (7%); the ending of a
+line starts the next (8%); a line follows itself (5%). Sum documents add two numbers below 100
+("a + b = c" half of the time, "a plus b is c" a quarter, "add a and b:" with the sum on the
+next line a quarter); no operand pair of a held-out add question (data/finetune/valid.jsonl)
+appears, in either order, so the fine-tune's add scores stay held out.
 Standard library only; fixed seeds, so a rerun gives identical bytes.
 """
 
@@ -57,18 +66,19 @@ def phase2_documents(rng, words, texts):
         yield rng.choice(texts) if rng.random() > 0.7 else copy_document(next_lines)
 
 
-def phase3_documents(rng, words, texts):
-    def after_colon(line):
-        return random_line(rng, words, 1, 6) + ": " + line
+def after_colon(rng, words, line):
+    return random_line(rng, words, 1, 6) + ": " + line
 
+
+def phase3_documents(rng, words, texts):
     def next_lines():
         line, kind = random_line(rng, words, 1, 10), rng.random()
         if kind < 0.35:
-            return [after_colon(line), line]
+            return [after_colon(rng, words, line), line]
         if kind < 0.6:
-            return [after_colon(line), " ".join(reversed(line.split()))]
+            return [after_colon(rng, words, line), " ".join(reversed(line.split()))]
         if kind < 0.75:
-            return [line, after_colon(line)]
+            return [line, after_colon(rng, words, line)]
         if kind < 0.9:
             return [random_line(rng, words, 1, 8) + " " + line, line]
         return [line, line]
@@ -77,7 +87,54 @@ def phase3_documents(rng, words, texts):
         yield rng.choice(texts) if rng.random() < 0.3 else copy_document(next_lines)
 
 
-PHASES = {2: (1, phase2_documents), 3: (4, phase3_documents)}  # phase: (seed, documents)
+def held_out_sums(valid):
+    """The operand pairs of the held-out add questions, in both orders."""
+    pairs = set()
+    with open(valid, encoding="utf-8") as f:
+        for line in f:
+            example = json.loads(line)
+            if example.get("task") == "add":
+                a, b = map(int, re.findall(r"\d+", example["messages"][0]["content"]))
+                pairs |= {(a, b), (b, a)}
+    return pairs
+
+
+def phase4_documents(rng, words, texts, held_out):
+    def reversal_lines():
+        line, kind = random_line(rng, words, 2, 7), rng.random()
+        if kind < 0.2:
+            return [after_colon(rng, words, line), line]
+        if kind < 0.8:
+            return [after_colon(rng, words, line), " ".join(reversed(line.split()))]
+        if kind < 0.87:
+            return [line, after_colon(rng, words, line)]
+        if kind < 0.95:
+            return [random_line(rng, words, 1, 8) + " " + line, line]
+        return [line, line]
+
+    def sum_lines():
+        a, b = rng.randrange(100), rng.randrange(100)
+        while (a, b) in held_out:
+            a, b = rng.randrange(100), rng.randrange(100)
+        kind = rng.random()
+        if kind < 0.5:
+            return [f"{a} + {b} = {a + b}"]
+        if kind < 0.75:
+            return [f"{a} plus {b} is {a + b}"]
+        return [f"add {a} and {b}:", str(a + b)]
+
+    for _ in range(10000):
+        kind = rng.random()
+        if kind < 0.25:
+            yield rng.choice(texts)
+        elif kind < 0.65:
+            yield copy_document(reversal_lines)
+        else:
+            yield copy_document(sum_lines)
+
+
+# phase: (seed, documents)
+PHASES = {2: (1, phase2_documents), 3: (4, phase3_documents), 4: (5, phase4_documents)}
 
 
 def main():
@@ -86,15 +143,18 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--phase", type=int, choices=sorted(PHASES), default=2)
     ap.add_argument("--corpus", default=os.path.join(root, "data", "corpus", "pretrain.jsonl"))
+    ap.add_argument("--held-out", default=os.path.join(root, "data", "finetune", "valid.jsonl"),
+                    help="phase 4 leaves out the operand pairs of this file's add questions")
     args = ap.parse_args()
     with open(args.corpus, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
     counts = Counter(w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t))
     words = [w for w, _ in counts.most_common(VOCABULARY)]
     seed, documents = PHASES[args.phase]
+    extra = (held_out_sums(args.held_out),) if args.phase == 4 else ()
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for text in documents(random.Random(seed), words, texts):
+        for text in documents(random.Random(seed), words, texts, *extra):
             f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     os.replace(tmp, args.out)
 
