@@ -66,23 +66,31 @@ def phase2_documents(rng, words, texts):
         yield rng.choice(texts) if rng.random() > 0.7 else copy_document(next_lines)
 
 
-def after_colon(rng, words, line):
-    return random_line(rng, words, 1, 6) + ": " + line
+def line_start_copies(rng, words, fewest, most, upto):
+    """A function returning one group of lines that copies a line of fewest-most words to the
+    start of a line. upto holds the cumulative chances of the first four kinds: the line after a
+    colon, then itself; after a colon, then reversed; itself, then after a colon; after other
+    words, then itself. The rest: the line twice."""
+    def after_colon(line):
+        return random_line(rng, words, 1, 6) + ": " + line
 
-
-def phase3_documents(rng, words, texts):
     def next_lines():
-        line, kind = random_line(rng, words, 1, 10), rng.random()
-        if kind < 0.35:
-            return [after_colon(rng, words, line), line]
-        if kind < 0.6:
-            return [after_colon(rng, words, line), " ".join(reversed(line.split()))]
-        if kind < 0.75:
-            return [line, after_colon(rng, words, line)]
-        if kind < 0.9:
+        line, kind = random_line(rng, words, fewest, most), rng.random()
+        if kind < upto[0]:
+            return [after_colon(line), line]
+        if kind < upto[1]:
+            return [after_colon(line), " ".join(reversed(line.split()))]
+        if kind < upto[2]:
+            return [line, after_colon(line)]
+        if kind < upto[3]:
             return [random_line(rng, words, 1, 8) + " " + line, line]
         return [line, line]
 
+    return next_lines
+
+
+def phase3_documents(rng, words, texts):
+    next_lines = line_start_copies(rng, words, 1, 10, (0.35, 0.6, 0.75, 0.9))
     for _ in range(10000):
         yield rng.choice(texts) if rng.random() < 0.3 else copy_document(next_lines)
 
@@ -100,17 +108,7 @@ def held_out_sums(valid):
 
 
 def phase4_documents(rng, words, texts, held_out):
-    def reversal_lines():
-        line, kind = random_line(rng, words, 2, 7), rng.random()
-        if kind < 0.2:
-            return [after_colon(rng, words, line), line]
-        if kind < 0.8:
-            return [after_colon(rng, words, line), " ".join(reversed(line.split()))]
-        if kind < 0.87:
-            return [line, after_colon(rng, words, line)]
-        if kind < 0.95:
-            return [random_line(rng, words, 1, 8) + " " + line, line]
-        return [line, line]
+    reversal_lines = line_start_copies(rng, words, 2, 7, (0.2, 0.8, 0.87, 0.95))
 
     def sum_lines():
         a, b = rng.randrange(100), rng.randrange(100)
