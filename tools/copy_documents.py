@@ -135,6 +135,23 @@ def phase4_documents(rng, words, texts, held_out):
 PHASES = {2: (1, phase2_documents), 3: (4, phase3_documents), 4: (5, phase4_documents)}
 
 
+def corpus_words(corpus):
+    """The corpus's documents and its VOCABULARY most common words (lower-cased)."""
+    with open(corpus, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    counts = Counter(w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t))
+    return [w for w, _ in counts.most_common(VOCABULARY)], texts
+
+
+def write_documents(out, documents):
+    """Writes one JSON line {"text": ...} per document to out, through a temporary name."""
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for text in documents:
+            f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -144,17 +161,10 @@ def main():
     ap.add_argument("--held-out", default=os.path.join(root, "data", "finetune", "valid.jsonl"),
                     help="phase 4 leaves out the operand pairs of this file's add questions")
     args = ap.parse_args()
-    with open(args.corpus, encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f]
-    counts = Counter(w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t))
-    words = [w for w, _ in counts.most_common(VOCABULARY)]
+    words, texts = corpus_words(args.corpus)
     seed, documents = PHASES[args.phase]
     extra = (held_out_sums(args.held_out),) if args.phase == 4 else ()
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for text in documents(random.Random(seed), words, texts, *extra):
-            f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-    os.replace(tmp, args.out)
+    write_documents(args.out, documents(random.Random(seed), words, texts, *extra))
 
 
 if __name__ == "__main__":
