@@ -7,9 +7,11 @@
 # stored as bf16, then a third phase on the corpus of `tools/copy_documents.py --phase 3` (copies
 # that start a line from the middle of one, some reversed), stored as bf16, then a fourth phase
 # on `tools/copy_documents.py --phase 4` (mostly reversed copies, and sums of numbers below 100
-# written out, none of the held-out add questions), stored as bf16 again. About
-# 40 + 85 + 20 + 35 minutes on 2 cores. Not bit-for-bit across machines
-# (thread scheduling and -march=native change float rounding), but the same recipe.
+# written out, none of the held-out add questions), stored as bf16, then a fifth phase on
+# `tools/fact_documents.py` (the corpus's quiz facts in several wordings, beside fourth-phase
+# documents), stored as bf16 again. About 40 + 85 + 20 + 35 + 22 minutes on 2 cores. Not
+# bit-for-bit across machines (thread scheduling and -march=native change float rounding), but
+# the same recipe.
 # Usage: scripts/build_embedded_model.sh [OUT_DIR]   (default models/glm4-tiny)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +21,10 @@ ITERS=${ITERS:-2400}
 COPY_ITERS=${COPY_ITERS:-5000}
 LINECOPY_ITERS=${LINECOPY_ITERS:-1000}
 REVERSE_ITERS=${REVERSE_ITERS:-2000}
+FACT_ITERS=${FACT_ITERS:-1500}
 
 scripts/install_deps.sh
+scripts/install_corpus_packages.sh   # the quiz tables tools/fact_documents.py reads
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j2 --target glm4
 GLM4=build/glm4
@@ -72,10 +76,21 @@ reverse=(train --full --pack --model "$WORK/phase3" --data "$WORK/reverse_docume
   --steps-per-report 20 --save-every 250 --seed 0)
 $GLM4 "${reverse[@]}"
 
+echo "== phase 4 stored as bf16"
+$GLM4 fuse --model "$WORK/reverse" --out "$WORK/phase4" --dtype bf16
+
+echo "== phase 5: quiz facts in several wordings ($FACT_ITERS steps of 8 x 512 packed tokens)"
+/usr/bin/python3 tools/fact_documents.py "$WORK/fact_documents.jsonl"
+facts=(train --full --pack --model "$WORK/phase4" --data "$WORK/fact_documents.jsonl"
+  --out "$WORK/facts" --iters "$FACT_ITERS" --batch-size 8 --max-seq-length 512
+  --learning-rate 1e-3 --lr-schedule cosine --min-lr 1e-4 --warmup 30 --weight-decay 0.01
+  --steps-per-report 20 --save-every 250 --seed 0)
+$GLM4 "${facts[@]}"
+
 echo "== store as bf16 in $OUT"
 rm -rf "$OUT.tmp"
-$GLM4 fuse --model "$WORK/reverse" --out "$OUT.tmp" --dtype bf16
-for phase in pretrain:pretrained copy:copying linecopy:linecopy reverse:reverse; do
+$GLM4 fuse --model "$WORK/facts" --out "$OUT.tmp" --dtype bf16
+for phase in pretrain:pretrained copy:copying linecopy:linecopy reverse:reverse facts:facts; do
   cp "$WORK/${phase#*:}/metrics.jsonl" "$OUT.tmp/${phase%:*}_metrics.jsonl"
   $GLM4 plot "$OUT.tmp/${phase%:*}_metrics.jsonl" --out "$OUT.tmp/${phase%:*}_loss.svg"
 done
@@ -83,6 +98,7 @@ echo "build/glm4 ${pretrain[*]}" > "$OUT.tmp/pretrain_command.txt"
 echo "build/glm4 ${copying[*]}" > "$OUT.tmp/copy_command.txt"
 echo "build/glm4 ${linecopy[*]}" > "$OUT.tmp/linecopy_command.txt"
 echo "build/glm4 ${reverse[*]}" > "$OUT.tmp/reverse_command.txt"
+echo "build/glm4 ${facts[*]}" > "$OUT.tmp/facts_command.txt"
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
 echo "== sample"
