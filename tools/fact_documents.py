@@ -3,10 +3,10 @@
 data/corpus/pretrain.jsonl states once each (capitals, chemical elements, and the facts of the
 quiz_fact task), now each stated in four or five wordings, mixed half and half with documents
 of the fourth phase (tools/copy_documents.py --phase 4) so that what that phase taught stays.
-One wording of every fact puts the answer at the start of the next line ("The capital of Kenya:"
-then "Nairobi"), where a chat answer starts: there the tokenizer spells a word without its
-leading space, so its first piece differs from the one inside a sentence (tools/copy_documents.py
-says the same of copies).
+One wording of every fact, drawn for half of the statements, puts the answer at the start of
+the next line ("The capital of Kenya:" then "Nairobi"), where a chat answer starts: there the
+tokenizer spells a word without its leading space, so its first piece differs from the one
+inside a sentence (tools/copy_documents.py says the same of copies).
 
     /usr/bin/python3 tools/fact_documents.py OUT.jsonl
 
@@ -49,7 +49,8 @@ QUIZ_FACTS = {
                "In Latin, {s} means {o}.", 'The Latin word "{s}" means:\n{o}')),
     "sexes": (lambda r: (r[0], r[1]) if len(r[0]) > 1 else None,
               ('The female counterpart of "{s}" is "{o}".', "The female counterpart of {s} is {o}.",
-               '"{o}" is the female counterpart of "{s}".', 'The female counterpart of "{s}":\n{o}')),
+               '"{o}" is the female counterpart of "{s}".',
+               'The female counterpart of "{s}":\n{o}')),
     "collectives": (lambda r: (r[0], r[1]),
                     ("A group of {s} is called a {o}.", "The collective noun for {s} is {o}.",
                      "A {o} is a group of {s}.", "The collective noun for {s}:\n{o}")),
@@ -76,7 +77,8 @@ QUIZ_FACTS = {
               ("In Morse code, {s} is {o}.", "The Morse code for {s} is {o}.",
                "{O} is {s} in Morse code.", "The Morse code for {s}:\n{o}")),
     "murders": (lambda r: (r[0], r[1]),
-                ("{S} was killed by {o}.", "{O} killed {s}.", "The killer of {s} was {o}.", "The killer of {s}:\n{o}")),
+                ("{S} was killed by {o}.", "{O} killed {s}.", "The killer of {s} was {o}.",
+                 "The killer of {s}:\n{o}")),
     "sov": (lambda r: (r[0], r[2]) if len(r) > 2 else None,
             ("{S} was succeeded on the English throne by {o}.",
              "{O} succeeded {s} on the English throne.", "After {s}, {o} took the English throne.",
@@ -111,10 +113,8 @@ def fact_statements():
     return [state(w, s, o) for s, o, wordings in facts if s and o for w in wordings]
 
 
-def fact_document(rng, statements):
-    """Statements drawn at random, half of them of the wordings that end in a line break."""
-    line_start = [t for t in statements if ":\n" in t]
-    sentences = [t for t in statements if ":\n" not in t]
+def fact_document(rng, line_start, sentences):
+    """Statements drawn at random, LINE_START_SHARE of them from line_start."""
     lines = []
     while sum(map(len, lines)) < copy_documents.DOCUMENT_CHARS:
         lines.append(rng.choice(line_start if rng.random() < LINE_START_SHARE else sentences))
@@ -122,8 +122,12 @@ def fact_document(rng, statements):
 
 
 def phase5_documents(rng, statements, fourth_phase):
+    """DOCUMENTS documents: fact documents (FACT_SHARE of them), else the next of fourth_phase."""
+    line_start = [t for t in statements if ":\n" in t]
+    sentences = [t for t in statements if ":\n" not in t]
     for _ in range(DOCUMENTS):
-        yield fact_document(rng, statements) if rng.random() < FACT_SHARE else next(fourth_phase)
+        yield (fact_document(rng, line_start, sentences) if rng.random() < FACT_SHARE
+               else next(fourth_phase))
 
 
 def main():
@@ -136,6 +140,7 @@ def main():
                          "questions")
     args = ap.parse_args()
     words, texts = copy_documents.corpus_words(args.corpus)
+    # The fourth phase's own documents, in its order.
     fourth_phase = copy_documents.phase4_documents(
         random.Random(copy_documents.PHASES[4][0]), words, texts,
         copy_documents.held_out_sums(args.held_out))
