@@ -29,6 +29,19 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j2 --target glm4
 GLM4=build/glm4
 
+# Continues training the bf16 model in $WORK/$2 on the documents $3 for $4 steps of 8 x 512 packed
+# tokens into $WORK/$1; the other arguments set the learning rate. The command is kept beside it
+# for the model directory.
+continue_training() {
+  local name=$1 from=$2 documents=$3 iters=$4
+  shift 4
+  local command=(train --full --pack --model "$WORK/$from" --data "$documents" --out "$WORK/$name"
+    --iters "$iters" --batch-size 8 --max-seq-length 512 "$@" --warmup 30 --weight-decay 0.01
+    --steps-per-report 20 --save-every 250 --seed 0)
+  $GLM4 "${command[@]}"
+  echo "build/glm4 ${command[*]}" > "$WORK/$name.command.txt"
+}
+
 rm -rf "$WORK"
 mkdir -p "$WORK"
 echo "== tokenizer: sentencepiece BPE, 4000 pieces, GLM special tokens"
@@ -43,62 +56,48 @@ pretrain=(train --full --pack --model "$WORK/init" --data data/corpus/pretrain.j
   --iters "$ITERS" --batch-size 8 --max-seq-length 512 --learning-rate 3e-3 --lr-schedule cosine
   --warmup 50 --min-lr 3e-4 --weight-decay 0.01 --steps-per-report 10 --save-every 200 --seed 0)
 $GLM4 "${pretrain[@]}"
+echo "build/glm4 ${pretrain[*]}" > "$WORK/pretrained.command.txt"
 
 echo "== phase 1 stored as bf16"
 $GLM4 fuse --model "$WORK/pretrained" --out "$WORK/phase1" --dtype bf16
 
-echo "== phase 2: copying ($COPY_ITERS steps of 8 x 512 packed tokens, 70% repeated word sequences)"
+echo "== phase 2: copying ($COPY_ITERS steps, 70% repeated word sequences)"
 /usr/bin/python3 tools/copy_documents.py "$WORK/copy_documents.jsonl"
-copying=(train --full --pack --model "$WORK/phase1" --data "$WORK/copy_documents.jsonl" --out "$WORK/copying"
-  --iters "$COPY_ITERS" --batch-size 8 --max-seq-length 512 --learning-rate 2e-3 --lr-schedule constant
-  --warmup 30 --weight-decay 0.01 --steps-per-report 20 --save-every 250 --seed 0)
-$GLM4 "${copying[@]}"
+continue_training copying phase1 "$WORK/copy_documents.jsonl" "$COPY_ITERS" \
+  --learning-rate 2e-3 --lr-schedule constant
 
 echo "== phase 2 stored as bf16"
 $GLM4 fuse --model "$WORK/copying" --out "$WORK/phase2" --dtype bf16
 
-echo "== phase 3: copies across a line start ($LINECOPY_ITERS steps of 8 x 512 packed tokens)"
+echo "== phase 3: copies across a line start ($LINECOPY_ITERS steps)"
 /usr/bin/python3 tools/copy_documents.py --phase 3 "$WORK/linecopy_documents.jsonl"
-linecopy=(train --full --pack --model "$WORK/phase2" --data "$WORK/linecopy_documents.jsonl"
-  --out "$WORK/linecopy" --iters "$LINECOPY_ITERS" --batch-size 8 --max-seq-length 512
-  --learning-rate 1e-3 --lr-schedule constant --warmup 30 --weight-decay 0.01
-  --steps-per-report 20 --save-every 250 --seed 0)
-$GLM4 "${linecopy[@]}"
+continue_training linecopy phase2 "$WORK/linecopy_documents.jsonl" "$LINECOPY_ITERS" \
+  --learning-rate 1e-3 --lr-schedule constant
 
 echo "== phase 3 stored as bf16"
 $GLM4 fuse --model "$WORK/linecopy" --out "$WORK/phase3" --dtype bf16
 
-echo "== phase 4: reversed copies and sums ($REVERSE_ITERS steps of 8 x 512 packed tokens)"
+echo "== phase 4: reversed copies and sums ($REVERSE_ITERS steps)"
 /usr/bin/python3 tools/copy_documents.py --phase 4 "$WORK/reverse_documents.jsonl"
-reverse=(train --full --pack --model "$WORK/phase3" --data "$WORK/reverse_documents.jsonl"
-  --out "$WORK/reverse" --iters "$REVERSE_ITERS" --batch-size 8 --max-seq-length 512
-  --learning-rate 1e-3 --lr-schedule constant --warmup 30 --weight-decay 0.01
-  --steps-per-report 20 --save-every 250 --seed 0)
-$GLM4 "${reverse[@]}"
+continue_training reverse phase3 "$WORK/reverse_documents.jsonl" "$REVERSE_ITERS" \
+  --learning-rate 1e-3 --lr-schedule constant
 
 echo "== phase 4 stored as bf16"
 $GLM4 fuse --model "$WORK/reverse" --out "$WORK/phase4" --dtype bf16
 
-echo "== phase 5: quiz facts in several wordings ($FACT_ITERS steps of 8 x 512 packed tokens)"
+echo "== phase 5: quiz facts in several wordings ($FACT_ITERS steps)"
 /usr/bin/python3 tools/fact_documents.py "$WORK/fact_documents.jsonl"
-facts=(train --full --pack --model "$WORK/phase4" --data "$WORK/fact_documents.jsonl"
-  --out "$WORK/facts" --iters "$FACT_ITERS" --batch-size 8 --max-seq-length 512
-  --learning-rate 1e-3 --lr-schedule cosine --min-lr 1e-4 --warmup 30 --weight-decay 0.01
-  --steps-per-report 20 --save-every 250 --seed 0)
-$GLM4 "${facts[@]}"
+continue_training facts phase4 "$WORK/fact_documents.jsonl" "$FACT_ITERS" \
+  --learning-rate 1e-3 --lr-schedule cosine --min-lr 1e-4
 
 echo "== store as bf16 in $OUT"
 rm -rf "$OUT.tmp"
 $GLM4 fuse --model "$WORK/facts" --out "$OUT.tmp" --dtype bf16
 for phase in pretrain:pretrained copy:copying linecopy:linecopy reverse:reverse facts:facts; do
   cp "$WORK/${phase#*:}/metrics.jsonl" "$OUT.tmp/${phase%:*}_metrics.jsonl"
+  cp "$WORK/${phase#*:}.command.txt" "$OUT.tmp/${phase%:*}_command.txt"
   $GLM4 plot "$OUT.tmp/${phase%:*}_metrics.jsonl" --out "$OUT.tmp/${phase%:*}_loss.svg"
 done
-echo "build/glm4 ${pretrain[*]}" > "$OUT.tmp/pretrain_command.txt"
-echo "build/glm4 ${copying[*]}" > "$OUT.tmp/copy_command.txt"
-echo "build/glm4 ${linecopy[*]}" > "$OUT.tmp/linecopy_command.txt"
-echo "build/glm4 ${reverse[*]}" > "$OUT.tmp/reverse_command.txt"
-echo "build/glm4 ${facts[*]}" > "$OUT.tmp/facts_command.txt"
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
 echo "== sample"
