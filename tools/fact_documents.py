@@ -108,7 +108,7 @@ def fact_statements():
     for table, (subject_answer, wordings) in QUIZ_FACTS.items():
         for row in cs.quiz_table(table):
             pair = subject_answer(row)
-            if pair and pair[0] and pair[1]:
+            if pair:
                 facts.append(pair + (wordings,))
     return [state(w, s, o) for s, o, wordings in facts if s and o for w in wordings]
 
