@@ -17,6 +17,7 @@
 #include "autograd/kernels/cpu_features.h"
 #include "model/compute_choice.h"
 #include "model/adapter/adapter_io.h"
+#include "train/train_settings.h"
 
 namespace glm4 {
 namespace {
@@ -50,6 +51,40 @@ TEST(Cli, HelpListsTheSubcommandsAndFlags) {
   ASSERT_TRUE(succeeds(convert));
   for (const char* s : {"--in", "--out", "--to", "peft", "mlx"})
     EXPECT_NE(convert.output.find(s), std::string::npos) << s;
+}
+
+// train's flags and --config keys come from one list (train/train_settings.h); the file is read
+// first and the flags given win. Each case fails in the settings' checks, before any model loads.
+TEST(Cli, TrainFlagsAreTheSettingsListAndWinOverTheConfigFile) {
+  Result help = run({"train", "--help"});
+  ASSERT_TRUE(succeeds(help));
+  visit_train_settings([&](const char* key, auto, const char*) {
+    EXPECT_NE(help.output.find(train_flag_name(key) + " "), std::string::npos) << key;
+  });
+
+  TempDir tmp;
+  std::ofstream(tmp / "job.json") << R"({"_comment": "x", "model": "m", "data": "d", "out": "o", "iters": 5})";
+  std::ofstream(tmp / "typo.json") << R"({"lerning_rate": 0.001})";
+  std::ofstream(tmp / "broken.json") << R"({"iters": 5,})";
+  const std::string job = (tmp / "job.json").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"train", "--config", job, "--warmup", "6"}, {"--warmup must be in [0, iters], got 6"}},
+      {{"train", "--config", job, "--iters", "2", "--warmup", "3"}, {"--warmup must be in [0, iters], got 3"}},
+      {{"train", "--config", job, "--iters", "-1"}, {"--iters must be positive, got -1"}},
+      {{"train", "--config", (tmp / "missing.json").string()}, {"--config", "missing.json", "cannot open"}},
+      {{"train", "--config", (tmp / "broken.json").string()}, {"--config", "broken.json", "invalid JSON"}},
+      {{"train", "--config", (tmp / "typo.json").string()}, {"typo.json", "unknown key \"lerning_rate\""}},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << c.args[2] << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_NE(r.output.find(m), std::string::npos) << "message lacks \"" << m << "\": " << r.output;
+  }
 }
 
 TEST(Cli, InitThenLogits) {
