@@ -98,6 +98,8 @@ for phase in pretrain:pretrained copy:copying linecopy:linecopy reverse:reverse 
   cp "$WORK/${phase#*:}.command.txt" "$OUT.tmp/${phase%:*}_command.txt"
   $GLM4 plot "$OUT.tmp/${phase%:*}_metrics.jsonl" --out "$OUT.tmp/${phase%:*}_loss.svg"
 done
+# The model card is written by hand, not by this script: it moves to the new directory.
+if [[ -f "$OUT/README.md" ]]; then cp "$OUT/README.md" "$OUT.tmp/README.md"; fi
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
 echo "== sample"
