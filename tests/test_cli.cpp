@@ -227,6 +227,31 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   }
 }
 
+// A kernel override in the environment with a value it does not take, or one this CPU cannot
+// run, stops the command with status 1 and a message naming the variable, the value and what it
+// accepts.
+TEST(Cli, BadKernelOverridesExitNamingTheVariable) {
+  struct Case {
+    std::string env;
+    std::vector<std::string> mentions;
+  };
+  std::vector<Case> cases = {
+      {"GLM4_GEMM=foo", {"GLM4_GEMM=foo", "openblas or eigen"}},
+      {"GLM4_BF16_KERNEL=foo", {"GLM4_BF16_KERNEL=foo", "amx, avx512bf16 or none"}},
+      {"GLM4_QUANT_KERNEL=neon", {"GLM4_QUANT_KERNEL=neon", "avx512, avx2 or scalar"}},
+  };
+  if (!kernels::bf16_kernel_available(kernels::Bf16Kernel::kAmx))
+    cases.push_back({"GLM4_BF16_KERNEL=amx", {"GLM4_BF16_KERNEL=amx", "cannot run", "none"}});
+  for (const Case& c : cases) {
+    Result r = run_program("/usr/bin/env", {c.env, GLM4_BINARY, "generate", "--model", kTinyGlm4, "--tokens", "1,2",
+                                            "--max-tokens", "2", "--compute", "f32"});
+    EXPECT_EQ(r.status, 1) << c.env << "\n" << r.output;
+    EXPECT_NE(r.output.find("glm4: error: environment variable"), std::string::npos) << c.env << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_NE(r.output.find(m), std::string::npos) << c.env << "\nmessage lacks \"" << m << "\": " << r.output;
+  }
+}
+
 TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
   TempDir tmp;
   const std::string out = (tmp / "x.safetensors").string();

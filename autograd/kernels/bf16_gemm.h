@@ -5,23 +5,16 @@
 // (the mmapped file pages stay its only copy); panels are repacked per task in a small buffer.
 #pragma once
 #include <cstdint>
-#include <string_view>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "autograd/kernels/quantized_matrix.h"
 
 namespace glm4::kernels {
 
-enum class Bf16Kernel { kNone, kAvx512Bf16, kAmx };
-
-// "none", "avx512bf16", "amx" (the spellings GLM4_BF16_KERNEL takes).
-const char* bf16_kernel_name(Bf16Kernel kernel);
 // Whether this CPU (and OS) can run `kernel`; kNone always can.
 bool bf16_kernel_available(Bf16Kernel kernel);
-// "amx" / "avx512bf16" / "none" to the kernel; anything else throws.
-Bf16Kernel parse_bf16_kernel(std::string_view name);
-// The kernel of this process: the one set by set_bf16_kernel, else GLM4_BF16_KERNEL=amx|
-// avx512bf16|none if set (read once; a choice the CPU cannot run throws), else the best
-// available (AMX, then AVX512-BF16, else kNone: callers then use the fp32 path).
+// The kernel of this process: the one set by set_bf16_kernel, else kernel_selection().bf16 (the
+// best available, or GLM4_BF16_KERNEL; kNone: callers then use the fp32 path).
 Bf16Kernel bf16_kernel();
 // Overrides the choice for the rest of the process (tests, benchmarks); throws if the CPU
 // cannot run `kernel`.

@@ -103,7 +103,7 @@ void run_tile(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) 
     }
     const float beta = k0 == 0 ? p.beta : 1.0f;
     float* c = p.C + i0 * p.ldc + j0;
-    if (gemm_detail::tile_backend() == gemm_detail::TileBackend::kEigen)
+    if (gemm_detail::tile_backend() == gemm_detail::Fp32Backend::kEigen)
       gemm_detail::eigen_sgemm(p.trans_a, B.trans, i1 - i0, j1 - j0, k1 - k0, p.alpha, a, p.lda, b,
                                ldb, beta, c, p.ldc);
     else

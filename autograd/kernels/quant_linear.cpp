@@ -58,7 +58,7 @@ TilePlan plan_tiles(int64_t M, int64_t N, int64_t align) {
 // C[m, n] = A[m, k] op(B) + beta C, single-threaded, with the backend of gemm.cpp's tiles.
 void sgemm_tile(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (gemm_detail::tile_backend() == gemm_detail::TileBackend::kEigen)
+  if (gemm_detail::tile_backend() == gemm_detail::Fp32Backend::kEigen)
     gemm_detail::eigen_sgemm(false, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m), int(n),
