@@ -14,6 +14,8 @@
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "autograd/kernels/cpu_features.h"
 #include "model/compute_choice.h"
 #include "model/adapter/adapter_io.h"
@@ -225,6 +227,29 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.output.find("--compute bf16"), std::string::npos) << r.output;
   }
+}
+
+// generate --json reports what runs besides the compute choice: the fp32 backend, and the
+// quantized kernels' instruction set, as this process selected them (the same CPU, the same
+// environment); a kernel override changes what it reports.
+TEST(Cli, GenerateJsonReportsTheKernels) {
+  auto report = [](const std::vector<std::string>& env) {
+    std::vector<std::string> args = env;
+    for (const char* a : {GLM4_BINARY, "generate", "--model", kTinyGlm4.c_str(), "--tokens", "1,2,3", "--max-tokens",
+                          "2", "--json", "--compute", "f32"})
+      args.push_back(a);
+    auto r = run_program("/usr/bin/env", args, true);
+    EXPECT_TRUE(succeeds(r));
+    return nlohmann::json::parse(r.output);
+  };
+  nlohmann::json j = report({});
+  EXPECT_EQ(j["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << j;
+  EXPECT_EQ(j["quant_kernel"], quant_kernel_name()) << j;
+  EXPECT_EQ(j["quant_int8_decode"], false) << j;
+  EXPECT_EQ(j["kernel"], "fp32") << j;
+  EXPECT_EQ(report({"GLM4_GEMM=eigen"})["fp32_backend"], "eigen");
+  EXPECT_TRUE(report({"GLM4_GEMM=openblas"}).contains("blas_core"));
+  EXPECT_EQ(report({"GLM4_QUANT_KERNEL=scalar"})["quant_kernel"], "scalar");
 }
 
 // A kernel override in the environment with a value it does not take, or one this CPU cannot

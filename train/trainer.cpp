@@ -189,7 +189,7 @@ TrainSummary train(const TrainConfig& config, Distributed& group) {
     if (metrics) metrics->write(line);
   };
   nlohmann::json setup = {{"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
-  setup.update(compute.fields());
+  setup.update(kernel_report(compute).fields());
   log(setup);
 
   BatchOptions bo;

@@ -6,14 +6,12 @@
 #include "autograd/kernels/bf16_gemm.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "autograd/compute_dtype.h"
 #include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
@@ -189,30 +187,6 @@ bool bf16_kernel_available(Bf16Kernel kernel) {
   }
   return false;
 }
-
-namespace {
-
-std::atomic<int> g_override{-1};  // a Bf16Kernel set by set_bf16_kernel, or -1
-
-}  // namespace
-
-Bf16Kernel bf16_kernel() {
-  const int forced = g_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return Bf16Kernel(forced);
-  return kernel_selection().bf16;
-}
-
-void set_bf16_kernel(Bf16Kernel kernel) {
-  GLM4_CHECK(bf16_kernel_available(kernel), "[set_bf16_kernel] this CPU cannot run the ",
-             bf16_kernel_name(kernel), " kernel");
-  g_override.store(int(kernel), std::memory_order_relaxed);
-}
-
-bool bf16_units_on() {
-  return compute_dtype() == ComputeDType::BF16 && bf16_kernel() != Bf16Kernel::kNone;
-}
-
-bool bf16_units_take(int64_t rows) { return bf16_units_on() && rows <= bf16_max_rows(); }
 
 namespace {
 

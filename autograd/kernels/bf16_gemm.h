@@ -11,20 +11,10 @@
 
 namespace glm4::kernels {
 
-// Whether this CPU (and OS) can run `kernel`; kNone always can.
+// Whether this CPU (and OS) can run `kernel`; kNone always can. Which one runs is chosen in
+// kernel_selection.h; whether a product goes to it, by the caller's ComputeChoice
+// (autograd/compute_dtype.h).
 bool bf16_kernel_available(Bf16Kernel kernel);
-// The kernel of this process: the one set by set_bf16_kernel, else kernel_selection().bf16 (the
-// best available, or GLM4_BF16_KERNEL; kNone: callers then use the fp32 path).
-Bf16Kernel bf16_kernel();
-// Overrides the choice for the rest of the process (tests, benchmarks); throws if the CPU
-// cannot run `kernel`.
-void set_bf16_kernel(Bf16Kernel kernel);
-
-// Whether products go to the bf16 units at all: BF16 compute (compute_dtype.h) on a CPU with a
-// kernel.
-bool bf16_units_on();
-// Whether a product of `rows` rows goes to them: bf16_units_on() and rows within bf16_max_rows().
-bool bf16_units_take(int64_t rows);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).
 void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,

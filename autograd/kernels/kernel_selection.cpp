@@ -99,4 +99,6 @@ const KernelSelection& kernel_selection() {
   return selection;
 }
 
+Bf16Kernel bf16_kernel() { return kernel_selection().bf16; }
+
 }  // namespace glm4::kernels

@@ -29,4 +29,7 @@ struct KernelSelection {
 // variable, the value and the values accepted here (and throws again on the next call).
 const KernelSelection& kernel_selection();
 
+// kernel_selection().bf16: the bf16 kernel that --compute bf16 / auto use.
+Bf16Kernel bf16_kernel();
+
 }  // namespace glm4::kernels

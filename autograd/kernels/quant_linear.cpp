@@ -163,6 +163,8 @@ bool quant_int8_decode_supported(const QuantizedMatrix& W) {
   return quant_detail::int8_decode_supported(W.bits);
 }
 
+bool quant_int8_decode_available() { return quant_detail::int8_decode_supported(4); }
+
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {
   const int64_t N = W.rows;

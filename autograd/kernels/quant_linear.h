@@ -24,6 +24,8 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
 
 // Whether quant_linear_forward_int8 runs W on this CPU (AVX512-VNNI; 4- or 8-bit codes).
 bool quant_int8_decode_supported(const QuantizedMatrix& W);
+// Whether it runs on this CPU at all (for 4- and 8-bit codes).
+bool quant_int8_decode_available();
 // The decode-sized product under --compute bf16 (M <= kQuantStreamRows): X in two int8 levels
 // per group (each element within about max|x| / 65000 of its group: 256 times finer than bf16
 // rounding), the codes multiplied exactly by AVX512-VNNI (quant_decode_int8.h). X holding inf
