@@ -139,7 +139,7 @@ void add_classify_command(CLI::App& parent, std::vector<Command>& out) {
       j["confusion"] = c;
     }
     j["predicted"] = counts;
-    const nlohmann::json compute = s.compute.fields();
+    const nlohmann::json compute = kernel_report(s.compute).fields();
     for (const auto& [key, value] : compute.items()) j[key] = value;
 
     if (!f->predictions.empty()) {

@@ -65,7 +65,7 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
                      {"exact_match", em.rate()},
                      {"answer_loss", p.loss},
                      {"answer_tokens", p.tokens}};
-    j.update(s.compute.fields());
+    j.update(kernel_report(s.compute).fields());
     if (!em.by_task.empty()) {
       nlohmann::json t = nlohmann::json::object(), l = nlohmann::json::object();
       for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);

@@ -114,7 +114,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
         std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
         if (f->json) {
           nlohmann::json line = {{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}};
-          line.update(s.compute.fields());
+          line.update(kernel_report(s.compute).fields());
           std::printf("%s\n", line.dump().c_str());
         } else {
           std::printf("%s\n", text.c_str());
@@ -152,7 +152,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
                              {"prefill_tps", st.prefill_tokens_per_second()},
                              {"decode_tps", st.decode_tokens_per_second()},
                              {"peak_rss_mb", peak_rss_mb()}};
-      line.update(s.compute.fields());
+      line.update(kernel_report(s.compute).fields());
       std::printf("%s\n", line.dump().c_str());
     } else {
       std::printf("\n");

@@ -30,7 +30,8 @@ Tensor batch_hidden(const Glm4Model& model, const Batch& batch, const BatchLossO
 Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
   Tensor hidden = batch_hidden(model, batch, options);
   const Param& head = model.lm_head_weight();
-  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by);
+  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by,
+                                   model.compute);
 }
 
 std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
@@ -51,7 +52,7 @@ std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
     Tensor rows = Tensor::empty({int64_t(at.size()), H});  // only the rows the loss reads
     for (size_t i = 0; i < at.size(); ++i)
       std::copy_n(hidden.data() + at[i] * H, H, rows.data() + int64_t(i) * H);
-    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0).item());
+    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0, model.compute).item());
   }
   return out;
 }

@@ -364,7 +364,7 @@ TEST(QuantKernels, ErrorNoWorseThanTheFp32Gemm) {
       reference(X.data(), exact, M, 256, 1024, true, &ref, &mag);
       std::vector<float> yq(size_t(M * 256)), yd(yq.size());
       quant_linear_forward(X.data(), M, 1024, q, yq.data(), false);
-      linear_forward(X.data(), M, 1024, dense, yd.data(), false);
+      linear_forward(X.data(), M, 1024, dense, yd.data(), false, kF32Compute);
       double eq = 0, ed = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
         eq += (yq[i] - ref[i]) * (yq[i] - ref[i]);

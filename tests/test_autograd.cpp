@@ -77,7 +77,7 @@ TEST(Autograd, ShapeMismatchesNameTheOpAndShapes) {
   EXPECT_NE(message([&] { ops::rms_norm(a, Tensor::zeros({2}), 1e-5f); }).find("[rms_norm] input (2,3)"),
             std::string::npos);
   EXPECT_NE(message([&] { ops::attention(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({1, 2, 2, 4}),
-                                         Tensor::zeros({1, 2, 2, 4}), {}); })
+                                         Tensor::zeros({1, 2, 2, 4}), {}, kF32Compute); })
                 .find("[attention] q (1,2,3,4)"),
             std::string::npos);
   std::vector<int32_t> ids{7};
@@ -92,8 +92,8 @@ struct LoraBlock {
   Tensor a, b;
   Tensor operator()(const V& in) const {
     Tensor lora = ops::linear(ops::linear(in[0], a, Tensor()), b, Tensor());
-    Tensor hidden = ops::silu(ops::add(ops::linear(in[0], up, Tensor()), ops::scale(lora, 2.0f)));
-    return ops::add(in[0], ops::linear(hidden, down, Tensor()));
+    Tensor hidden = ops::silu(ops::add(ops::linear(in[0], up, Tensor(), kF32Compute), ops::scale(lora, 2.0f)));
+    return ops::add(in[0], ops::linear(hidden, down, Tensor(), kF32Compute));
   }
 };
 

@@ -222,7 +222,6 @@ TEST(Dora, TrainsOnBf16ComputeAndQuantizedBases) {
       ASSERT_TRUE(std::isfinite(losses.back())) << name;
     }
     EXPECT_LT(losses.back(), losses.front()) << name;
-    set_compute_dtype(ComputeDType::F32);
   }
 }
 

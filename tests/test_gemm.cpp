@@ -154,14 +154,14 @@ TEST(Gemm, LinearProductsMatchReference) {
             auto Y = random_vec(M * N, 13);
             reference_gemm(false, true, M, N, K, 1.0, X.data(), K, wide.data(), K,
                            acc ? 1.0 : 0.0, Y.data(), N, &ref, &scale);
-            linear_forward(X.data(), M, K, W, Y.data(), acc);
+            linear_forward(X.data(), M, K, W, Y.data(), acc, kF32Compute);
             expect_close(ref, scale, Y.data(), M, N, N, K, "linear_forward " + name);
 
             auto dY = random_vec(M * N, 14);
             auto dX = random_vec(M * K, 15);
             reference_gemm(false, false, M, K, N, 1.0, dY.data(), N, wide.data(), K,
                            acc ? 1.0 : 0.0, dX.data(), K, &ref, &scale);
-            linear_input_grad(dY.data(), M, N, W, dX.data(), acc);
+            linear_input_grad(dY.data(), M, N, W, dX.data(), acc, kF32Compute);
             expect_close(ref, scale, dX.data(), M, K, K, N, "linear_input_grad " + name);
           }
 }
@@ -175,10 +175,10 @@ TEST(Gemm, DecodeRowsEqualThemselvesAloneForEveryBatchUpToSixteen) {
     Weight W = Weight::from_f32(w32.data(), N, K, dt);
     auto X = random_vec(16 * K, 22);
     std::vector<float> alone(size_t(16 * N));
-    for (int64_t m = 0; m < 16; ++m) linear_forward(X.data() + m * K, 1, K, W, alone.data() + m * N, false);
+    for (int64_t m = 0; m < 16; ++m) linear_forward(X.data() + m * K, 1, K, W, alone.data() + m * N, false, kF32Compute);
     for (int64_t M = 2; M <= 16; ++M) {
       std::vector<float> Y(size_t(M * N));
-      linear_forward(X.data(), M, K, W, Y.data(), false);
+      linear_forward(X.data(), M, K, W, Y.data(), false, kF32Compute);
       for (int64_t i = 0; i < M * N; ++i)
         ASSERT_EQ(Y[size_t(i)], alone[size_t(i)]) << dtype_name(dt) << " M=" << M << " at " << i;
     }
@@ -212,10 +212,10 @@ TEST(Gemm, StoredDtypesEqualF32PathOnWidenedWeights) {
         Weight W32 = Weight::from_f32(wide.data(), N, K);
         auto X = random_vec(M * K, 32), dY = random_vec(M * N, 33);
         std::vector<float> y(size_t(M * N)), y32(y.size()), dx(size_t(M * K)), dx32(dx.size());
-        linear_forward(X.data(), M, K, W, y.data(), false);
-        linear_forward(X.data(), M, K, W32, y32.data(), false);
-        linear_input_grad(dY.data(), M, N, W, dx.data(), false);
-        linear_input_grad(dY.data(), M, N, W32, dx32.data(), false);
+        linear_forward(X.data(), M, K, W, y.data(), false, kF32Compute);
+        linear_forward(X.data(), M, K, W32, y32.data(), false, kF32Compute);
+        linear_input_grad(dY.data(), M, N, W, dx.data(), false, kF32Compute);
+        linear_input_grad(dY.data(), M, N, W32, dx32.data(), false, kF32Compute);
         auto max_rel = [](const std::vector<float>& a, const std::vector<float>& b) {
           double big = 0, diff = 0;
           for (size_t i = 0; i < a.size(); ++i) {
@@ -236,11 +236,11 @@ TEST(Gemm, ResultsDoNotDependOnThreadCount) {
   Weight W = Weight::from_f32(w.data(), N, K, DType::BF16);
   std::vector<float> y1(size_t(M * N)), y2(y1.size()), d1(static_cast<size_t>(K)), d2(d1.size());
   set_max_threads(1);
-  linear_forward(X.data(), M, K, W, y1.data(), false);
-  linear_input_grad(X.data(), 1, N, W, d1.data(), false);
+  linear_forward(X.data(), M, K, W, y1.data(), false, kF32Compute);
+  linear_input_grad(X.data(), 1, N, W, d1.data(), false, kF32Compute);
   set_max_threads(2);
-  linear_forward(X.data(), M, K, W, y2.data(), false);
-  linear_input_grad(X.data(), 1, N, W, d2.data(), false);
+  linear_forward(X.data(), M, K, W, y2.data(), false, kF32Compute);
+  linear_input_grad(X.data(), 1, N, W, d2.data(), false, kF32Compute);
   set_max_threads(0);
   EXPECT_EQ(y1, y2);
   EXPECT_EQ(d1, d2);
@@ -250,8 +250,8 @@ TEST(Gemm, LinearRejectsMismatchedShapes) {
   auto w = random_vec(12, 1);
   Weight W = Weight::from_f32(w.data(), 3, 4);
   std::vector<float> x(20), y(20);
-  EXPECT_THROW(linear_forward(x.data(), 2, 5, W, y.data(), false), Error);
-  EXPECT_THROW(linear_input_grad(x.data(), 2, 4, W, y.data(), false), Error);
+  EXPECT_THROW(linear_forward(x.data(), 2, 5, W, y.data(), false, kF32Compute), Error);
+  EXPECT_THROW(linear_input_grad(x.data(), 2, 4, W, y.data(), false, kF32Compute), Error);
 }
 
 TEST(Gemm, OpenBlasRunsSingleThreadedUnderTbb) {

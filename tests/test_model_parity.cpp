@@ -108,7 +108,7 @@ TEST(Bf16Compute, LogitsWithinTwiceTorchBf16OfTheFp64Reference) {
     return model->logits(model->forward_hidden(f.ids, ctx), ctx);
   };
   Tensor bf16 = logits_of();
-  set_compute_dtype(ComputeDType::F32);
+  model->compute = kF32Compute;
   Tensor f32 = logits_of();
   const int64_t V = model->config.vocab_size;
   std::vector<float> ref = read_f32(f.file->at("logits")), torch = read_f32(f.file->at("logits_torch_bf16"));

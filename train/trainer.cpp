@@ -107,7 +107,7 @@ struct TrainLoop {
       metrics.emplace(fs::path(c.out) / "metrics.jsonl", !c.resume.empty(), state.step);
     }
     nlohmann::json setup = {{"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
-    setup.update(compute.fields());
+    setup.update(kernel_report(compute).fields());
     log(setup);
   }
 
