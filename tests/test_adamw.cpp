@@ -1,6 +1,6 @@
 // AdamW and clip_grad_norm against torch 1.13 (tests/data/adamw_fixture.json, written by
-// tools/adamw_fixture.py): five steps with varying lr, clipping on some steps, and a parameter
-// that misses its gradient on one step.
+// tools/reference/adamw_fixture.py): five steps with varying lr, clipping on some steps, and a
+// parameter that misses its gradient on one step.
 #include <gtest/gtest.h>
 
 #include <cmath>
