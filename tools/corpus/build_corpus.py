@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds glm4's training data from public-domain / permissively licensed Debian packages.
 
-    scripts/install_corpus_packages.sh && /usr/bin/python3 tools/build_corpus.py
+    scripts/install_corpus_packages.sh && /usr/bin/python3 tools/corpus/build_corpus.py
 
 Writes (relative to the repository root, or --out):
   data/corpus/pretrain.jsonl         {"text": ...} document chunks, shuffled
@@ -218,7 +218,7 @@ def chat(task, prompt, answer):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                  "..", "data"))
+                                                  "..", "..", "data"))
     args = ap.parse_args()
     out = os.path.normpath(args.out)
     os.makedirs(os.path.join(out, "corpus"), exist_ok=True)

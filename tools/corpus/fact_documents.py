@@ -2,13 +2,13 @@
 """Writes the corpus of the embedded model's fifth pretraining phase: the quiz facts that
 data/corpus/pretrain.jsonl states once each (capitals, chemical elements, and the facts of the
 quiz_fact task), now each stated in four or five wordings, mixed half and half with documents
-of the fourth phase (tools/copy_documents.py --phase 4) so that what that phase taught stays.
+of the fourth phase (tools/corpus/copy_documents.py --phase 4) so that what that phase taught stays.
 One wording of every fact, drawn for half of the statements, puts the answer at the start of
 the next line ("The capital of Kenya:" then "Nairobi"), where a chat answer starts: there the
 tokenizer spells a word without its leading space, so its first piece differs from the one
-inside a sentence (tools/copy_documents.py says the same of copies).
+inside a sentence (tools/corpus/copy_documents.py says the same of copies).
 
-    /usr/bin/python3 tools/fact_documents.py OUT.jsonl
+    /usr/bin/python3 tools/corpus/fact_documents.py OUT.jsonl
 
 A 5M-parameter model does not recall a fact it read once; read many times in several wordings it
 does, and a model that knows a fact in several wordings can be taught to answer a question about
@@ -98,7 +98,7 @@ def state(wording, subject, answer):
 
 def fact_statements():
     """Every quiz fact in every one of its wordings, subjects and answers spelt as the
-    fine-tune's questions and answers spell them (tools/finetune_tasks.py)."""
+    fine-tune's questions and answers spell them (tools/corpus/finetune_tasks.py)."""
     facts = []  # (subject, answer, wordings)
     for name in ("africa", "america", "asia", "europe", "province", "midearth"):
         facts += [(r[0], r[1], CAPITAL) for r in cs.quiz_table(name) if len(r) >= 2 and r[1]]
@@ -131,7 +131,7 @@ def phase5_documents(rng, statements, fourth_phase):
 
 
 def main():
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--corpus", default=os.path.join(root, "data", "corpus", "pretrain.jsonl"))

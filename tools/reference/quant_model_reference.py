@@ -6,7 +6,7 @@ at 3 bits, lm_head false = dense bf16), its logits, hidden states and greedy con
 the existing fp64 forward on the exactly dequantized weights, and a QLoRA run (the
 lora_train_glm4 run, same adapters and data, on that dequantized base, in fp64).
 
-    /usr/bin/python3 tools/quant_model_reference.py --data tests/data
+    /usr/bin/python3 tools/reference/quant_model_reference.py --data tests/data
 """
 
 import argparse

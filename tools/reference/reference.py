@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the committed reference fixtures: tiny GLM-4 family checkpoints in the real Hugging
 Face layouts, their logits / hidden states / greedy continuations, and a LoRA training run.
-Usage: /usr/bin/python3 tools/reference.py --out tests/data"""
+Usage: /usr/bin/python3 tools/reference/reference.py --out tests/data"""
 
 import argparse
 import json

@@ -6,7 +6,7 @@
     adapted model on tiny_chatglm's fixture inputs and the gradients of the mean loss.
   dora_train_glm4/fixture.safetensors: a 20-step DoRA run on tiny_glm4 (PEFT semantics: the row
     norm of W + scale B A is a constant in backward) with lora_ref's data, clipping and AdamW.
-Usage: /usr/bin/python3 tools/adapter_ref.py --data tests/data"""
+Usage: /usr/bin/python3 tools/reference/adapter_ref.py --data tests/data"""
 
 import argparse
 import json

@@ -25,7 +25,7 @@ ALPHABET = (list("aZxé中文ぁкД") + list("0129½٣") + list(" \t\n\r\u00a0\
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "tests", "data", "tokenizer", "pretokenize_cases.jsonl")
+    out = os.path.join(here, "..", "..", "tests", "data", "tokenizer", "pretokenize_cases.jsonl")
     rng = random.Random(20240611)
     texts = list(FIXED)
     for _ in range(400):

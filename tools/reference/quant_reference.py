@@ -7,7 +7,7 @@ to the weight's dtype only after the codes are computed. For every bits x group 
 stores a weight, its codes, packed words, scales, biases, the dequantized matrix as mlx returns
 it, and products x @ deq(W)^T in fp64 (deq = scale * code + bias, exact in fp64).
 
-    /usr/bin/python3 tools/quant_reference.py --out tests/data/quant
+    /usr/bin/python3 tools/reference/quant_reference.py --out tests/data/quant
 """
 
 import argparse

@@ -3,7 +3,7 @@
 documents of repeated word sequences (phase 4: and of sums) mixed with documents of
 data/corpus/pretrain.jsonl.
 
-    /usr/bin/python3 tools/copy_documents.py [--phase 2|3|4] OUT.jsonl
+    /usr/bin/python3 tools/corpus/copy_documents.py [--phase 2|3|4] OUT.jsonl
 
 A repeated line can be predicted only by finding its earlier copy, so these documents teach the
 in-context copying that the repeat, last-word and reverse tasks need and that the first phase's
@@ -153,7 +153,7 @@ def write_documents(out, documents):
 
 
 def main():
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--phase", type=int, choices=sorted(PHASES), default=2)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/data/adamw_fixture.json: five steps of torch's clip_grad_norm_ followed by
 torch.optim.AdamW (single-tensor path) on small random tensors, for test_adamw.cpp.
-Usage: /usr/bin/python3 tools/adamw_fixture.py --out tests/data/adamw_fixture.json
+Usage: /usr/bin/python3 tools/reference/adamw_fixture.py --out tests/data/adamw_fixture.json
 
 Per step the file holds the learning rate, the raw gradients (null where a parameter gets no
 gradient that step: torch then skips it and its own step count stays behind), the pre-clip norm

@@ -1,7 +1,7 @@
 """Per-source extractors for the training corpus (standard library only).
 
 Every function reads one installed Debian package (see scripts/install_corpus_packages.sh) and
-returns plain Python data in a fixed order, so tools/build_corpus.py is deterministic:
+returns plain Python data in a fixed order, so tools/corpus/build_corpus.py is deterministic:
 
   bible_verses()    bible-kjv(-text)  [(book, chapter, verse, text)]           KJV, public domain
   spanish_verses()  sword-text-sparv  [(book, chapter, verse, text)]           Reina-Valera 1909, PD

@@ -1,5 +1,5 @@
-// Training data: locating files, parsing and checking JSONL records (every error names
-// file:line), tokenisation rules and labels, truncation, shuffling, cursors, padding, packing.
+// Training data (dataset/): locating files, parsing and checking JSONL records (every error names
+// file:line), tokenisation rules and labels, truncation (batching: test_batch_iterator.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
