@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
-#include "io/gguf_vocab_detail.h"
+#include "export/gguf_vocab_detail.h"
 #include "io/json_file.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/tiktoken_ranks.h"
