@@ -14,7 +14,7 @@
 #include "base/parallel.h"
 #include "io/atomic_file.h"
 #include "io/model_files.h"
-#include "io/progress.h"
+#include "base/progress_bar.h"
 #include "model/key_layout.h"
 
 namespace glm4 {
