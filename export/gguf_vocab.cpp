@@ -7,7 +7,7 @@
 #include "base/check.h"
 #include "export/gguf_vocab_detail.h"
 #include "export/gguf_writer.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/tokenizer.h"
 

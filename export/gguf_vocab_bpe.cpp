@@ -5,7 +5,7 @@
 
 #include "base/check.h"
 #include "export/gguf_vocab_detail.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/tiktoken_ranks.h"
 #include "io/tokenizer/tokenizer.h"

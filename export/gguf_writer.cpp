@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "export/ggml_quants.h"
 
 namespace glm4 {

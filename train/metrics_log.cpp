@@ -5,7 +5,7 @@
 #include <string>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 
 namespace glm4 {
 

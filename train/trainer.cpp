@@ -95,7 +95,7 @@ std::vector<Batch> next_micro_batches(BatchIterator& batches, const std::vector<
   return micro;
 }
 
-// The temporary files (`*.tmp`, io/atomic_file.h) a killed run left in OUT and OUT/best: a save
+// The temporary files (`*.tmp`, io/file/atomic_file.h) a killed run left in OUT and OUT/best: a save
 // that never finished. The files they were to replace are whole.
 void remove_stale_temporaries(const fs::path& out) {
   for (const fs::path& dir : {out, out / "best"}) {
