@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "cli/cli_common.h"
-#include "infer/gguf_export.h"
-#include "infer/gguf_lora_export.h"
+#include "export/gguf_export.h"
+#include "export/gguf_lora_export.h"
 #include "infer/merge.h"
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"

@@ -11,7 +11,7 @@
 #include "cli/model_session.h"
 #include "infer/generator.h"
 #include "io/tokenizer/stream_decoder.h"
-#include "io/progress.h"
+#include "base/peak_rss.h"
 
 namespace glm4::cli {
 

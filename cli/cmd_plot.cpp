@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 
 namespace glm4::cli {
 

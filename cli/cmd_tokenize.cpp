@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/cli_common.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/sp_trainer.h"
 #include "io/tokenizer/tokenizer.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "model/config.h"
 #include "model/config_detail.h"
 

@@ -8,8 +8,8 @@
 
 #include "base/check.h"
 #include "dataset/records.h"
-#include "io/json_depth.h"
-#include "io/json_file.h"
+#include "io/file/json_depth.h"
+#include "io/file/json_file.h"
 #include "io/safetensors.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/config.h"

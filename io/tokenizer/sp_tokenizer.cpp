@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"
 #include "io/tokenizer/special_tokens.h"

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace glm4 {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/tiktoken_ranks.h"
 #include "io/tokenizer/tokenizer.h"

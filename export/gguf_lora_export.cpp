@@ -1,14 +1,14 @@
 // LoRA adapter export: shape checks against the base config, ChatGLM's q/k/v fused into one
 // attn_qkv adapter, metadata, then lora_a / lora_b per weight.
-#include "infer/gguf_lora_export.h"
+#include "export/gguf_lora_export.h"
 
 #include <algorithm>
 #include <map>
 
 #include "base/check.h"
-#include "infer/gguf_tensor_map.h"
-#include "io/ggml_quants.h"
-#include "io/gguf_writer.h"
+#include "export/gguf_tensor_map.h"
+#include "export/ggml_quants.h"
+#include "export/gguf_writer.h"
 
 namespace glm4 {
 namespace {

@@ -1,5 +1,5 @@
 // Names and sizes of GGUF value and ggml tensor types, and the metadata value helpers.
-#include "io/gguf_format.h"
+#include "export/gguf_format.h"
 
 #include "base/check.h"
 

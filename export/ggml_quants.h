@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/gguf_format.h"
+#include "export/gguf_format.h"
 
 namespace glm4 {
 

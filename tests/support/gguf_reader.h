@@ -1,6 +1,7 @@
 // Reads GGUF v2/v3 files over a read-only memory map. Every count, length, type, dimension,
 // offset and the file size is checked before use; errors name the file and the field
 // ("kv[3] 'tokenizer.ggml.tokens' item 17: string length ...", "tensor 'blk.0.attn_q.weight' offset").
+// Only the tests and the fuzz target read GGUF (what export/ wrote); the library never does.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -10,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/gguf_format.h"
+#include "export/gguf_format.h"
 
 namespace glm4 {
 

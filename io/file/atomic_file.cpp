@@ -1,5 +1,5 @@
 // Atomic file output over POSIX calls (open/write/fsync/rename).
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Chat rendering at the id level (special tokens are placed as ids, never parsed out of text).
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 
 #include "base/check.h"
 

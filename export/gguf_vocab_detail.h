@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/gguf_vocab.h"
+#include "export/gguf_vocab.h"
 
 namespace glm4::gguf_vocab_detail {
 

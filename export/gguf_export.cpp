@@ -1,6 +1,6 @@
 // Model export: general.* keys, the family's hyperparameters under its architecture name, the
 // tokenizer, then every tensor converted from fp32 one at a time while the file is written.
-#include "infer/gguf_export.h"
+#include "export/gguf_export.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <map>
 
 #include "base/check.h"
-#include "infer/gguf_tensor_map.h"
-#include "io/ggml_quants.h"
-#include "io/gguf_vocab.h"
-#include "io/gguf_writer.h"
+#include "export/gguf_tensor_map.h"
+#include "export/ggml_quants.h"
+#include "export/gguf_vocab.h"
+#include "export/gguf_writer.h"
 
 namespace glm4 {
 namespace {

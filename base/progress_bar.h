@@ -1,31 +1,12 @@
-// Reporting a run: JSON lines to OUT/metrics.jsonl always, and a progress bar (step, loss, lr,
-// tokens/s, ETA) on a terminal, or plain report lines when stderr is not one.
+// Progress on stderr: a bar for training (step, loss, lr, tokens/s, ETA) and one for writing a
+// model, on a terminal, or plain report lines when stderr is not one.
 #pragma once
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 namespace glm4 {
-
-double peak_rss_mb();  // of this process so far
-
-class MetricsLog {
- public:
-  // Appends when `append` (a resumed run), else starts the file afresh. A resumed run passes the
-  // step it resumes from: lines of later steps (logged by a run that died after its last save)
-  // are dropped first, so every step appears once.
-  MetricsLog(const std::filesystem::path& path, bool append, int64_t keep_through_step = -1);
-  ~MetricsLog();
-  void write(const nlohmann::json& line);  // one line, flushed
-
- private:
-  std::FILE* file_ = nullptr;
-  std::filesystem::path path_;
-};
 
 class ProgressBar {
  public:

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/gguf_vocab_detail.h"
-#include "io/json_file.h"
+#include "export/gguf_vocab_detail.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"
 #include "io/tokenizer/tokenizer.h"

@@ -4,8 +4,8 @@
 #include <unordered_map>
 
 #include "base/check.h"
-#include "io/gguf_vocab_detail.h"
-#include "io/json_file.h"
+#include "export/gguf_vocab_detail.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/tiktoken_ranks.h"
 #include "io/tokenizer/tokenizer.h"

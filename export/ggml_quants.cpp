@@ -1,5 +1,5 @@
 // ggml tensor data from fp32 and back: plain floats, halves and the two 32-element block quants.
-#include "io/ggml_quants.h"
+#include "export/ggml_quants.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // GGUF parsing with a cursor that refuses to read past the end of the file: header, metadata,
 // tensor infos, alignment, then each tensor's extent inside the data section.
-#include "io/gguf_reader.h"
+#include "tests/support/gguf_reader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "io/ggml_quants.h"
+#include "export/ggml_quants.h"
 
 namespace glm4 {
 

@@ -1,12 +1,12 @@
 // GGUF serialisation: little-endian scalars, u64-length strings, typed arrays, aligned data.
-#include "io/gguf_writer.h"
+#include "export/gguf_writer.h"
 
 #include <cstring>
 #include <algorithm>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
-#include "io/ggml_quants.h"
+#include "io/file/atomic_file.h"
+#include "export/ggml_quants.h"
 
 namespace glm4 {
 namespace {

@@ -1,5 +1,5 @@
 // Name mapping from our checkpoint-style names to llama.cpp's blk.N.* names, per family.
-#include "infer/gguf_tensor_map.h"
+#include "export/gguf_tensor_map.h"
 
 #include <algorithm>
 #include <map>

@@ -1,10 +1,10 @@
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "base/check.h"
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 
 namespace glm4 {
 

@@ -1,4 +1,4 @@
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 
 #include <algorithm>
 

@@ -1,13 +1,13 @@
 // Picks the tokenizer file of a model directory, then adds what gguf-py's SpecialVocab and the
 // GLM converter classes add: special ids, add_*_token flags and the chat template.
-#include "io/gguf_vocab.h"
+#include "export/gguf_vocab.h"
 
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/gguf_vocab_detail.h"
-#include "io/gguf_writer.h"
-#include "io/json_file.h"
+#include "export/gguf_vocab_detail.h"
+#include "export/gguf_writer.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/tokenizer.h"
 

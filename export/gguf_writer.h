@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf_format.h"
+#include "export/gguf_format.h"
 
 namespace glm4 {
 

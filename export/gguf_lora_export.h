@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf_format.h"
+#include "export/gguf_format.h"
 #include "model/config.h"
 
 namespace glm4 {
