@@ -3,7 +3,6 @@
 // answers. Prints one JSON object (with exact match and answer loss per "task" when the records
 // name one).
 #include <cstdio>
-#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -67,13 +66,11 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
                      {"answer_tokens", p.tokens}};
     j.update(kernel_report(s.compute).fields());
     if (!em.by_task.empty()) {
-      nlohmann::json t = nlohmann::json::object(), l = nlohmann::json::object();
-      for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);
-      j["exact_match_by_task"] = t;
-      std::map<std::string, std::vector<Example>> answers_by_task;
-      for (size_t i = 0; i < examples.size(); ++i)
-        if (!examples[i].task.empty()) answers_by_task[examples[i].task].push_back(d.examples[i]);
-      for (const auto& [task, task_examples] : answers_by_task) l[task] = score_loss(*s.model, task_examples, 8).loss;
+      j["exact_match_by_task"] = em.rate_by_task();
+      std::vector<std::string> tasks;
+      for (const AnswerExample& e : examples) tasks.push_back(e.task);
+      nlohmann::json l = nlohmann::json::object();
+      for (const auto& [task, loss] : score_loss_by_task(*s.model, d.examples, tasks, 8)) l[task] = loss.loss;
       j["answer_loss_by_task"] = l;
     }
     std::printf("%s\n", j.dump().c_str());
