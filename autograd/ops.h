@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/attention_mask.h"
+#include "autograd/compute_dtype.h"
 #include "autograd/tensor.h"
 
 namespace glm4 {
@@ -54,9 +55,9 @@ std::vector<Tensor> split(const Tensor& x, int dim, const std::vector<int64_t>& 
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., K] W^T + bias: W [N, K] trainable fp32, bias [N] or undefined; saves x, W.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
-// Same with a frozen weight in its stored dtype: only x (and bias) get gradients; saves nothing
-// but the weight handle.
-Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias);
+// Same with a frozen weight in its stored dtype, multiplied as `compute` says (forward and
+// input gradient): only x (and bias) get gradients; saves nothing but the weight handle.
+Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute);
 
 // y + scale * h B^T (LoRA's second product and its sum with the frozen output): y [..., out],
 // h [..., r], B [out, r] fp32. Consumes y: the result is written into y's storage, so y must be
@@ -81,7 +82,10 @@ Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_
 // Causal scaled-dot-product attention with GQA, flash-style (online softmax over key tiles).
 // q [B, T, Hq, D], k, v [B, S, Hkv, D] -> [B, T, Hq, D]; scale 1/sqrt(D); query head h reads kv
 // head h / (Hq / Hkv). Saves q, k, v, out and the per-row log-sum-exp [B, Hq, T].
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask);
+// Without a tape, under BF16 `compute` prefill-sized queries (16 rows and more, within its
+// bf16_max_rows) run QK^T and PV on its bf16 kernel; otherwise fp32.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                 const ComputeChoice& compute);
 
 // --- loss (ops/loss.cpp) ---
 // logits [N, V], labels [N] (-100 = ignored) -> mean cross-entropy over non-ignored rows (0 if
@@ -93,8 +97,10 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, doub
 // `trainable_w` is defined), labels [N]. Processes rows in chunks so [N, V] logits never exist
 // whole; the gradients are formed in the forward pass (the loss is the last op) and saved:
 // d_hidden [N, H] (and d_weight [V, H] when trainable); backward only scales them.
+// A frozen weight is multiplied as `compute` says.
 Tensor linear_cross_entropy(const Tensor& hidden, const Weight& w, const Tensor& trainable_w,
-                            std::span<const int32_t> labels, double divide_by = 0);
+                            std::span<const int32_t> labels, double divide_by,
+                            const ComputeChoice& compute);
 
 }  // namespace ops
 }  // namespace glm4

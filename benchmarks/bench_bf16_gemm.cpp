@@ -299,11 +299,10 @@ int main(int argc, char** argv) {
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(200));  // OpenMP workers idle
 #endif
-          set_compute_dtype(ComputeDType::F32);
           const double f32 = best_seconds([&] {
             const Weight w = Weight::view(DType::BF16, weight(), s.N, s.K, nullptr);
-            if (fwd) linear_forward(a.data(), M, s.K, w, c.data(), false);
-            else linear_input_grad(a.data(), M, s.N, w, c.data(), false);
+            if (fwd) linear_forward(a.data(), M, s.K, w, c.data(), false, kF32Compute);
+            else linear_input_grad(a.data(), M, s.N, w, c.data(), false, kF32Compute);
           }, o);
           row.add("f32", rate(f32));
           if (decode) row.add("probe", probe[ti]);

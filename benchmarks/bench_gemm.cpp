@@ -182,8 +182,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < weights.size(); ++i) {
           const Weight& W = weights[i];
           double sec = best_seconds([&] {
-            if (fwd) linear_forward(x.data(), s.M, s.K, W, out.data(), false);
-            else linear_input_grad(x.data(), s.M, s.N, W, out.data(), false);
+            if (fwd) linear_forward(x.data(), s.M, s.K, W, out.data(), false, kF32Compute);
+            else linear_input_grad(x.data(), s.M, s.N, W, out.data(), false, kF32Compute);
           }, o);
           const double rate = flop / sec, target = W.dtype() == DType::F32 ? 0.9 : 0.8;
           std::printf("%-22s %-5s %3d %-5s %7.1f %10.1f %8.1f %7.1f %7.1f %5.0f%% %6.0f%%%s %8.1e\n",

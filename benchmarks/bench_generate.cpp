@@ -29,7 +29,7 @@
 #include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
-#include "io/progress.h"
+#include "base/peak_rss.h"
 
 using namespace glm4;
 
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     std::printf("# cpu t/s: the same per CPU second of this process (one core's rate with --threads 1)\n");
     std::printf("%-5s %11s %11s %11s %9s %11s %8s %10s %8s %12s %11s  %s\n", "dtype", "prefill t/s",
                 "1st prefill", "decode t/s", "ms/token", "floor t/s", "%floor", "weight MB", "RSS MB",
-                "prefill cpu", "decode cpu", "compute");
+                "prefill cpu", "decode cpu", "kernels");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
       std::unique_ptr<Glm4Model> owned =
@@ -129,8 +129,9 @@ int main(int argc, char** argv) {
       }
       const double floor = bandwidth / bench::decode_weight_bytes(model);
       std::printf("%-5s %11.1f %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
-                  name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor, 100 * decode / floor, bench::matrix_bytes(model) / 1048576.0,
-                  peak_rss_mb(), prefill_cpu, decode_cpu, compute.describe().c_str());
+                  name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor,
+                  100 * decode / floor, bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(),
+                  prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -166,7 +166,7 @@ double token_seconds(Token& t, const std::vector<const Linear*>& ls, const std::
   return best_seconds([&] {
     for (size_t i = 0; i < ls.size(); ++i) {
       if (!kernel.empty()) forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data());
-      else linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false);
+      else linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false, kF32Compute);
     }
   }, reps, median, cpu_time);
 }
@@ -242,7 +242,7 @@ void error_report(const Options& o, int bits) {
     const std::vector<float> x = normal_vec(M * s.K, 11, 1.0f);
     const std::vector<double> ref = fp64_product(x, exact, M, s.N, s.K);
     std::vector<float> y(size_t(M * s.N));
-    linear_forward(x.data(), M, s.K, fp32, y.data(), false);
+    linear_forward(x.data(), M, s.K, fp32, y.data(), false, kF32Compute);
     std::printf("error M=%-3ld %d-bit 1024x1024: fp32 GEMM on deq %.2e", long(M), bits, rel_rms(y, ref));
     for (const std::string& k : o.kernels) {
       if (k == "int8" && M > kQuantStreamRows) continue;
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     set_max_threads(1);
     auto ns = [&](auto&& fn) { return 1e9 * best_seconds(fn, o.reps * 2, nullptr, true) / double(s.N * s.K); };
     std::printf("\n# compute ceiling: M = 1, one core, a 2048 x 1024 weight in L2, ns per weight by CPU time\n");
-    std::printf("bf16 dense %.4f", ns([&] { linear_forward(x.data(), 1, s.K, dense, y.data(), false); }));
+    std::printf("bf16 dense %.4f", ns([&] { linear_forward(x.data(), 1, s.K, dense, y.data(), false, kF32Compute); }));
     for (int bits : o.bits) {
       QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s.N, s.K, {bits, o.group}, "l2");
       for (const std::string& k : o.kernels) {
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
     const Weight dense = dense_weight(*s, 13);
     const std::vector<float> x = normal_vec(s->K, 5, 1.0f);
     std::vector<float> y(size_t(s->N));
-    const double tb = best_seconds([&] { linear_forward(x.data(), 1, s->K, dense, y.data(), false); }, o.reps * 5);
+    const double tb = best_seconds([&] { linear_forward(x.data(), 1, s->K, dense, y.data(), false, kF32Compute); }, o.reps * 5);
     char shape[32];
     std::snprintf(shape, sizeof shape, "%ldx%ld", long(s->N), long(s->K));
     std::printf("%-10s %-12s %10.1f", s->name, shape, dense.bytes() / tb / 1e9);
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
     for (const Linear* s : {&kLayer[0], &kLayer[4], &kLayer[5], &kHead}) {
       const Weight dense = dense_weight(*s, 9);
       const double flop = 2.0 * M * s->N * s->K;
-      const double bf16 = flop / best_seconds([&] { linear_forward(x.data(), M, s->K, dense, y.data(), false); }, 3);
+      const double bf16 = flop / best_seconds([&] { linear_forward(x.data(), M, s->K, dense, y.data(), false, kF32Compute); }, 3);
       char shape[32];
       std::snprintf(shape, sizeof shape, "%ldx%ld", long(s->N), long(s->K));
       std::printf("%-10s %-12s %9.1f", s->name, shape, bf16 / 1e9);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
@@ -18,7 +18,7 @@ struct ModelSession {
   std::unique_ptr<Glm4Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has no tokenizer files
   ChatFormat format = ChatFormat::Glm4;
-  ComputeChoice compute;  // what the frozen products run in (--compute)
+  ComputeChoice compute;  // what the frozen products run in (--compute), as model->compute
 
   Tokenizer& require_tokenizer(const char* why) const;
   // [gMASK]<sop> + encode(text) (what Hugging Face's encode adds for GLM models).
@@ -28,7 +28,7 @@ struct ModelSession {
 };
 
 // Loads --model and, when given, applies --adapter live (a warning goes to stderr), and sets the
-// process's compute dtype from --compute (auto | f32 | bf16).
+// model's compute choice from --compute (auto | f32 | bf16).
 ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir,
                           const std::string& compute = "auto");
 

@@ -30,7 +30,8 @@ Tensor batch_hidden(const Glm4Model& model, const Batch& batch, const BatchLossO
 Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
   Tensor hidden = batch_hidden(model, batch, options);
   const Param& head = model.lm_head_weight();
-  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by);
+  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by,
+                                   model.compute);
 }
 
 std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
@@ -51,7 +52,7 @@ std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
     Tensor rows = Tensor::empty({int64_t(at.size()), H});  // only the rows the loss reads
     for (size_t i = 0; i < at.size(); ++i)
       std::copy_n(hidden.data() + at[i] * H, H, rows.data() + int64_t(i) * H);
-    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0).item());
+    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0, model.compute).item());
   }
   return out;
 }
@@ -127,6 +128,27 @@ ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& token
     }
   }
   return s;
+}
+
+std::map<std::string, double> ExactMatchScore::rate_by_task() const {
+  std::map<std::string, double> rates;
+  for (const auto& [task, n] : by_task) rates[task] = double(n.first) / double(n.second);
+  return rates;
+}
+
+std::map<std::string, LossScore> score_loss_by_task(const Glm4Model& model,
+                                                    const std::vector<Example>& examples,
+                                                    const std::vector<std::string>& tasks,
+                                                    int64_t batch_size) {
+  GLM4_CHECK(tasks.size() == examples.size(), "[score_loss_by_task] ", tasks.size(), " tasks for ",
+             examples.size(), " examples");
+  std::map<std::string, std::vector<Example>> by_task;
+  for (size_t i = 0; i < examples.size(); ++i)
+    if (!tasks[i].empty()) by_task[tasks[i]].push_back(examples[i]);
+  std::map<std::string, LossScore> scores;
+  for (const auto& [task, task_examples] : by_task)
+    scores[task] = score_loss(model, task_examples, batch_size);
+  return scores;
 }
 
 }  // namespace glm4

@@ -1,7 +1,7 @@
 #include "model/compute_choice.h"
 
-#include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
+#include "autograd/kernels/kernel_selection.h"
 #include "base/check.h"
 
 namespace glm4 {
@@ -25,18 +25,6 @@ bool mostly_bf16(Glm4Model& model) {
 }
 }  // namespace
 
-std::string ComputeChoice::describe() const {
-  std::string text = std::string(compute_dtype_name(dtype)) + " (" + kernel;
-  if (limits_rows()) text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
-  return text + ")";
-}
-
-nlohmann::json ComputeChoice::fields() const {
-  nlohmann::json j = {{"compute", compute_dtype_name(dtype)}, {"kernel", kernel}};
-  if (limits_rows()) j["bf16_max_rows"] = bf16_max_rows;
-  return j;
-}
-
 int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel) {
   constexpr int64_t kDecodeRows = 4;
   return kernel == kernels::Bf16Kernel::kAvx512Bf16 && intel ? kDecodeRows : kBf16AllRows;
@@ -48,13 +36,12 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
   const bool native = kernel != kernels::Bf16Kernel::kNone;
   GLM4_CHECK(flag != "bf16" || native, "--compute bf16: this CPU has no native bf16 dot products (AMX or ",
              "AVX512-BF16); use --compute auto or f32");
-  ComputeChoice c;
+  ComputeChoice c = kF32Compute;
   if (flag == "bf16" || (flag == "auto" && native && mostly_bf16(model))) {
-    c.dtype = ComputeDType::BF16;
-    c.kernel = kernels::bf16_kernel_name(kernel);
+    c = bf16_compute(kernel);
     if (flag == "auto") c.bf16_max_rows = auto_bf16_max_rows(kernel, kernels::cpu_features().intel);
   }
-  set_compute_dtype(c.dtype, c.bf16_max_rows);
+  model.compute = c;
   return c;
 }
 

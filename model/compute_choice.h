@@ -5,23 +5,11 @@
 #pragma once
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "autograd/compute_dtype.h"
-#include "autograd/kernels/bf16_gemm.h"
 #include "model/glm4_model.h"
+#include "model/kernel_report.h"
 
 namespace glm4 {
-
-struct ComputeChoice {
-  ComputeDType dtype = ComputeDType::F32;
-  std::string kernel = "fp32";  // what runs the frozen products: "amx", "avx512bf16", "fp32"
-  int64_t bf16_max_rows = kBf16AllRows;  // larger products take the fp32 path
-  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16, fp32 over 4 rows)"
-  // {"compute", "kernel"} for JSON logs, and "bf16_max_rows" when it limits the bf16 products.
-  nlohmann::json fields() const;
-  bool limits_rows() const { return dtype == ComputeDType::BF16 && bf16_max_rows != kBf16AllRows; }
-};
 
 // The bf16_max_rows `auto` sets for `kernel`: every product on AMX, and on AVX512-BF16 where that
 // is not an Intel CPU's; on Intel's AVX512-BF16 alone only decode sizes (up to 4 rows), where
@@ -29,9 +17,9 @@ struct ComputeChoice {
 // two fp32 FMAs, so larger products run 1.6x faster on the fp32 path (benchmarks/README).
 int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel);
 
-// Resolves `flag` ("auto", "f32", "bf16") for `model` and makes it the process's compute dtype.
-// Throws glm4::Error naming --compute for another value, or for bf16 on a CPU without native
-// bf16 dot products (then auto or f32 is what runs there).
+// Resolves `flag` ("auto", "f32", "bf16") for `model` and makes it the model's compute choice
+// (model.compute), which it returns. Throws glm4::Error naming --compute for another value, or
+// for bf16 on a CPU without native bf16 dot products (then auto or f32 is what runs there).
 ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag);
 
 }  // namespace glm4

@@ -84,7 +84,7 @@ Tensor dora_initial_magnitude(const Param& weight) {
 }
 
 Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight, const Tensor& bias,
-                    const LoraWeights& lora) {
+                    const LoraWeights& lora, const ComputeChoice& compute) {
   const int64_t out = weight.shape[0];
   GLM4_CHECK(lora.magnitude.numel() == out, "[dora] magnitude has ", lora.magnitude.numel(),
              " values for a layer with ", out, " outputs");
@@ -95,12 +95,12 @@ Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weigh
   Tensor h = ops::linear(x_dropped, lora.lora_A, Tensor());
   if (x_dropped.impl() == x.impl()) {
     // Without dropout: g * (x W^T + scale * h B^T) + b.
-    Tensor y = ops::add_low_rank(linear(x, weight, Tensor()), h, lora.lora_B, lora.scale);
+    Tensor y = ops::add_low_rank(linear(x, weight, Tensor(), compute), h, lora.lora_B, lora.scale);
     y = ops::mul(y, g);
     return bias.defined() ? ops::add(y, bias) : y;
   }
-  Tensor base = linear(x, weight, bias);
-  Tensor base_dropped = linear(x_dropped, weight, Tensor());
+  Tensor base = linear(x, weight, bias, compute);
+  Tensor base_dropped = linear(x_dropped, weight, Tensor(), compute);
   Tensor low = ops::add_low_rank(Tensor::zeros(base.shape()), h, lora.lora_B, lora.scale);
   Tensor g_minus_one = ops::add(g, Tensor::full({out}, -1.0f));
   return ops::add(base, ops::add(ops::mul(base_dropped, g_minus_one), ops::mul(low, g)));

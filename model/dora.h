@@ -17,8 +17,9 @@ Tensor adapted_weight(const Param& weight, const LoraWeights& lora);
 std::vector<float> dora_weight_norm(const Param& weight, const LoraWeights& lora);
 // m = ||W|| per row, trainable: DoRA's magnitude for a fresh adapter.
 Tensor dora_initial_magnitude(const Param& weight);
-// The DoRA layer output above; `x_dropped` is x itself when dropout is off.
+// The DoRA layer output above; `x_dropped` is x itself when dropout is off. The products with W
+// run as `compute` says.
 Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight, const Tensor& bias,
-                    const LoraWeights& lora);
+                    const LoraWeights& lora, const ComputeChoice& compute);
 
 }  // namespace glm4

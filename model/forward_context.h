@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/attention_mask.h"
+#include "autograd/compute_dtype.h"
 #include "autograd/tensor.h"
 
 namespace glm4 {
@@ -26,6 +27,9 @@ struct ForwardContext {
     return dropout_seed * 1000003ull + uint64_t(layer) * 131ull + uint64_t(module);
   }
   int64_t layer_index = 0;  // set by the model for the layer being run
+  // How the frozen products run: set by the model to its own choice (Glm4Model::compute); a
+  // caller running a layer alone sets it.
+  ComputeChoice compute = kF32Compute;
   const AdapterRows* adapter_rows = nullptr;  // per-row resident adapters (inference)
 };
 

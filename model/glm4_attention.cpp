@@ -25,12 +25,12 @@ Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, Cached
   Tensor v = ops::reshape(v_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
   q = ops::rope(q, ctx.positions, rotary_dim, rope_theta);
   k = ops::rope(k, ctx.positions, rotary_dim, rope_theta);
-  Tensor out = rows ? attend_cached(q, k, v, ctx.layer_index, *rows) : ops::attention(q, k, v, ctx.mask);
+  Tensor out = rows ? attend_cached(q, k, v, ctx, *rows) : ops::attention(q, k, v, ctx.mask, ctx.compute);
   return o_proj.forward(ops::reshape(out, {B, T, heads * head_dim}), ctx);
 }
 
-Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t layer,
-                                    CachedRows& rows) const {
+Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const ForwardContext& ctx, CachedRows& rows) const {
   GLM4_CHECK(!GradMode::enabled() || !q.requires_grad(),
              "[attention] KV caches are for inference; run it under NoGradGuard");
   const size_t R = rows.caches.size();
@@ -42,10 +42,10 @@ Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tens
   for (size_t r = 0; r < R; ++r) {
     const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     auto part = [&](const Tensor& t) { return R == 1 ? t : ops::slice(t, 1, begin, end); };
-    auto [keys, values] = rows.caches[r]->append(layer, part(k), part(v));  // [1, S, Hkv, D]
+    auto [keys, values] = rows.caches[r]->append(ctx.layer_index, part(k), part(v));  // [1, S, Hkv, D]
     AttentionMask mask;
     mask.q_offset = keys.dim(1) - (end - begin);  // the row's new tokens follow what it cached
-    outs.push_back(ops::attention(part(q), keys, values, mask));
+    outs.push_back(ops::attention(part(q), keys, values, mask, ctx.compute));
   }
   return R == 1 ? outs[0] : ops::concat(outs, 1);
 }

@@ -21,8 +21,10 @@ class Glm4Attention {
   Linear q_proj, k_proj, v_proj, o_proj;
 
  private:
-  // q [1, N, Hq, D], k, v [1, N, Hkv, D] of rows laid end to end -> [1, N, Hq, D].
-  Tensor attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t layer, CachedRows& rows) const;
+  // q [1, N, Hq, D], k, v [1, N, Hkv, D] of rows laid end to end -> [1, N, Hq, D], into the
+  // caches of layer ctx.layer_index.
+  Tensor attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, const ForwardContext& ctx,
+                       CachedRows& rows) const;
 };
 
 }  // namespace glm4

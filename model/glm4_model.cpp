@@ -27,6 +27,7 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
   for (size_t i = 0; i < layers.size(); ++i) {
     ForwardContext layer_ctx = ctx;
     layer_ctx.layer_index = int64_t(i);
+    layer_ctx.compute = compute;
     const Glm4DecoderLayer& layer = layers[i];
     if (rows) {
       h = layer.forward(h, layer_ctx, rows);
@@ -43,7 +44,7 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
 }
 
 Tensor Glm4Model::logits(const Tensor& hidden, const ForwardContext& ctx) const {
-  return linear(hidden, lm_head_weight(), Tensor());
+  return linear(hidden, lm_head_weight(), Tensor(), compute);
 }
 
 void Glm4Model::visit(const ParamVisitor& fn) {

@@ -23,7 +23,7 @@ class Glm4Model {
 
   // ids [B * T] -> hidden states after the final norm [B, T, hidden]. With `rows` (B = 1, no
   // tape) each row's keys/values go into its KV cache and it attends to that cache; the caller
-  // began and commits the caches.
+  // began and commits the caches. The layers run with ctx.compute set to `compute`.
   Tensor forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
                         CachedRows* rows = nullptr) const;
   Tensor logits(const Tensor& hidden, const ForwardContext& ctx) const;  // [..., vocab]
@@ -45,6 +45,8 @@ class Glm4Model {
   const Param& lm_head_weight() const { return lm_head ? lm_head->weight : embed_tokens.weight; }
 
   ModelConfig config;
+  // How the frozen products of every forward run (--compute: model/compute_choice.h).
+  ComputeChoice compute = kF32Compute;
   Embedding embed_tokens;
   std::vector<Glm4DecoderLayer> layers;
   RmsNorm norm;

@@ -26,13 +26,13 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
     const int slot = lora->dropout_slot >= 0 ? lora->dropout_slot : seed_slot;
     if (ctx.training && lora->dropout > 0) in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
     if (lora->dora()) {
-      y = dora_forward(x, in, weight, bias.value, *lora);
+      y = dora_forward(x, in, weight, bias.value, *lora, ctx.compute);
     } else {
-      y = linear(x, weight, bias.value);
+      y = linear(x, weight, bias.value, ctx.compute);
       y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
     }
   } else {
-    y = linear(x, weight, bias.value);
+    y = linear(x, weight, bias.value, ctx.compute);
   }
   if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
   return y;

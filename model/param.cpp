@@ -32,8 +32,8 @@ void Param::make_trainable() {
   value.set_requires_grad(true);
 }
 
-Tensor linear(const Tensor& x, const Param& w, const Tensor& bias) {
-  return w.value.defined() ? ops::linear(x, w.value, bias) : ops::linear(x, w.frozen, bias);
+Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute) {
+  return w.value.defined() ? ops::linear(x, w.value, bias) : ops::linear(x, w.frozen, bias, compute);
 }
 
 Tensor embedding(std::span<const int32_t> ids, const Param& table) {

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 
+#include "autograd/compute_dtype.h"
 #include "autograd/tensor.h"
 #include "autograd/weight.h"
 
@@ -27,8 +28,9 @@ struct Param {
   Tensor to_f32() const;
 };
 
-// x [..., in] W^T + bias with W frozen or trainable, whichever the parameter holds.
-Tensor linear(const Tensor& x, const Param& w, const Tensor& bias);
+// x [..., in] W^T + bias with W frozen (multiplied as `compute` says) or trainable, whichever
+// the parameter holds.
+Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute);
 // Rows `ids` of the table [vocab, hidden]; a graph only when the table is trainable.
 Tensor embedding(std::span<const int32_t> ids, const Param& table);
 

@@ -1,5 +1,5 @@
-// mlx's affine format bit for bit against tools/quant_reference.py's fixtures (quantize, pack,
-// unpack, dequantize), the quantized kernels against fp64 products on odd shapes for every
+// mlx's affine format bit for bit against tools/reference/quant_reference.py's fixtures (quantize,
+// pack, unpack, dequantize), the quantized kernels against fp64 products on odd shapes for every
 // kernel variant this CPU runs, and bad inputs rejected by name.
 #include <gtest/gtest.h>
 
@@ -364,7 +364,7 @@ TEST(QuantKernels, ErrorNoWorseThanTheFp32Gemm) {
       reference(X.data(), exact, M, 256, 1024, true, &ref, &mag);
       std::vector<float> yq(size_t(M * 256)), yd(yq.size());
       quant_linear_forward(X.data(), M, 1024, q, yq.data(), false);
-      linear_forward(X.data(), M, 1024, dense, yd.data(), false);
+      linear_forward(X.data(), M, 1024, dense, yd.data(), false, kF32Compute);
       double eq = 0, ed = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
         eq += (yq[i] - ref[i]) * (yq[i] - ref[i]);

@@ -74,7 +74,7 @@ std::vector<float> run(const Case& c, const std::vector<float>& q, const std::ve
   a.kv_batch_stride = c.S * c.Hkv * c.D;
   a.scale = float(1.0 / std::sqrt(double(c.D)));
   a.mask = &c.mask;
-  a.bf16_tiles = bf16;
+  a.bf16_tiles = bf16 ? kernels::bf16_kernel() : kernels::Bf16Kernel::kNone;
   kernels::attention_forward(a);
   return out;
 }
@@ -146,20 +146,19 @@ TEST(AttentionBf16, OnlyInferenceTakesThem) {
   Tensor q = Tensor::from({1, c.T, c.Hq, c.D}, qv), k = Tensor::from({1, c.S, 1, c.D}, kv),
          v = Tensor::from({1, c.S, 1, c.D}, vv);
   auto values = [](const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); };
-  set_compute_dtype(ComputeDType::BF16);
+  const ComputeChoice on_bf16 = bf16_compute(kernels::bf16_kernel());
   {
     NoGradGuard no_grad;
-    EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), bf16);
+    EXPECT_EQ(values(ops::attention(q, k, v, c.mask, on_bf16)), bf16);
   }
   q.set_requires_grad(true);
-  EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), f32);
-  Tensor first = recompute([&](const std::vector<Tensor>& in) { return ops::attention(in[0], k, v, c.mask); },
-                           {q});
+  EXPECT_EQ(values(ops::attention(q, k, v, c.mask, on_bf16)), f32);
+  Tensor first = recompute(
+      [&](const std::vector<Tensor>& in) { return ops::attention(in[0], k, v, c.mask, on_bf16); }, {q});
   EXPECT_EQ(values(first), f32);
-  set_compute_dtype(ComputeDType::F32);
   {
     NoGradGuard no_grad;
-    EXPECT_EQ(values(ops::attention(q, k, v, c.mask)), f32);
+    EXPECT_EQ(values(ops::attention(q, k, v, c.mask, kF32Compute)), f32);
   }
 }
 

@@ -253,36 +253,23 @@ TEST(Bf16Gemm, KernelAvailabilityFollowsCpuFeatures) {
   std::printf("bf16 kernel on this machine: %s\n", kernels::bf16_kernel_name(chosen));
 }
 
-// Restores the process-wide settings a test changes.
 // The forward product X W^T and the input gradient dY W of a linear layer with M rows, through
-// the dispatch the model uses (linear_forward / linear_input_grad).
+// the dispatch the model uses (linear_forward / linear_input_grad) under `compute`.
 std::pair<std::vector<float>, std::vector<float>> linear_products(const std::vector<float>& X,
                                                                   const std::vector<float>& dY,
-                                                                  int64_t M, const Weight& w) {
+                                                                  int64_t M, const Weight& w,
+                                                                  const ComputeChoice& compute) {
   const int64_t N = w.rows(), K = w.cols();
   std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
-  linear_forward(X.data(), M, K, w, y.data(), false);
-  linear_input_grad(dY.data(), M, N, w, dx.data(), false);
+  linear_forward(X.data(), M, K, w, y.data(), false, compute);
+  linear_input_grad(dY.data(), M, N, w, dx.data(), false, compute);
   return {y, dx};
 }
-
-class ComputeDTypeScope {
- public:
-  ComputeDTypeScope() : kernel_(kernels::bf16_kernel()) {}
-  ~ComputeDTypeScope() {
-    set_compute_dtype(ComputeDType::F32);
-    kernels::set_bf16_kernel(kernel_);
-  }
-
- private:
-  Bf16Kernel kernel_;
-};
 
 // linear_forward / linear_input_grad: bf16 compute on a bf16 weight runs the selected kernel
 // (bit for bit); forcing kernel "none", or F32 compute, or an f32 / f16 weight gives today's
 // fp32 path bit for bit.
 TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
-  ComputeDTypeScope restore;
   const int64_t N = 96, K = 80;
   const auto w32 = random_vec(N * K, 12);
   const Weight W = Weight::from_f32(w32.data(), N, K, DType::BF16);
@@ -291,28 +278,22 @@ TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
   std::vector<uint16_t> wvec(wb, wb + N * K);
   for (int64_t M : {2, 40}) {
     const auto X = random_vec(M * K, 13), dY = random_vec(M * N, 14);
-    auto products = [&](const Weight& w) { return linear_products(X, dY, M, w); };
-    set_compute_dtype(ComputeDType::F32);
-    kernels::set_bf16_kernel(Bf16Kernel::kNone);
-    const auto today = products(W), today16 = products(W16);
-    set_compute_dtype(ComputeDType::BF16);
-    EXPECT_EQ(products(W), today) << "kernel none, M=" << M;
-    EXPECT_EQ(products(W16), today16) << "f16 weight, M=" << M;
+    auto products = [&](const Weight& w, const ComputeChoice& c) { return linear_products(X, dY, M, w, c); };
+    const auto today = products(W, kF32Compute), today16 = products(W16, kF32Compute);
+    EXPECT_EQ(products(W, bf16_compute(Bf16Kernel::kNone)), today) << "kernel none, M=" << M;
+    EXPECT_EQ(products(W16, bf16_compute(Bf16Kernel::kNone)), today16) << "f16 weight, M=" << M;
     for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
       if (!kernels::bf16_kernel_available(k)) continue;
-      kernels::set_bf16_kernel(k);
-      set_compute_dtype(ComputeDType::F32);
-      EXPECT_EQ(products(W), today) << kernels::bf16_kernel_name(k) << " with f32 compute";
-      set_compute_dtype(ComputeDType::BF16);
+      EXPECT_EQ(products(W, {ComputeDType::F32, k}), today) << kernels::bf16_kernel_name(k) << " with f32 compute";
       std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
       run(k, true, X, M, N, K, wvec, &y, false);
       run(k, false, dY, M, N, K, wvec, &dx, false);
-      const auto got = products(W);
+      const auto got = products(W, bf16_compute(k));
       EXPECT_EQ(got.first, y) << kernels::bf16_kernel_name(k) << " forward M=" << M;
       EXPECT_EQ(got.second, dx) << kernels::bf16_kernel_name(k) << " input grad M=" << M;
       EXPECT_NE(got.first, today.first) << "bf16 compute should round X, M=" << M;
       // f16: decode sizes keep the exact fp32 path, larger products go to the bf16 kernels.
-      const auto got16 = products(W16);
+      const auto got16 = products(W16, bf16_compute(k));
       if (M <= kQuantStreamRows) {
         EXPECT_EQ(got16, today16) << kernels::bf16_kernel_name(k) << " f16 weight, M=" << M;
       } else {
@@ -333,7 +314,6 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
   EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAvx512Bf16, true), 4);
   EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAvx512Bf16, false), kBf16AllRows);
   EXPECT_EQ(auto_bf16_max_rows(Bf16Kernel::kAmx, true), kBf16AllRows);
-  ComputeDTypeScope restore;
   const int64_t N = 64, K = 48;
   const auto w32 = random_vec(N * K, 21);
   const Weight W = Weight::from_f32(w32.data(), N, K, DType::BF16);
@@ -344,21 +324,17 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
       std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
       continue;
     }
-    kernels::set_bf16_kernel(k);
     for (int64_t M : {3, 4, 5, 33}) {
       const auto X = random_vec(M * K, 22), dY = random_vec(M * N, 23);
-      auto products = [&] { return linear_products(X, dY, M, W); };
-      set_compute_dtype(ComputeDType::F32);
-      const auto fp32 = products();
+      auto products = [&](const ComputeChoice& c) { return linear_products(X, dY, M, W, c); };
+      const auto fp32 = products(kF32Compute);
       std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
       run(k, true, X, M, N, K, wvec, &y, false);
       run(k, false, dY, M, N, K, wvec, &dx, false);
       const auto bf16 = std::make_pair(y, dx);
       ASSERT_NE(bf16, fp32) << "the two paths must differ for the test to tell them apart";
-      set_compute_dtype(ComputeDType::BF16, 4);
-      EXPECT_EQ(products(), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
-      set_compute_dtype(ComputeDType::BF16);
-      EXPECT_EQ(products(), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
+      EXPECT_EQ(products(bf16_compute(k, 4)), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
+      EXPECT_EQ(products(bf16_compute(k)), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
     }
   }
 }
@@ -367,7 +343,6 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
 // above it their prefill-sized products take the fp32 path bit for bit; within kQuantStreamRows
 // a quantized weight keeps its decode kernels whatever the limit.
 TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
-  ComputeDTypeScope restore;
   const int64_t N = 64, K = 128;
   const auto w32 = random_vec(N * K, 31);
   const Weight f16 = Weight::from_f32(w32.data(), N, K, DType::F16);
@@ -377,17 +352,13 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
       std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
       continue;
     }
-    kernels::set_bf16_kernel(k);
     for (const Weight* w : {&f16, &q4}) {
       const char* what = w == &f16 ? "f16" : "4-bit";
       for (int64_t M : {int64_t(3), kQuantStreamRows + 8}) {
         const auto X = random_vec(M * K, 32), dY = random_vec(M * N, 33);
-        set_compute_dtype(ComputeDType::F32);
-        const auto fp32 = linear_products(X, dY, M, *w);
-        set_compute_dtype(ComputeDType::BF16);
-        const auto unlimited = linear_products(X, dY, M, *w);
-        set_compute_dtype(ComputeDType::BF16, 2);
-        const auto limited = linear_products(X, dY, M, *w);
+        const auto fp32 = linear_products(X, dY, M, *w, kF32Compute);
+        const auto unlimited = linear_products(X, dY, M, *w, bf16_compute(k));
+        const auto limited = linear_products(X, dY, M, *w, bf16_compute(k, 2));
         if (M > kQuantStreamRows) {
           ASSERT_NE(unlimited, fp32) << what << ": the two paths must differ for the test to tell them apart";
           EXPECT_EQ(limited, fp32) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;

@@ -14,9 +14,12 @@
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "autograd/kernels/cpu_features.h"
 #include "model/compute_choice.h"
 #include "model/adapter/adapter_io.h"
+#include "train/train_settings.h"
 
 namespace glm4 {
 namespace {
@@ -50,6 +53,40 @@ TEST(Cli, HelpListsTheSubcommandsAndFlags) {
   ASSERT_TRUE(succeeds(convert));
   for (const char* s : {"--in", "--out", "--to", "peft", "mlx"})
     EXPECT_NE(convert.output.find(s), std::string::npos) << s;
+}
+
+// train's flags and --config keys come from one list (train/train_settings.h); the file is read
+// first and the flags given win. Each case fails in the settings' checks, before any model loads.
+TEST(Cli, TrainFlagsAreTheSettingsListAndWinOverTheConfigFile) {
+  Result help = run({"train", "--help"});
+  ASSERT_TRUE(succeeds(help));
+  visit_train_settings([&](const char* key, auto, const char*) {
+    EXPECT_NE(help.output.find(train_flag_name(key) + " "), std::string::npos) << key;
+  });
+
+  TempDir tmp;
+  std::ofstream(tmp / "job.json") << R"({"_comment": "x", "model": "m", "data": "d", "out": "o", "iters": 5})";
+  std::ofstream(tmp / "typo.json") << R"({"lerning_rate": 0.001})";
+  std::ofstream(tmp / "broken.json") << R"({"iters": 5,})";
+  const std::string job = (tmp / "job.json").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"train", "--config", job, "--warmup", "6"}, {"--warmup must be in [0, iters], got 6"}},
+      {{"train", "--config", job, "--iters", "2", "--warmup", "3"}, {"--warmup must be in [0, iters], got 3"}},
+      {{"train", "--config", job, "--iters", "-1"}, {"--iters must be positive, got -1"}},
+      {{"train", "--config", (tmp / "missing.json").string()}, {"--config", "missing.json", "cannot open"}},
+      {{"train", "--config", (tmp / "broken.json").string()}, {"--config", "broken.json", "invalid JSON"}},
+      {{"train", "--config", (tmp / "typo.json").string()}, {"typo.json", "unknown key \"lerning_rate\""}},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << c.args[2] << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_NE(r.output.find(m), std::string::npos) << "message lacks \"" << m << "\": " << r.output;
+  }
 }
 
 TEST(Cli, InitThenLogits) {
@@ -224,6 +261,54 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
     auto r = run({"generate", "--model", bf16_model, "--tokens", "1,2", "--compute", "bf16"});
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.output.find("--compute bf16"), std::string::npos) << r.output;
+  }
+}
+
+// generate --json reports what runs besides the compute choice: the fp32 backend, and the
+// quantized kernels' instruction set, as this process selected them (the same CPU, the same
+// environment); a kernel override changes what it reports.
+TEST(Cli, GenerateJsonReportsTheKernels) {
+  auto report = [](const std::vector<std::string>& env) {
+    std::vector<std::string> args = env;
+    for (const char* a : {GLM4_BINARY, "generate", "--model", kTinyGlm4.c_str(), "--tokens", "1,2,3", "--max-tokens",
+                          "2", "--json", "--compute", "f32"})
+      args.push_back(a);
+    auto r = run_program("/usr/bin/env", args, true);
+    EXPECT_TRUE(succeeds(r));
+    return nlohmann::json::parse(r.output);
+  };
+  nlohmann::json j = report({});
+  EXPECT_EQ(j["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << j;
+  EXPECT_EQ(j["quant_kernel"], quant_kernel_name()) << j;
+  EXPECT_EQ(j["quant_int8_decode"], false) << j;
+  EXPECT_EQ(j["kernel"], "fp32") << j;
+  EXPECT_EQ(report({"GLM4_GEMM=eigen"})["fp32_backend"], "eigen");
+  EXPECT_TRUE(report({"GLM4_GEMM=openblas"}).contains("blas_core"));
+  EXPECT_EQ(report({"GLM4_QUANT_KERNEL=scalar"})["quant_kernel"], "scalar");
+}
+
+// A kernel override in the environment with a value it does not take, or one this CPU cannot
+// run, stops the command with status 1 and a message naming the variable, the value and what it
+// accepts.
+TEST(Cli, BadKernelOverridesExitNamingTheVariable) {
+  struct Case {
+    std::string env;
+    std::vector<std::string> mentions;
+  };
+  std::vector<Case> cases = {
+      {"GLM4_GEMM=foo", {"GLM4_GEMM=foo", "openblas or eigen"}},
+      {"GLM4_BF16_KERNEL=foo", {"GLM4_BF16_KERNEL=foo", "amx, avx512bf16 or none"}},
+      {"GLM4_QUANT_KERNEL=neon", {"GLM4_QUANT_KERNEL=neon", "avx512, avx2 or scalar"}},
+  };
+  if (!kernels::bf16_kernel_available(kernels::Bf16Kernel::kAmx))
+    cases.push_back({"GLM4_BF16_KERNEL=amx", {"GLM4_BF16_KERNEL=amx", "cannot run", "none"}});
+  for (const Case& c : cases) {
+    Result r = run_program("/usr/bin/env", {c.env, GLM4_BINARY, "generate", "--model", kTinyGlm4, "--tokens", "1,2",
+                                            "--max-tokens", "2", "--compute", "f32"});
+    EXPECT_EQ(r.status, 1) << c.env << "\n" << r.output;
+    EXPECT_NE(r.output.find("glm4: error: environment variable"), std::string::npos) << c.env << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_NE(r.output.find(m), std::string::npos) << c.env << "\nmessage lacks \"" << m << "\": " << r.output;
   }
 }
 

@@ -129,7 +129,7 @@ TEST(FusedOps, AttentionEqualsComposition) {
                           {1, 200, 200, 2, 1, 8, {}}};  // backward cut into 7 query splits
   for (const Case& c : cases) {
     expect_same({{c.B, c.T, c.Hq, c.D}, {c.B, c.S, c.Hkv, c.D}, {c.B, c.S, c.Hkv, c.D}},
-                [&](const V& x) { return ops::attention(x[0], x[1], x[2], c.mask); },
+                [&](const V& x) { return ops::attention(x[0], x[1], x[2], c.mask, kF32Compute); },
                 [&](const V& x) { return composed_attention(x[0], x[1], x[2], c.mask); }, 1e-5,
                 "attention");
   }
@@ -160,11 +160,11 @@ TEST(FusedOps, LinearCrossEntropyEqualsLinearThenCrossEntropy) {
     expect_same({{300, 16}, {37, 16}},
                 [&](const V& x) {
                   Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
-                  return ops::linear_cross_entropy(x[0], frozen, trainable ? x[1] : Tensor(), labels);
+                  return ops::linear_cross_entropy(x[0], frozen, trainable ? x[1] : Tensor(), labels, 0, kF32Compute);
                 },
                 [&](const V& x) {
                   Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
-                  Tensor logits = trainable ? ops::linear(x[0], x[1], Tensor()) : ops::linear(x[0], frozen, Tensor());
+                  Tensor logits = trainable ? ops::linear(x[0], x[1], Tensor()) : ops::linear(x[0], frozen, Tensor(), kF32Compute);
                   return ops::cross_entropy(logits, labels);
                 },
                 1e-5, trainable ? "linear_cross_entropy (trainable)" : "linear_cross_entropy");

@@ -29,7 +29,7 @@ AttentionMask padded_mask(std::vector<int32_t> kv_end, int64_t q_offset = 0) {
 GradCase attention_case(std::string name, int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv,
                         int64_t D, AttentionMask mask) {
   return {name, {{B, T, Hq, D}, {B, S, Hkv, D}, {B, S, Hkv, D}},
-          [mask](const V& x) { return ops::attention(x[0], x[1], x[2], mask); }, 2e-2};
+          [mask](const V& x) { return ops::attention(x[0], x[1], x[2], mask, kF32Compute); }, 2e-2};
 }
 
 std::vector<GradCase> all_cases() {
@@ -83,7 +83,7 @@ std::vector<GradCase> all_cases() {
   c.push_back({"linear_nobias_m1", {{1, 7}, {3, 7}}, [](const V& x) { return ops::linear(x[0], x[1], Tensor()); }});
   c.push_back({"linear_frozen_bf16", {{4, 6}, {3}}, [](const V& x) {
                  static std::vector<float> w = testing::random_tensor({3, 6}, 9).to_vector();
-                 return ops::linear(x[0], Weight::from_f32(w.data(), 3, 6, DType::BF16), x[1]);
+                 return ops::linear(x[0], Weight::from_f32(w.data(), 3, 6, DType::BF16), x[1], kF32Compute);
                }});
   // embedding
   c.push_back({"embedding", {{6, 4}}, [](const V& x) {
@@ -127,7 +127,7 @@ std::vector<GradCase> all_cases() {
   c.push_back({"linear_cross_entropy", {{300, 4}, {7, 4}}, [](const V& x) {
                  std::vector<int32_t> labels;
                  for (int i = 0; i < 300; ++i) labels.push_back(i % 5 == 0 ? -100 : i % 7);
-                 return ops::linear_cross_entropy(x[0], Weight(), x[1], labels);
+                 return ops::linear_cross_entropy(x[0], Weight(), x[1], labels, 0, kF32Compute);
                }});
   // checkpointed block: input and a parameter used inside both get gradients
   c.push_back({"recompute", {{3, 4}, {4, 4}}, [](const V& x) {
@@ -164,7 +164,7 @@ TEST(GradCheck, AllPaddingRowsGiveZeroOutputAndGradient) {
   q.set_requires_grad(true);
   AttentionMask m;
   m.kv_end = {0};
-  Tensor out = ops::attention(q, k, v, m);
+  Tensor out = ops::attention(q, k, v, m, kF32Compute);
   for (float x : out.to_vector()) EXPECT_EQ(x, 0.0f);
   backward(ops::sum(out));
   for (float x : q.grad().to_vector()) EXPECT_EQ(x, 0.0f);

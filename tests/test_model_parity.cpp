@@ -1,5 +1,5 @@
-// The model computes what the PyTorch reference (tools/reference.py) computes: logits and every
-// layer's hidden states, for each family, batch 2 with right padding, 160 tokens.
+// The model computes what the PyTorch reference (tools/reference/reference.py) computes: logits
+// and every layer's hidden states, for each family, batch 2 with right padding, 160 tokens.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,7 +108,7 @@ TEST(Bf16Compute, LogitsWithinTwiceTorchBf16OfTheFp64Reference) {
     return model->logits(model->forward_hidden(f.ids, ctx), ctx);
   };
   Tensor bf16 = logits_of();
-  set_compute_dtype(ComputeDType::F32);
+  model->compute = kF32Compute;
   Tensor f32 = logits_of();
   const int64_t V = model->config.vocab_size;
   std::vector<float> ref = read_f32(f.file->at("logits")), torch = read_f32(f.file->at("logits_torch_bf16"));

@@ -142,11 +142,9 @@ TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
   quant_linear_forward_int8(X.data(), 2, K, w.quant(), int8.data(), false);
   quant_linear_forward(X.data(), 2, K, w.quant(), fp32.data(), false);
   ASSERT_NE(int8, fp32);
-  set_compute_dtype(ComputeDType::BF16);
-  linear_forward(X.data(), 2, K, w, got.data(), false);
+  linear_forward(X.data(), 2, K, w, got.data(), false, bf16_compute(kernels::bf16_kernel()));
   EXPECT_EQ(got, int8);
-  set_compute_dtype(ComputeDType::F32);
-  linear_forward(X.data(), 2, K, w, got.data(), false);
+  linear_forward(X.data(), 2, K, w, got.data(), false, kF32Compute);
   EXPECT_EQ(got, fp32);
 }
 

@@ -37,7 +37,6 @@ double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(QuantWeight, ProductsEqualThoseOfTheDequantizedMatrix) {
-  set_compute_dtype(ComputeDType::F32);
   for (QuantFormat f : {QuantFormat{4, 64}, QuantFormat{8, 32}, QuantFormat{3, 128}}) {
     const int64_t N = 136, K = 384;
     const Weight q = quantized(N, K, f, DType::BF16, 3);
@@ -47,10 +46,10 @@ TEST(QuantWeight, ProductsEqualThoseOfTheDequantizedMatrix) {
     for (int64_t M : {1, 5, 32, 77}) {
       std::vector<float> x = randn(size_t(M * K), 4), dy = randn(size_t(M * N), 5);
       std::vector<float> yq(size_t(M * N)), yd(yq.size()), gq(size_t(M * K)), gd(gq.size());
-      linear_forward(x.data(), M, K, q, yq.data(), false);
-      linear_forward(x.data(), M, K, d, yd.data(), false);
-      linear_input_grad(dy.data(), M, N, q, gq.data(), false);
-      linear_input_grad(dy.data(), M, N, d, gd.data(), false);
+      linear_forward(x.data(), M, K, q, yq.data(), false, kF32Compute);
+      linear_forward(x.data(), M, K, d, yd.data(), false, kF32Compute);
+      linear_input_grad(dy.data(), M, N, q, gq.data(), false, kF32Compute);
+      linear_input_grad(dy.data(), M, N, d, gd.data(), false, kF32Compute);
       EXPECT_LE(max_rel(yq, yd), 1e-5) << f.bits << " bits, M " << M;
       EXPECT_LE(max_rel(gq, gd), 1e-5) << f.bits << " bits, M " << M;
     }
@@ -67,20 +66,19 @@ TEST(QuantWeight, Bf16PrefillEqualsTheDenseBf16KernelsBitForBit) {
     std::vector<float> dense(size_t(N * K));
     q.to_f32(dense.data());
     const Weight d = Weight::from_f32(dense.data(), N, K, DType::BF16);
-    set_compute_dtype(ComputeDType::BF16);
+    const ComputeChoice bf16 = bf16_compute(kernels::bf16_kernel());
     for (int64_t M : {33, 100}) {
       std::vector<float> x = randn(size_t(M * K), 6), dy = randn(size_t(M * N), 7);
       std::vector<float> yq(size_t(M * N)), yd(yq.size()), gq(size_t(M * K)), gd(gq.size());
-      linear_forward(x.data(), M, K, q, yq.data(), false);
-      linear_forward(x.data(), M, K, d, yd.data(), false);
-      linear_input_grad(dy.data(), M, N, q, gq.data(), false);
-      linear_input_grad(dy.data(), M, N, d, gd.data(), false);
+      linear_forward(x.data(), M, K, q, yq.data(), false, bf16);
+      linear_forward(x.data(), M, K, d, yd.data(), false, bf16);
+      linear_input_grad(dy.data(), M, N, q, gq.data(), false, bf16);
+      linear_input_grad(dy.data(), M, N, d, gd.data(), false, bf16);
       EXPECT_EQ(yq, yd) << f.bits << " bits, M " << M;
       EXPECT_EQ(gq, gd) << f.bits << " bits, M " << M;
-      linear_forward(x.data(), M, K, q, yq.data(), true);  // accumulate doubles it exactly
+      linear_forward(x.data(), M, K, q, yq.data(), true, bf16);  // accumulate doubles it exactly
       for (size_t i = 0; i < yq.size(); ++i) ASSERT_EQ(yq[i], 2 * yd[i]);
     }
-    set_compute_dtype(ComputeDType::F32);
   }
 }
 

@@ -9,7 +9,7 @@
 #include "autograd/node.h"
 #include "base/check.h"
 #include "infer/merge_quantized.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "model/compute_choice.h"
@@ -266,7 +266,6 @@ TEST(QuantizedModel, Bf16ComputeRunsTheQuantizedPrefillOnBf16Units) {
     GTEST_SKIP() << "no native bf16 on this CPU: " << e.what();
   }
   const std::vector<float> bf16 = logits_of(*model);
-  set_compute_dtype(ComputeDType::F32);
   const double err = max_relative_error(bf16, f32);
   EXPECT_GT(err, 0.0);  // activations were rounded: the bf16 kernels ran
   EXPECT_LE(err, 3e-2);
@@ -275,8 +274,8 @@ TEST(QuantizedModel, Bf16ComputeRunsTheQuantizedPrefillOnBf16Units) {
 TEST(QuantizedModel, AutoComputePicksBf16ForBf16Scales) {
   auto model = load_model(kQuant);
   const ComputeChoice c = apply_compute_flag(*model, "auto");
-  set_compute_dtype(ComputeDType::F32);
-  if (c.kernel != "fp32") {
+  EXPECT_EQ(model->compute.dtype, c.dtype);
+  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone) {
     EXPECT_EQ(c.dtype, ComputeDType::BF16);
   }
 }

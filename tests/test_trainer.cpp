@@ -10,6 +10,8 @@
 #include "base/check.h"
 #include "dataset/dataset.h"
 #include "infer/score.h"
+#include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "io/safetensors.h"
 #include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
@@ -160,6 +162,10 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
   json first = json::parse(line);  // the run's compute choice comes first: fp32 weights run in f32
   EXPECT_EQ(first["compute"], "f32");
   EXPECT_EQ(first["kernel"], "fp32");
+  // and the kernels that run it (model/kernel_report.h)
+  EXPECT_EQ(first["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << line;
+  EXPECT_EQ(first["quant_kernel"], quant_kernel_name()) << line;
+  EXPECT_EQ(first["quant_int8_decode"], false) << line;
   int train_lines = 0;
   while (std::getline(f, line)) {
     json j = json::parse(line);

@@ -1,23 +1,20 @@
+// A TrainConfig as JSON (the --config file and the checkpoint's copy), read and written through
+// the settings list of train_settings.h, and the checks of its values.
 #include "train/train_config.h"
 
 #include <cmath>
 #include <functional>
 #include <map>
+#include <type_traits>
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "train/train_settings.h"
 
 namespace glm4 {
 
 namespace {
-std::string flag(const std::string& key) {
-  std::string f = "--" + key;
-  for (char& ch : f)
-    if (ch == '_') ch = '-';
-  return f;
-}
-
-// One table of fields: reading, writing and the key names stay in one place.
+// Reading and writing one setting's JSON value.
 struct Field {
   std::function<void(TrainConfig&, const nlohmann::json&)> read;
   std::function<nlohmann::json(const TrainConfig&)> write;
@@ -25,53 +22,35 @@ struct Field {
 
 template <typename T>
 Field field(T TrainConfig::*member) {
-  return {[member](TrainConfig& c, const nlohmann::json& j) { c.*member = j.get<T>(); },
+  return {[member](TrainConfig& c, const nlohmann::json& j) {
+            if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+              if (j.is_string()) {  // "q_proj,v_proj" or "all-linear"
+                c.*member = split_commas(j.get<std::string>());
+                return;
+              }
+            }
+            c.*member = j.get<T>();
+          },
           [member](const TrainConfig& c) { return nlohmann::json(c.*member); }};
 }
 
+// Every setting by key (train_settings.h).
 const std::map<std::string, Field>& fields() {
-  static const std::map<std::string, Field> table{
-      {"model", field(&TrainConfig::model)},
-      {"data", field(&TrainConfig::data)},
-      {"out", field(&TrainConfig::out)},
-      {"iters", field(&TrainConfig::iters)},
-      {"batch_size", field(&TrainConfig::batch_size)},
-      {"max_seq_length", field(&TrainConfig::max_seq_length)},
-      {"learning_rate", field(&TrainConfig::learning_rate)},
-      {"lr_schedule", field(&TrainConfig::lr_schedule)},
-      {"warmup", field(&TrainConfig::warmup)},
-      {"min_lr", field(&TrainConfig::min_lr)},
-      {"weight_decay", field(&TrainConfig::weight_decay)},
-      {"grad_clip", field(&TrainConfig::grad_clip)},
-      {"grad_accum", field(&TrainConfig::grad_accum)},
-      {"grad_checkpoint", field(&TrainConfig::grad_checkpoint)},
-      {"lora_rank", field(&TrainConfig::lora_rank)},
-      {"lora_alpha", field(&TrainConfig::lora_alpha)},
-      {"lora_dropout", field(&TrainConfig::lora_dropout)},
-      {"lora_targets", field(&TrainConfig::lora_targets)},
-      {"num_layers", field(&TrainConfig::num_layers)},
-      {"rslora", field(&TrainConfig::rslora)},
-      {"full", field(&TrainConfig::full)},
-      {"fine_tune_type", field(&TrainConfig::fine_tune_type)},
-      {"mask_prompt", field(&TrainConfig::mask_prompt)},
-      {"pack", field(&TrainConfig::pack)},
-      {"seed", field(&TrainConfig::seed)},
-      {"steps_per_report", field(&TrainConfig::steps_per_report)},
-      {"steps_per_eval", field(&TrainConfig::steps_per_eval)},
-      {"val_batches", field(&TrainConfig::val_batches)},
-      {"save_every", field(&TrainConfig::save_every)},
-      {"patience", field(&TrainConfig::patience)},
-      {"init_adapter", field(&TrainConfig::init_adapter)},
-      {"resume", field(&TrainConfig::resume)},
-      {"adapter_format", field(&TrainConfig::adapter_format)},
-      {"threads", field(&TrainConfig::threads)},
-      {"bucket_mb", field(&TrainConfig::bucket_mb)},
-      {"sync_check_every", field(&TrainConfig::sync_check_every)},
-      {"compute", field(&TrainConfig::compute)},
-  };
+  static const std::map<std::string, Field> table = [] {
+    std::map<std::string, Field> t;
+    visit_train_settings([&](const char* key, auto member, const char*) { t.emplace(key, field(member)); });
+    return t;
+  }();
   return table;
 }
 }  // namespace
+
+std::string train_flag_name(const std::string& key) {
+  std::string f = "--" + key;
+  for (char& ch : f)
+    if (ch == '_') ch = '-';
+  return f;
+}
 
 void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& source) {
   GLM4_CHECK(j.is_object(), source, ": a training config must be a JSON object");
@@ -79,10 +58,6 @@ void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& sour
     if (key.rfind("_comment", 0) == 0) continue;
     auto it = fields().find(key);
     GLM4_CHECK(it != fields().end(), source, ": unknown key \"", key, "\"");
-    if (key == "lora_targets" && value.is_string()) {  // "q_proj,v_proj" or "all-linear"
-      c.lora_targets = split_commas(value.get<std::string>());
-      continue;
-    }
     try {
       it->second.read(c, value);
     } catch (const nlohmann::json::exception&) {
@@ -99,7 +74,7 @@ nlohmann::json to_json(const TrainConfig& c) {
 
 void TrainConfig::validate() const {
   auto check_positive = [](int64_t v, const char* key) {
-    GLM4_CHECK(v > 0, flag(key), " must be positive, got ", v);
+    GLM4_CHECK(v > 0, train_flag_name(key), " must be positive, got ", v);
   };
   GLM4_CHECK(!model.empty(), "--model is required");
   GLM4_CHECK(!data.empty(), "--data is required");

@@ -1,5 +1,6 @@
 // Every setting of a training run. The JSON config's keys are the long flag names with
-// underscores ("learning_rate"); flags given on the command line win over the file.
+// underscores ("learning_rate"); flags given on the command line win over the file. Each field is
+// listed once, with its key and help, in train_settings.h.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -53,7 +53,7 @@ void attention_forward(const AttentionArgs& a) {
   const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
   AttentionMask no_mask;
   const AttentionMask& mask = a.mask ? *a.mask : no_mask;
-  std::vector<Bf16KeysValues> packed(a.bf16_tiles ? size_t(a.B * a.Hkv) : 0);
+  std::vector<Bf16KeysValues> packed(a.bf16_tiles != Bf16Kernel::kNone ? size_t(a.B * a.Hkv) : 0);
   parallel_for(int64_t(packed.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t offset = (i / a.Hkv) * a.kv_batch_stride + (i % a.Hkv) * d;
@@ -65,7 +65,7 @@ void attention_forward(const AttentionArgs& a) {
         acc(kTileQ * d), m(kTileQ), l(kTileQ);
     RowRanges rr;
     std::optional<Bf16AttentionTiles> tiles;
-    if (a.bf16_tiles) tiles.emplace(bf16_kernel(), d);
+    if (a.bf16_tiles != Bf16Kernel::kNone) tiles.emplace(a.bf16_tiles, d);
     for (int64_t task = lo_task; task < hi_task; ++task) {
       int64_t b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq, t0 = (task % q_tiles) * kTileQ;
       int64_t kvh = h / group, tq = std::min(kTileQ, a.T - t0);

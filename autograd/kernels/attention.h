@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "autograd/attention_mask.h"
+#include "autograd/kernels/kernel_selection.h"
 
 namespace glm4::kernels {
 
@@ -17,9 +18,10 @@ struct AttentionArgs {
   int64_t q_batch_stride = 0, kv_batch_stride = 0;
   float scale = 1.0f;
   const AttentionMask* mask = nullptr;
-  // QK^T and PV on the bf16 units (attention_tiles_bf16.h): inference under --compute bf16. The
-  // backward recomputes the probabilities in fp32, so a forward for training leaves this off.
-  bool bf16_tiles = false;
+  // QK^T and PV on this kernel's bf16 units (attention_tiles_bf16.h), kNone: fp32. Inference
+  // under --compute bf16; the backward recomputes the probabilities in fp32, so a forward for
+  // training leaves this off.
+  Bf16Kernel bf16_tiles = Bf16Kernel::kNone;
 };
 
 void attention_forward(const AttentionArgs& a);

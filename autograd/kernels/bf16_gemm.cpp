@@ -6,14 +6,12 @@
 #include "autograd/kernels/bf16_gemm.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "autograd/compute_dtype.h"
 #include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
@@ -181,15 +179,6 @@ Isa bf16::isa_of(Bf16Kernel kernel, const char* op) {
   return {avx512_panel, no_op, no_op};
 }
 
-const char* bf16_kernel_name(Bf16Kernel kernel) {
-  switch (kernel) {
-    case Bf16Kernel::kNone: return "none";
-    case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
-    case Bf16Kernel::kAmx: return "amx";
-  }
-  return "?";
-}
-
 bool bf16_kernel_available(Bf16Kernel kernel) {
   switch (kernel) {
     case Bf16Kernel::kNone: return true;
@@ -198,49 +187,6 @@ bool bf16_kernel_available(Bf16Kernel kernel) {
   }
   return false;
 }
-
-Bf16Kernel parse_bf16_kernel(std::string_view name) {
-  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16, Bf16Kernel::kNone})
-    if (name == bf16_kernel_name(k)) return k;
-  fail("[bf16 kernel] unknown kernel '", name, "': expected amx, avx512bf16 or none");
-}
-
-namespace {
-
-Bf16Kernel default_kernel() {
-  if (const char* env = std::getenv("GLM4_BF16_KERNEL"); env != nullptr && *env != '\0') {
-    const Bf16Kernel k = parse_bf16_kernel(env);
-    GLM4_CHECK(bf16_kernel_available(k), "GLM4_BF16_KERNEL=", env,
-               ": this CPU cannot run that kernel");
-    return k;
-  }
-  if (bf16_kernel_available(Bf16Kernel::kAmx)) return Bf16Kernel::kAmx;
-  if (bf16_kernel_available(Bf16Kernel::kAvx512Bf16)) return Bf16Kernel::kAvx512Bf16;
-  return Bf16Kernel::kNone;
-}
-
-std::atomic<int> g_override{-1};  // a Bf16Kernel set by set_bf16_kernel, or -1
-
-}  // namespace
-
-Bf16Kernel bf16_kernel() {
-  const int forced = g_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return Bf16Kernel(forced);
-  static const Bf16Kernel chosen = default_kernel();
-  return chosen;
-}
-
-void set_bf16_kernel(Bf16Kernel kernel) {
-  GLM4_CHECK(bf16_kernel_available(kernel), "[set_bf16_kernel] this CPU cannot run the ",
-             bf16_kernel_name(kernel), " kernel");
-  g_override.store(int(kernel), std::memory_order_relaxed);
-}
-
-bool bf16_units_on() {
-  return compute_dtype() == ComputeDType::BF16 && bf16_kernel() != Bf16Kernel::kNone;
-}
-
-bool bf16_units_take(int64_t rows) { return bf16_units_on() && rows <= bf16_max_rows(); }
 
 namespace {
 

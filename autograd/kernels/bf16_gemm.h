@@ -5,33 +5,16 @@
 // (the mmapped file pages stay its only copy); panels are repacked per task in a small buffer.
 #pragma once
 #include <cstdint>
-#include <string_view>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "autograd/kernels/quantized_matrix.h"
 
 namespace glm4::kernels {
 
-enum class Bf16Kernel { kNone, kAvx512Bf16, kAmx };
-
-// "none", "avx512bf16", "amx" (the spellings GLM4_BF16_KERNEL takes).
-const char* bf16_kernel_name(Bf16Kernel kernel);
-// Whether this CPU (and OS) can run `kernel`; kNone always can.
+// Whether this CPU (and OS) can run `kernel`; kNone always can. Which one runs is chosen in
+// kernel_selection.h; whether a product goes to it, by the caller's ComputeChoice
+// (autograd/compute_dtype.h).
 bool bf16_kernel_available(Bf16Kernel kernel);
-// "amx" / "avx512bf16" / "none" to the kernel; anything else throws.
-Bf16Kernel parse_bf16_kernel(std::string_view name);
-// The kernel of this process: the one set by set_bf16_kernel, else GLM4_BF16_KERNEL=amx|
-// avx512bf16|none if set (read once; a choice the CPU cannot run throws), else the best
-// available (AMX, then AVX512-BF16, else kNone: callers then use the fp32 path).
-Bf16Kernel bf16_kernel();
-// Overrides the choice for the rest of the process (tests, benchmarks); throws if the CPU
-// cannot run `kernel`.
-void set_bf16_kernel(Bf16Kernel kernel);
-
-// Whether products go to the bf16 units at all: BF16 compute (compute_dtype.h) on a CPU with a
-// kernel.
-bool bf16_units_on();
-// Whether a product of `rows` rows goes to them: bf16_units_on() and rows within bf16_max_rows().
-bool bf16_units_take(int64_t rows);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).
 void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,

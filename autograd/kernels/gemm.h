@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "autograd/compute_dtype.h"
 #include "autograd/weight.h"
 
 namespace glm4 {
@@ -20,17 +21,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
            int64_t ldc);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W in any stored dtype. M = 1 (decode) runs at memory speed.
-// A bf16 W under compute_dtype() BF16 runs the bf16 kernels (autograd/kernels/bf16_gemm.h)
-// where the CPU has them, here and in linear_input_grad. A quantized W runs the quantized
-// kernels (quant_linear.h), or above kQuantStreamRows rows under BF16 compute the bf16 kernels
-// on panels dequantized one at a time; likewise an f16 W above kQuantStreamRows rows (panels
-// widened and rounded to bf16).
+// A bf16 W under BF16 `compute` runs its bf16 kernel (autograd/kernels/bf16_gemm.h), here and in
+// linear_input_grad. A quantized W runs the quantized kernels (quant_linear.h), or above
+// kQuantStreamRows rows under BF16 compute the bf16 kernels on panels dequantized one at a time;
+// likewise an f16 W above kQuantStreamRows rows (panels widened and rounded to bf16).
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
-                    bool accumulate);
+                    bool accumulate, const ComputeChoice& compute);
 
 // dX[M, K] (+)= dY[M, N] W[N, K]: the input gradient of linear_forward.
 void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, float* dX,
-                       bool accumulate);
+                       bool accumulate, const ComputeChoice& compute);
 
 // dW[N, K] (+)= dY[M, N]^T X[M, K]: the weight gradient, for trainable fp32 weights.
 void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, int64_t K,

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "base/dtype.h"
 
 namespace glm4::gemm_detail {
@@ -25,8 +26,10 @@ void eigen_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc);
 
-// Which kernel runs the sgemm tiles; fixed per process (see tile_backend()).
-enum class TileBackend { kOpenBlas, kEigen };
-TileBackend tile_backend();
+// Which kernel runs the sgemm tiles: kernel_selection().fp32, fixed per process.
+using kernels::Fp32Backend;
+Fp32Backend tile_backend();
+// The backend this CPU runs faster, what GLM4_GEMM overrides (gemm_openblas.cpp).
+Fp32Backend default_tile_backend();
 
 }  // namespace glm4::gemm_detail

@@ -58,24 +58,25 @@ void init_blas() {
 namespace gemm_detail {
 // OpenBLAS unless it runs pre-AVX-512 kernels (e.g. OPENBLAS_CORETYPE=Haswell set by the
 // environment) while this build targets AVX-512: then Eigen's AVX-512 kernels are the faster,
-// 1.3-1.4x on the linear shapes of bench_gemm. GLM4_GEMM=openblas|eigen overrides. Fixed per
-// process and independent of timing, so results never change from run to run.
-TileBackend tile_backend() {
-  static const TileBackend backend = [] {
-    init_blas();
-    if (const char* forced = std::getenv("GLM4_GEMM")) {
-      if (std::strcmp(forced, "eigen") == 0) return TileBackend::kEigen;
-      if (std::strcmp(forced, "openblas") == 0) return TileBackend::kOpenBlas;
-    }
+// 1.3-1.4x on the linear shapes of bench_gemm. Independent of timing, so results never change
+// from run to run.
+Fp32Backend default_tile_backend() {
+  init_blas();
 #if defined(__AVX512F__)
-    const char* core = openblas_get_corename();
-    const bool blas_avx512 = core != nullptr && (std::strcmp(core, "SkylakeX") == 0 ||
-                                                 std::strcmp(core, "Cooperlake") == 0 ||
-                                                 std::strcmp(core, "SapphireRapids") == 0);
-    return blas_avx512 ? TileBackend::kOpenBlas : TileBackend::kEigen;
+  const char* core = openblas_get_corename();
+  const bool blas_avx512 = core != nullptr && (std::strcmp(core, "SkylakeX") == 0 ||
+                                               std::strcmp(core, "Cooperlake") == 0 ||
+                                               std::strcmp(core, "SapphireRapids") == 0);
+  return blas_avx512 ? Fp32Backend::kOpenBlas : Fp32Backend::kEigen;
 #else
-    return TileBackend::kOpenBlas;
+  return Fp32Backend::kOpenBlas;
 #endif
+}
+
+Fp32Backend tile_backend() {
+  static const Fp32Backend backend = [] {
+    init_blas();
+    return kernels::kernel_selection().fp32;
   }();
   return backend;
 }

@@ -103,7 +103,7 @@ void run_tile(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) 
     }
     const float beta = k0 == 0 ? p.beta : 1.0f;
     float* c = p.C + i0 * p.ldc + j0;
-    if (gemm_detail::tile_backend() == gemm_detail::TileBackend::kEigen)
+    if (gemm_detail::tile_backend() == gemm_detail::Fp32Backend::kEigen)
       gemm_detail::eigen_sgemm(p.trans_a, B.trans, i1 - i0, j1 - j0, k1 - k0, p.alpha, a, p.lda, b,
                                ldb, beta, c, p.ldc);
     else
@@ -134,21 +134,21 @@ void run_tiled(const Problem& p) {
 }
 
 // True when W's products with M rows go to the bf16 kernels: a bf16 weight the bf16 units take.
-bool use_bf16_kernels(const Weight& W, int64_t M) {
-  return W.dtype() == DType::BF16 && kernels::bf16_units_take(M);
+bool use_bf16_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
+  return W.dtype() == DType::BF16 && compute.bf16_units_take(M);
 }
 
 // True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
 // the bf16 kernels, each task converting its own weight panel (prefill and training sizes the
 // bf16 units take); decode sizes read the stored form directly instead.
-bool use_bf16_panel_kernels(int64_t M) {
-  return M > kQuantStreamRows && kernels::bf16_units_take(M);
+bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute) {
+  return M > kQuantStreamRows && compute.bf16_units_take(M);
 }
 
 // True when a decode-sized product with quantized W takes the int8 dot products: under bf16
 // compute, whose rounding of X they undercut (quant_linear.h).
-bool use_int8_decode_kernels(const Weight& W, int64_t M) {
-  return M <= kQuantStreamRows && kernels::bf16_units_on() && quant_int8_decode_supported(W.quant());
+bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
+  return M <= kQuantStreamRows && compute.bf16_units_on() && quant_int8_decode_supported(W.quant());
 }
 
 const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
@@ -178,7 +178,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 }
 
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
-                    bool accumulate) {
+                    bool accumulate, const ComputeChoice& compute) {
   const int64_t N = W.rows();
   GLM4_CHECK(M >= 0 && K == W.cols(), "[linear_forward] X [", M, ", ", K,
              "] does not match W [", W.rows(), ", ", W.cols(), "]");
@@ -187,20 +187,20 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
   if (W.is_quantized()) {
-    if (use_bf16_panel_kernels(M))
-      kernels::bf16_quant_linear_forward(kernels::bf16_kernel(), X, M, K, W.quant(), Y, accumulate);
-    else if (use_int8_decode_kernels(W, M))
+    if (use_bf16_panel_kernels(M, compute))
+      kernels::bf16_quant_linear_forward(compute.kernel, X, M, K, W.quant(), Y, accumulate);
+    else if (use_int8_decode_kernels(W, M, compute))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
     return;
   }
-  if (use_bf16_kernels(W, M)) {
-    kernels::bf16_linear_forward(kernels::bf16_kernel(), X, M, K, u16_data(W), N, Y, accumulate);
+  if (use_bf16_kernels(W, M, compute)) {
+    kernels::bf16_linear_forward(compute.kernel, X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
-  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M)) {
-    kernels::bf16_f16_linear_forward(kernels::bf16_kernel(), X, M, K, u16_data(W), N, Y, accumulate);
+  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M, compute)) {
+    kernels::bf16_f16_linear_forward(compute.kernel, X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
   if (M <= gemm_detail::kSmallMForward) {
@@ -213,7 +213,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
 }
 
 void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, float* dX,
-                       bool accumulate) {
+                       bool accumulate, const ComputeChoice& compute) {
   const int64_t K = W.cols();
   GLM4_CHECK(M >= 0 && N == W.rows(), "[linear_input_grad] dY [", M, ", ", N,
              "] does not match W [", W.rows(), ", ", W.cols(), "]");
@@ -222,20 +222,20 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
   if (W.is_quantized()) {
-    if (use_bf16_panel_kernels(M))
-      kernels::bf16_quant_linear_input_grad(kernels::bf16_kernel(), dY, M, N, W.quant(), dX,
+    if (use_bf16_panel_kernels(M, compute))
+      kernels::bf16_quant_linear_input_grad(compute.kernel, dY, M, N, W.quant(), dX,
                                             accumulate);
     else
       quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
     return;
   }
-  if (use_bf16_kernels(W, M)) {
-    kernels::bf16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, u16_data(W), K, dX,
+  if (use_bf16_kernels(W, M, compute)) {
+    kernels::bf16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX,
                                     accumulate);
     return;
   }
-  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M)) {
-    kernels::bf16_f16_linear_input_grad(kernels::bf16_kernel(), dY, M, N, u16_data(W), K, dX,
+  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M, compute)) {
+    kernels::bf16_f16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX,
                                         accumulate);
     return;
   }

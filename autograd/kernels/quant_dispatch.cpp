@@ -1,10 +1,11 @@
-// The run-time choice of quantized kernels: cpuid (through GCC's __builtin_cpu_supports, which
-// also checks that the OS saves the wide registers), overridable by GLM4_QUANT_KERNEL.
+// The quantized kernel tables by instruction set: what the CPU runs (GCC's __builtin_cpu_supports,
+// which also checks that the OS saves the wide registers), the process's choice
+// (kernel_selection.h), and the override tests and benchmarks use to compare them.
 #include <atomic>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "base/check.h"
 #include "autograd/kernels/quant_kernels.h"
 #include "autograd/kernels/quant_linear.h"
@@ -31,11 +32,7 @@ const QuantKernels* checked(std::string_view name, const char* source) {
 }
 
 const QuantKernels* initial() {
-  if (const char* env = std::getenv("GLM4_QUANT_KERNEL"); env != nullptr && *env != '\0')
-    return checked(env, "GLM4_QUANT_KERNEL");
-  for (const char* name : {"avx512", "avx2"})
-    if (cpu_supports(name)) return named(name);
-  return &scalar_kernels();
+  return named(kernels::quant_isa_name(kernels::kernel_selection().quant));
 }
 
 std::atomic<const QuantKernels*>& current() {

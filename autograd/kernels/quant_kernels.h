@@ -30,8 +30,8 @@ const QuantKernels& avx512_kernels();
 
 // Whether this CPU (and OS) can run the kernels called `name`.
 bool cpu_supports(const char* name);
-// The kernels in use: the best this CPU runs, or GLM4_QUANT_KERNEL=avx512|avx2|scalar (read on
-// first use; a value the CPU cannot run throws), or the last set_quant_kernel().
+// The kernels in use: kernel_selection().quant (the best this CPU runs, or GLM4_QUANT_KERNEL),
+// or the last set_quant_kernel().
 const QuantKernels& active();
 
 // Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32.

@@ -58,7 +58,7 @@ TilePlan plan_tiles(int64_t M, int64_t N, int64_t align) {
 // C[m, n] = A[m, k] op(B) + beta C, single-threaded, with the backend of gemm.cpp's tiles.
 void sgemm_tile(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (gemm_detail::tile_backend() == gemm_detail::TileBackend::kEigen)
+  if (gemm_detail::tile_backend() == gemm_detail::Fp32Backend::kEigen)
     gemm_detail::eigen_sgemm(false, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m), int(n),
@@ -162,6 +162,8 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
 bool quant_int8_decode_supported(const QuantizedMatrix& W) {
   return quant_detail::int8_decode_supported(W.bits);
 }
+
+bool quant_int8_decode_available() { return quant_detail::int8_decode_supported(4); }
 
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {

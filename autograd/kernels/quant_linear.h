@@ -24,6 +24,8 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
 
 // Whether quant_linear_forward_int8 runs W on this CPU (AVX512-VNNI; 4- or 8-bit codes).
 bool quant_int8_decode_supported(const QuantizedMatrix& W);
+// Whether it runs on this CPU at all (for 4- and 8-bit codes).
+bool quant_int8_decode_available();
 // The decode-sized product under --compute bf16 (M <= kQuantStreamRows): X in two int8 levels
 // per group (each element within about max|x| / 65000 of its group: 256 times finer than bf16
 // rounding), the codes multiplied exactly by AVX512-VNNI (quant_decode_int8.h). X holding inf
@@ -35,9 +37,10 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
 void quant_linear_input_grad(const float* dY, int64_t M, int64_t N, const QuantizedMatrix& W,
                              float* dX, bool accumulate);
 
-// The decode kernels in use ("avx512", "avx2" or "scalar"): chosen at run time from the CPU, or
-// by GLM4_QUANT_KERNEL, or by set_quant_kernel (tests, benchmarks), which throws if the CPU
-// cannot run the named kernels.
+// The instruction set of the quantized kernels in use ("avx512", "avx2" or "scalar"):
+// kernel_selection().quant, unless set_quant_kernel replaced it for the rest of the process.
+// set_quant_kernel is a hook for the tests and benchmarks that run every instruction set in
+// turn; it throws if the CPU cannot run the named kernels.
 const char* quant_kernel_name();
 void set_quant_kernel(std::string_view name);
 std::vector<std::string> quant_kernels_supported();

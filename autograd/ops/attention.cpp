@@ -3,7 +3,6 @@
 
 #include "base/check.h"
 #include "autograd/kernels/attention.h"
-#include "autograd/kernels/bf16_gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
@@ -14,7 +13,8 @@ namespace {
 constexpr int64_t kBf16AttentionMinRows = 16;  // query rows from which bf16 tiles pay
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                 const ComputeChoice& compute) {
   GLM4_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && k.shape() == v.shape() &&
                  q.dim(0) == k.dim(0) && q.dim(3) == k.dim(3) && k.dim(2) > 0 &&
                  q.dim(2) % k.dim(2) == 0,
@@ -39,10 +39,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   args.scale = float(1.0 / std::sqrt(double(D)));
   args.mask = &mask;
   // Inference under bf16 compute: prefill-sized query blocks on the bf16 units (decode rows stay
-  // fp32: a single query row would use one sixteenth of a tile), unless bf16_max_rows() keeps
-  // products that large on the fp32 path.
-  args.bf16_tiles = !GradMode::enabled() && !recompute_pending() && T >= kBf16AttentionMinRows &&
-                    kernels::bf16_units_take(T);
+  // fp32: a single query row would use one sixteenth of a tile), unless compute.bf16_max_rows
+  // keeps products that large on the fp32 path.
+  const bool bf16_tiles = !GradMode::enabled() && !recompute_pending() &&
+                          T >= kBf16AttentionMinRows && compute.bf16_units_take(T);
+  args.bf16_tiles = bf16_tiles ? compute.kernel : kernels::Bf16Kernel::kNone;
   kernels::attention_forward(args);
   return record(out, "attention", {q, k, v}, {q.detach(), k.detach(), v.detach(), out.detach(), lse},
                 [args, mask](Node& n, const Tensor& g) {

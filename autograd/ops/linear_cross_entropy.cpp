@@ -17,7 +17,8 @@ constexpr int64_t kChunkRows = 256;
 }  // namespace
 
 Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const Tensor& trainable_w,
-                            std::span<const int32_t> labels, double divide_by) {
+                            std::span<const int32_t> labels, double divide_by,
+                            const ComputeChoice& compute) {
   bool trainable = trainable_w.defined();
   Weight w = trainable ? Weight::view(DType::F32, trainable_w.data(), trainable_w.dim(0),
                                       trainable_w.dim(1), trainable_w.impl_ptr())
@@ -46,7 +47,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
     for (int64_t i = r0; i < r0 + rows; ++i) any |= labels[i] != kIgnoreLabel;
     if (!any) continue;  // ignored rows add nothing to the loss or the gradients
     float* pl = logits.data();
-    linear_forward(hidden.data() + r0 * h, rows, h, w, pl, false);
+    linear_forward(hidden.data() + r0 * h, rows, h, w, pl, false, compute);
     parallel_for(rows, 4, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         float* row = pl + i * v;
@@ -66,7 +67,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
       }
     });
     for (int64_t i = 0; i < rows; ++i) total += row_loss[i];
-    if (d_hidden.defined()) linear_input_grad(pl, rows, v, w, d_hidden.data() + r0 * h, false);
+    if (d_hidden.defined()) linear_input_grad(pl, rows, v, w, d_hidden.data() + r0 * h, false, compute);
     if (d_weight.defined())
       linear_weight_grad(pl, hidden.data() + r0 * h, rows, v, h, d_weight.data(), true);
   }

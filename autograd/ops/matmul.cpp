@@ -42,12 +42,12 @@ void check_linear(const Tensor& x, int64_t n, int64_t k, const Tensor& bias) {
              ",", k, ")");
 }
 
-Tensor linear_values(const Tensor& x, const Weight& w, const Tensor& bias) {
+Tensor linear_values(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute) {
   int64_t k = w.cols(), n = w.rows(), m = x.numel() / k;
   Shape out_shape = x.shape();
   out_shape.back() = n;
   Tensor y = Tensor::empty(out_shape);
-  linear_forward(x.data(), m, k, w, y.data(), false);
+  linear_forward(x.data(), m, k, w, y.data(), false, compute);
   if (bias.defined()) add_bias(y, bias);
   return y;
 }
@@ -93,7 +93,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   GLM4_CHECK(w.rank() == 2, "[linear] weight must be 2-D, got ", shape_str(w.shape()));
   int64_t n = w.dim(0), k = w.dim(1);
   check_linear(x, n, k, bias);
-  Tensor y = linear_values(x, weight_view(w), bias);
+  Tensor y = linear_values(x, weight_view(w), bias, kF32Compute);  // fp32 weights: fp32 products
   return record(y, "linear", {x, w, bias}, {x.detach(), w.detach()},
                 [n, k](Node& node, const Tensor& g) {
     const Tensor& x = node.saved[0];
@@ -102,7 +102,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     Tensor dx, dw, db;
     if (node.needs_grad(0)) {
       dx = Tensor::empty(x.shape());
-      linear_input_grad(g.data(), m, n, weight_view(w), dx.data(), false);
+      linear_input_grad(g.data(), m, n, weight_view(w), dx.data(), false, kF32Compute);
     }
     if (node.needs_grad(1)) {
       dw = Tensor::empty(w.shape());
@@ -113,17 +113,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   });
 }
 
-Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute) {
   int64_t n = w.rows(), k = w.cols();
   check_linear(x, n, k, bias);
-  Tensor y = linear_values(x, w, bias);
-  return record(y, "linear_frozen", {x, bias}, {}, [w, n, k](Node& node, const Tensor& g) {
+  Tensor y = linear_values(x, w, bias, compute);
+  return record(y, "linear_frozen", {x, bias}, {}, [w, n, k, compute](Node& node, const Tensor& g) {
     Tensor dx, db;
     if (node.needs_grad(0)) {
       Shape s = g.shape();
       s.back() = k;
       dx = Tensor::empty(s);
-      linear_input_grad(g.data(), g.numel() / n, n, w, dx.data(), false);
+      linear_input_grad(g.data(), g.numel() / n, n, w, dx.data(), false, compute);
     }
     if (node.needs_grad(1)) db = column_sums(g, n);
     return std::vector<Tensor>{dx, db};

@@ -1,0 +1,132 @@
+// Builds a TrainRun: model, compute, data splits, trainable parameters, reducer, optimizer and
+// the state of a resumed run, in that order (the LoRA init draws from --seed).
+#include "train/train_setup.h"
+
+#include "base/check.h"
+#include "base/parallel.h"
+#include "dataset/records.h"
+#include "dataset/text_encoder.h"
+#include "model/adapter/adapter_io.h"
+#include "train/param_sync.h"
+
+namespace glm4 {
+
+namespace {
+DataFiles with_data_flag(const std::string& path) {
+  try {
+    return resolve_data_path(path);
+  } catch (const Error& e) {
+    throw Error(std::string("--data ") + path + ": " + e.what());
+  }
+}
+
+LoraConfig lora_from(const TrainConfig& c) {
+  LoraConfig l;
+  l.rank = c.lora_rank;
+  l.alpha = c.lora_alpha;
+  l.dropout = c.lora_dropout;
+  l.use_rslora = c.rslora;
+  l.dora = c.fine_tune_type == "dora";
+  l.targets = c.lora_targets;
+  l.num_layers = c.num_layers;
+  return l;
+}
+
+Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c, int64_t vocab,
+                   ProgressBar& bar) {
+  DatasetOptions o;
+  o.mask_prompt = c.mask_prompt;
+  o.max_seq_length = c.max_seq_length;
+  o.vocab_size = vocab;
+  Dataset d = load_dataset(file, enc, o);
+  if (d.truncated)
+    bar.message(str_cat("warning: ", d.truncated, " of ", d.examples.size(), " examples in ", file,
+                        " were longer than --max-seq-length ", c.max_seq_length, " and were truncated"));
+  GLM4_CHECK(d.target_tokens > 0, file, ": no example has a training target");
+  return d;
+}
+
+// The trainable tensors, by name: every parameter with --full, else the adapters, new (from
+// --seed) or --init-adapter's (then `lora` becomes that adapter's settings).
+std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& model, const TrainConfig& c,
+                                                                 LoraConfig& lora, ProgressBar& bar) {
+  std::vector<std::pair<std::string, Tensor>> params;
+  if (c.full) {
+    model.visit([&](const std::string& name, Param& p) {
+      p.make_trainable();
+      params.push_back({name, p.value});
+    });
+    return params;
+  }
+  if (!c.init_adapter.empty()) {
+    lora = read_adapter_info(c.init_adapter).lora;
+    check_adapter_layout(model.config, lora, c.adapter_format);
+    std::string warning = load_adapter(model, c.init_adapter, c.model);
+    if (!warning.empty()) bar.message("warning: " + warning);
+  } else {
+    check_adapter_layout(model.config, lora, c.adapter_format);
+    model.add_lora(lora, c.seed);
+  }
+  return model.lora_parameters();
+}
+
+// --resume: the saved parameters, moments and step; a warning when the data order will differ.
+TrainState resume_from(const TrainConfig& c, AdamW& optimizer, ProgressBar& bar) {
+  TrainState state;
+  if (c.resume.empty()) return state;
+  TrainConfig saved = load_training_state(c.resume, optimizer, &state);
+  if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
+      saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
+    bar.message(str_cat("warning: --resume ", c.resume, " was written by a run with other --seed, --batch-size, ",
+                        "--pack, --max-seq-length or --grad-accum; the data order will differ"));
+  GLM4_CHECK(state.step < c.iters, "--resume ", c.resume, ": already at step ", state.step,
+             "; raise --iters above it to train further");
+  return state;
+}
+}  // namespace
+
+TrainRun set_up_training(const TrainConfig& config, Distributed& group, ProgressBar& bar) {
+  TrainConfig c = config;
+  c.validate();
+  if (c.fine_tune_type == "full") c.full = true;
+  if (c.threads > 0) set_max_threads(int(c.threads));
+  else if (group.size() > 1) set_max_threads(default_rank_threads(group.local_size()));
+  DataFiles files = with_data_flag(c.data);
+
+  std::unique_ptr<Glm4Model> model = load_model(c.model);
+  const ComputeChoice compute = apply_compute_flag(*model, c.compute);
+  TextEncoder encoder = make_text_encoder(c.model);
+  Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);
+  Dataset valid;
+  if (!files.valid.empty()) valid = load_split(files.valid, encoder, c, model->config.vocab_size, bar);
+
+  LoraConfig lora = lora_from(c);
+  std::vector<std::pair<std::string, Tensor>> params = trainable_parameters(*model, c, lora, bar);
+  // Data-parallel: gradients summed over the ranks; with --full each rank's optimizer owns a
+  // piece of every bucket (ZeRO stage 1).
+  std::unique_ptr<GradientReducer> reducer;
+  std::vector<ElementRange> owned;
+  std::vector<Tensor> tensors;
+  for (auto& [name, t] : params) tensors.push_back(t);
+  if (group.size() > 1) {
+    reducer = std::make_unique<GradientReducer>(group, tensors, c.full, int64_t(c.bucket_mb * (1 << 20)));
+    owned = reducer->owned(group.rank());
+  }
+  AdamW optimizer(params, {.lr = c.learning_rate, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                           .weight_decay = c.weight_decay}, owned);
+  TrainState state = resume_from(c, optimizer, bar);
+  check_same_parameters(group, tensors, "at the start");
+  return TrainRun{.config = std::move(c),
+                  .model = std::move(model),
+                  .compute = compute,
+                  .lora = std::move(lora),
+                  .train = std::move(train),
+                  .valid = std::move(valid),
+                  .params = std::move(params),
+                  .tensors = std::move(tensors),
+                  .reducer = std::move(reducer),
+                  .optimizer = std::move(optimizer),
+                  .state = state};
+}
+
+}  // namespace glm4
