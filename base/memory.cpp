@@ -28,10 +28,10 @@ void* map_anonymous(size_t bytes, const char* what) {
   const size_t length = anonymous_mapping_bytes(bytes);
   const bool huge = length >= kHugePageBytes;
   const size_t slack = huge ? kHugePageBytes : 0;
-  void* raw = ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-  GLM4_CHECK(raw != MAP_FAILED, what, ": cannot map ", bytes, " bytes of memory: ",
-             std::strerror(errno));
+  void* raw =
+      ::mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  GLM4_CHECK(raw != MAP_FAILED, what, ": cannot map ", bytes,
+             " bytes of memory: ", std::strerror(errno));
   if (!huge) return raw;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = round_up(begin, kHugePageBytes);
@@ -61,7 +61,9 @@ int64_t proc_kib_field(const char* file, const std::string& key) {
 }
 }  // namespace
 
-int64_t anon_huge_page_bytes() { return proc_kib_field("/proc/self/smaps_rollup", "AnonHugePages:"); }
+int64_t anon_huge_page_bytes() {
+  return proc_kib_field("/proc/self/smaps_rollup", "AnonHugePages:");
+}
 int64_t available_memory_bytes() { return proc_kib_field("/proc/meminfo", "MemAvailable:"); }
 
 const char* transparent_huge_page_mode() {

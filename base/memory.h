@@ -1,7 +1,8 @@
 // Memory from the kernel: anonymous mappings in 2 MB pages for what is large and read again and
-// again (model weights, big activation blocks), and what the kernel says of memory. Gigabytes in 4 KB pages cost a page walk every few kilobytes read (a
-// nested one, in a virtual machine); in 2 MB pages the TLB covers them. The kernel grants huge
-// pages to regions advised MADV_HUGEPAGE when its THP mode is `always` or `madvise`.
+// again (model weights, big activation blocks), and what the kernel says of memory. Gigabytes in 4
+// KB pages cost a page walk every few kilobytes read (a nested one, in a virtual machine); in 2 MB
+// pages the TLB covers them. The kernel grants huge pages to regions advised MADV_HUGEPAGE when its
+// THP mode is `always` or `madvise`.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -34,7 +34,8 @@ inline double bandwidth_probe_gbs(double gib = 2.0, int reps = 3) {
         sums[size_t(c)] = a;
       }
     });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   unmap_anonymous(data, bytes);
   uint64_t total = 0;

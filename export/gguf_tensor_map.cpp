@@ -59,8 +59,8 @@ const char* gguf_arch_name(const ModelConfig& c) {
   return c.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm";
 }
 
-std::vector<GgufTensorPlan> gguf_tensor_plan(const ModelConfig& c,
-                                             const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours) {
+std::vector<GgufTensorPlan> gguf_tensor_plan(
+    const ModelConfig& c, const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours) {
   std::vector<GgufTensorPlan> plan;
   std::map<std::string, size_t> index;
   std::map<std::string, std::vector<std::pair<int, std::string>>> parts;

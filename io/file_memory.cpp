@@ -43,9 +43,12 @@ void read_range(int fd, unsigned char* dst, size_t offset, size_t n, const std::
 
 const char* residency_name(FileResidency r) {
   switch (r) {
-    case FileResidency::kAuto: return "auto";
-    case FileResidency::kHugePages: return "huge_pages";
-    case FileResidency::kMapped: break;
+    case FileResidency::kAuto:
+      return "auto";
+    case FileResidency::kHugePages:
+      return "huge_pages";
+    case FileResidency::kMapped:
+      break;
   }
   return "mmap";
 }
@@ -103,8 +106,10 @@ FileBytes::~FileBytes() { release(); }
 
 void FileBytes::release() {
   if (base_ == nullptr) return;
-  if (residency_ == FileResidency::kHugePages) unmap_anonymous(base_, size_);
-  else ::munmap(base_, size_);
+  if (residency_ == FileResidency::kHugePages)
+    unmap_anonymous(base_, size_);
+  else
+    ::munmap(base_, size_);
   base_ = nullptr;
 }
 

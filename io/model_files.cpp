@@ -47,8 +47,8 @@ ModelFiles ModelFiles::open(const std::filesystem::path& dir, FileResidency resi
     return c;
   }
   const auto index_path = dir / kIndex;
-  GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir,
-             ": looked for ", kSingle, " and ", kIndex);
+  GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir, ": looked for ",
+             kSingle, " and ", kIndex);
   nlohmann::json index = read_json_file(index_path);
   GLM4_CHECK(index.is_object(), index_path, ": expected a JSON object");
   auto wm = index.find("weight_map");
@@ -64,8 +64,8 @@ ModelFiles ModelFiles::open(const std::filesystem::path& dir, FileResidency resi
     GLM4_CHECK(plain_file_name(name), index_path, ": weight_map['", key, "'] = '", name,
                "' is not a file name in the directory");
     if (std::find(shard_names.begin(), shard_names.end(), name) != shard_names.end()) continue;
-    GLM4_CHECK(std::filesystem::is_regular_file(dir / name, ec), index_path, ": weight_map['",
-               key, "'] names shard '", name, "', which does not exist");
+    GLM4_CHECK(std::filesystem::is_regular_file(dir / name, ec), index_path, ": weight_map['", key,
+               "'] names shard '", name, "', which does not exist");
     shard_names.push_back(name);
     total_bytes += std::filesystem::file_size(dir / name, ec);
   }
@@ -180,7 +180,8 @@ void write_shards(const std::filesystem::path& dir, const std::vector<TensorToWr
   }
 }
 
-std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all, const std::vector<size_t>& idx) {
+std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all,
+                                const std::vector<size_t>& idx) {
   std::vector<TensorToWrite> out;
   for (size_t i : idx) out.push_back(all[i]);
   return out;
@@ -189,7 +190,7 @@ std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all, const std
 }  // namespace
 
 void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
-                      size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+                       size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
   write_shards(dir, tensors, max_shard_bytes,
                [&](const std::filesystem::path& path, const std::vector<size_t>& idx) {
                  write_safetensors(path, pick(tensors, idx), metadata);

@@ -350,7 +350,8 @@ std::optional<QuantConfig> read_quantization(const json& j, const std::string& s
   }
   if (field == nullptr) return std::nullopt;
   if (family == Family::ChatGlm)
-    fail(src, ": field \"", field, "\": quantized chatglm checkpoints are not supported (glm4 and glm are)");
+    fail(src, ": field \"", field,
+         "\": quantized chatglm checkpoints are not supported (glm4 and glm are)");
   return parse_quant_config(j.at(field), src, field);
 }
 

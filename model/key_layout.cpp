@@ -10,7 +10,8 @@ namespace glm4 {
 
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
@@ -22,7 +23,8 @@ FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
   GLM4_CHECK(std::regex_match(name, m, layer_key), "[chatglm] no ChatGLM key for ", name);
   std::string base = "transformer.encoder.layers." + m[1].str() + ".";
   std::string rest = m[2].str();
-  if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight") return {base + rest};
+  if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight")
+    return {base + rest};
   if (rest == "self_attn.o_proj.weight") return {base + "self_attention.dense.weight"};
   if (rest == "mlp.gate_up_proj.weight") return {base + "mlp.dense_h_to_4h.weight"};
   if (rest == "mlp.down_proj.weight") return {base + "mlp.dense_4h_to_h.weight"};
@@ -62,16 +64,19 @@ std::string chatglm_module_path(int64_t layer, const std::string& name) {
   GLM4_CHECK(name != "q_proj" && name != "k_proj" && name != "v_proj", "[chatglm] ", name,
              " has no module of its own in a ChatGLM checkpoint; its adapters go on the fused ",
              kFusedQkv);
-  const char* parent = std::string(lora_module_parent(name)) == "self_attn" ? "self_attention" : "mlp";
+  const char* parent =
+      std::string(lora_module_parent(name)) == "self_attn" ? "self_attention" : "mlp";
   return str_cat("transformer.encoder.layers.", layer, ".", parent, ".", chatglm_target_name(name));
 }
 
 bool parse_chatglm_module_path(const std::string& path, int64_t* layer, std::string* name) {
-  static const std::regex module(R"(transformer\.encoder\.layers\.(0|[1-9]\d{0,8})\.(self_attention|mlp)\.(\w+))");
+  static const std::regex module(
+      R"(transformer\.encoder\.layers\.(0|[1-9]\d{0,8})\.(self_attention|mlp)\.(\w+))");
   std::smatch m;
   if (!std::regex_match(path, m, module)) return false;
   const std::string leaf = m[3].str();
-  if (leaf != kFusedQkv && leaf != "dense" && leaf != "dense_h_to_4h" && leaf != "dense_4h_to_h") return false;
+  if (leaf != kFusedQkv && leaf != "dense" && leaf != "dense_h_to_4h" && leaf != "dense_4h_to_h")
+    return false;
   *layer = std::stoll(m[1].str());
   *name = resolve_lora_targets({leaf}).front();
   return chatglm_module_path(*layer, *name) == path;

@@ -10,8 +10,8 @@
 #include "base/memory.h"
 #include "io/model_files.h"
 #include "io/quantized_tensors.h"
-#include "model/key_layout.h"
 #include "model/glm4_model.h"
+#include "model/key_layout.h"
 
 namespace glm4 {
 
@@ -26,7 +26,8 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
 
 void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
-  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name, " holds U32 (quantized) codes, but config.json's "
+  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name,
+             " holds U32 (quantized) codes, but config.json's "
              "\"quantization\" does not quantize this module");
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
@@ -51,7 +52,8 @@ std::optional<QuantFormat> stored_format(const ModelConfig& c, const ModelFiles&
                                          const std::string& module, const std::string& dir) {
   const bool has_scales = files.find(module + ".scales") != nullptr;
   if (!c.quantization) {
-    GLM4_CHECK(!has_scales, dir, ": ", module, ".scales is present but config.json has no "
+    GLM4_CHECK(!has_scales, dir, ": ", module,
+               ".scales is present but config.json has no "
                "\"quantization\" (group_size, bits) to read it with");
     return std::nullopt;
   }
@@ -118,17 +120,20 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
   });
   if (config.quantization)
     for (const auto& [module, format] : config.quantization->modules)
-      GLM4_CHECK(matrices.count(module), dir.string(), "/config.json: field \"quantization\" has an ",
-                 "override for ", module, ", which is not a matrix of this model");
+      GLM4_CHECK(matrices.count(module), dir.string(),
+                 "/config.json: field \"quantization\" has an ", "override for ", module,
+                 ", which is not a matrix of this model");
   std::vector<std::string> unexpected;
   for (const std::string& k : files.keys())
     if (!used.count(k) && !is_ignorable_file_key(config, k)) unexpected.push_back(k);
   if (!missing.empty() || !unexpected.empty()) {
     std::string msg = dir.string() + ": the weight files do not match config.json (" +
                       family_name(config.family) + ")";
-    if (!missing.empty()) msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
+    if (!missing.empty())
+      msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
     if (!unexpected.empty())
-      msg += "\nunexpected keys (" + std::to_string(unexpected.size()) + "):" + join_sorted(unexpected);
+      msg += "\nunexpected keys (" + std::to_string(unexpected.size()) +
+             "):" + join_sorted(unexpected);
     fail(msg);
   }
   model->loaded.residency = files.residency();

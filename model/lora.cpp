@@ -13,8 +13,8 @@ double LoraConfig::scale() const {
 }
 
 const std::vector<std::string>& lora_module_names() {
-  static const std::vector<std::string> names{kFusedQkv, "q_proj", "k_proj", "v_proj", "o_proj",
-                                              "gate_up_proj", "down_proj"};
+  static const std::vector<std::string> names{kFusedQkv, "q_proj",       "k_proj",   "v_proj",
+                                              "o_proj",  "gate_up_proj", "down_proj"};
   return names;
 }
 
@@ -52,7 +52,8 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
       fail("unknown LoRA target module \"", t, "\"; known: ", known,
-           ", all-linear (ChatGLM's dense, dense_h_to_4h, dense_4h_to_h are o_proj, gate_up_proj, down_proj)");
+           ", all-linear (ChatGLM's dense, dense_h_to_4h, dense_4h_to_h are o_proj, gate_up_proj, "
+           "down_proj)");
     }
     wanted.push_back(t);
   }
@@ -62,14 +63,15 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
   GLM4_CHECK(!out.empty(), "no LoRA target modules given");
   if (out.front() == kFusedQkv)
     for (const char* separate : {"q_proj", "k_proj", "v_proj"})
-      GLM4_CHECK(std::find(out.begin(), out.end(), separate) == out.end(), "LoRA targets ", kFusedQkv,
-                 " and ", separate, " overlap: ", kFusedQkv, " already adapts q_proj, k_proj and v_proj");
+      GLM4_CHECK(std::find(out.begin(), out.end(), separate) == out.end(), "LoRA targets ",
+                 kFusedQkv, " and ", separate, " overlap: ", kFusedQkv,
+                 " already adapts q_proj, k_proj and v_proj");
   return out;
 }
 
 const char* lora_module_parent(const std::string& name) {
-  const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj" ||
-                         name == kFusedQkv;
+  const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" ||
+                         name == "o_proj" || name == kFusedQkv;
   return attention ? "self_attn" : "mlp";
 }
 

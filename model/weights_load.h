@@ -11,7 +11,7 @@ namespace glm4 {
 
 struct WeightsLoad {
   FileResidency residency = FileResidency::kMapped;  // as used
-  size_t file_bytes = 0;         // of the weight files
+  size_t file_bytes = 0;                             // of the weight files
   int64_t huge_page_bytes = -1;  // the process's AnonHugePages after loading; -1 if unknown
   double seconds = 0;            // opening, reading and checking the files
 

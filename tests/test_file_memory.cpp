@@ -91,8 +91,9 @@ TEST(FileMemory, AutoReadsWhatFitsTheAvailableMemoryAndMapsTheRest) {
 
 TEST(FileMemory, ErrorsNameTheFile) {
   TempDir dir;
-  testing::expect_error([&] { FileBytes::open(dir / "absent.bin", FileResidency::kHugePages, "x"); },
-                        "absent.bin\": cannot open");
+  testing::expect_error(
+      [&] { FileBytes::open(dir / "absent.bin", FileResidency::kHugePages, "x"); },
+      "absent.bin\": cannot open");
   testing::expect_error([&] { FileBytes::open(dir.path(), FileResidency::kHugePages, "x"); },
                         "not a regular file");
 }

@@ -9,9 +9,9 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "model/adapter/adapter_files.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
-#include "model/adapter/adapter_files.h"
 
 namespace glm4 {
 namespace fs = std::filesystem;
@@ -36,13 +36,17 @@ void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const st
   check_adapter_format(format);
   std::vector<std::string> targets = resolve_lora_targets(lora.targets);
   const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
-  GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv, " is ChatGLM's fused q|k|v ",
-             "projection; this ", family_name(c.family), " model has separate q_proj, k_proj, v_proj: target those");
+  GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv,
+             " is ChatGLM's fused q|k|v ", "projection; this ", family_name(c.family),
+             " model has separate q_proj, k_proj, v_proj: target those");
   if (!chatglm || format != "peft") return;
   for (const char* separate : {"q_proj", "k_proj", "v_proj"})
-    GLM4_CHECK(std::find(targets.begin(), targets.end(), separate) == targets.end(), "LoRA target ", separate,
-               ": a ChatGLM checkpoint keeps q|k|v in one query_key_value matrix, and PEFT adapts it with one A; ",
-               "target ", kFusedQkv, " for the PEFT layout, or use --adapter-format mlx for separate q/k/v adapters");
+    GLM4_CHECK(std::find(targets.begin(), targets.end(), separate) == targets.end(), "LoRA target ",
+               separate,
+               ": a ChatGLM checkpoint keeps q|k|v in one query_key_value matrix, and PEFT adapts "
+               "it with one A; ",
+               "target ", kFusedQkv,
+               " for the PEFT layout, or use --adapter-format mlx for separate q/k/v adapters");
 }
 
 void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
@@ -88,13 +92,14 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   for (const std::string& n : expected)
     if (names.count(n)) found.push_back(n);
   GLM4_CHECK(found == expected && names.size() == found.size(), "save_adapter ", dir,
-             ": the model's LoRA modules are ", join(std::vector<std::string>(names.begin(), names.end())),
+             ": the model's LoRA modules are ",
+             join(std::vector<std::string>(names.begin(), names.end())),
              " but the LoRA settings target ", join(a.info.lora.targets));
   std::set<int64_t> layers = a.layers_present();
   for (int64_t layer : layers)
     for (const std::string& t : found)
-      GLM4_CHECK(a.modules.count(lora_module_path(layer, t)), "save_adapter ", dir, ": layer ", layer,
-                 " has LoRA modules but none on ", t);
+      GLM4_CHECK(a.modules.count(lora_module_path(layer, t)), "save_adapter ", dir, ": layer ",
+                 layer, " has LoRA modules but none on ", t);
   // The file holds q/k/v split; the PEFT writer joins them back into query_key_value.
   if (a.info.lora.targets.front() == kFusedQkv) {
     a.info.lora.targets.erase(a.info.lora.targets.begin());
@@ -133,7 +138,8 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
                " but the model has ", L, " layers", another_model(info));
 
   GLM4_CHECK(!a.chatglm || model.config.family == ModelConfig::Family::ChatGlm, wfile,
-             ": the adapter was made for a ChatGLM checkpoint (its keys name transformer.encoder.layers), but the ",
+             ": the adapter was made for a ChatGLM checkpoint (its keys name "
+             "transformer.encoder.layers), but the ",
              "model is ", family_name(model.config.family), another_model(info));
   if (model.config.family == ModelConfig::Family::ChatGlm) a.qkv_rows = qkv_rows_of(model.config);
   // Check everything before touching the model, so a bad adapter leaves it as it was.
@@ -149,7 +155,8 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
       int64_t in = 0, out = 0;
       for (const std::string& n : lora_target_linears(t)) {
         const Linear* lin = model.find_linear(lora_module_path(layer, n));
-        GLM4_CHECK(lin, "adapter ", dir, ": no module ", lora_module_path(layer, n), " in the model");
+        GLM4_CHECK(lin, "adapter ", dir, ": no module ", lora_module_path(layer, n),
+                   " in the model");
         in = lin->in_features;
         out += lin->out_features;
       }
@@ -160,9 +167,10 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
           std::swap(found[0], found[1]);
           std::swap(expected[0], expected[1]);
         }
-        GLM4_CHECK(found == expected, wfile, ": ", adapter_tensor_key(info.format, path, part, a.chatglm),
-                   " has shape ", shape_str(found), ", expected ", shape_str(expected), " for ",
-                   path, " of this model", another_model(info));
+        GLM4_CHECK(found == expected, wfile, ": ",
+                   adapter_tensor_key(info.format, path, part, a.chatglm), " has shape ",
+                   shape_str(found), ", expected ", shape_str(expected), " for ", path,
+                   " of this model", another_model(info));
       };
       check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
       check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
@@ -199,7 +207,9 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     int64_t layer;
     std::string name;
     parse_lora_module_path(path, &layer, &name);
-    if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) || (name != "k_proj" && name != "v_proj")) continue;
+    if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) ||
+        (name != "k_proj" && name != "v_proj"))
+      continue;
     Linear* lin = model.find_linear(path);
     Linear* q = model.find_linear(lora_module_path(layer, "q_proj"));
     LoraWeights& w = *target(*lin);
@@ -219,18 +229,22 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
 }  // namespace
 
 std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& model_dir) {
-  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir, ": the model already has LoRA modules");
-  return load_into(model, dir, model_dir, [](Linear& lin) -> std::unique_ptr<LoraWeights>& { return lin.lora; });
+  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir,
+             ": the model already has LoRA modules");
+  return load_into(model, dir, model_dir,
+                   [](Linear& lin) -> std::unique_ptr<LoraWeights>& { return lin.lora; });
 }
 
 std::string load_resident_adapter(Glm4Model& model, const fs::path& dir, size_t slot,
                                   const fs::path& model_dir) {
   model.visit_linears([&](const LinearSite& site, Linear& lin) {
-    GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir, ": resident slot ",
-               slot, " of ", site.path, " is taken");
+    GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir,
+               ": resident slot ", slot, " of ", site.path, " is taken");
   });
-  GLM4_CHECK(!read_adapter_info(dir).lora.dora, "adapter ", dir, ": a DoRA adapter rescales the whole ",
-             "weight, so it cannot be added per request beside others; load it alone (--adapter) or fuse it");
+  GLM4_CHECK(!read_adapter_info(dir).lora.dora, "adapter ", dir,
+             ": a DoRA adapter rescales the whole ",
+             "weight, so it cannot be added per request beside others; load it alone (--adapter) "
+             "or fuse it");
   return load_into(model, dir, model_dir, [slot](Linear& lin) -> std::unique_ptr<LoraWeights>& {
     if (lin.resident.size() <= slot) lin.resident.resize(slot + 1);
     return lin.resident[slot];
@@ -244,7 +258,8 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
   fs::path base = base_model_dir;
   std::error_code ec;
   const bool needs_base = (!a.info.layers.empty() || a.chatglm) && to_format == "mlx";
-  if (base.empty() && needs_base && fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
+  if (base.empty() && needs_base &&
+      fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
     base = a.info.base_model_name_or_path;
   if (!base.empty()) {
     const ModelConfig config = load_model_config(base);
@@ -254,12 +269,13 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
       a.chatglm = true;
       a.qkv_rows = qkv_rows_of(config);
     } else {
-      GLM4_CHECK(!a.chatglm, "adapter ", in_dir, ": made for a ChatGLM checkpoint, but the base model ", base,
-                 " is ", family_name(config.family));
+      GLM4_CHECK(!a.chatglm, "adapter ", in_dir,
+                 ": made for a ChatGLM checkpoint, but the base model ", base, " is ",
+                 family_name(config.family));
     }
     for (int64_t layer : a.layers_present())
-      GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ", layer,
-                 " but the base model ", base, " has ", a.total_layers, " layers");
+      GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ",
+                 layer, " but the base model ", base, " has ", a.total_layers, " layers");
     if (a.info.base_model_name_or_path.empty()) a.info.base_model_name_or_path = base.string();
   }
   a.info.format = to_format;
