@@ -1,11 +1,13 @@
 // Loading a model directory: a strict name walk over the parameter visitor. Matrices stay in
-// their stored form as zero-copy views of the mapped files (dense dtypes, or mlx's affine
+// their stored form as zero-copy views of the files' bytes in memory (dense dtypes, or mlx's affine
 // groups when config.json's quantization and the files say so); vectors are widened to fp32.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
 #include "base/check.h"
+#include "base/memory.h"
 #include "io/model_files.h"
 #include "io/quantized_tensors.h"
 #include "model/glm4_model.h"
@@ -90,10 +92,11 @@ void load_quantized(const std::string& module, Param& p, QuantFormat format,
 }
 }  // namespace
 
-std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
+std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResidency residency) {
+  const auto start = std::chrono::steady_clock::now();
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
-  ModelFiles files = ModelFiles::open(dir);
+  ModelFiles files = ModelFiles::open(dir, residency);
   std::set<std::string> used, matrices;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
@@ -133,6 +136,11 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
              "):" + join_sorted(unexpected);
     fail(msg);
   }
+  model->loaded.residency = files.residency();
+  model->loaded.file_bytes = files.file_bytes();
+  model->loaded.huge_page_bytes = anon_huge_page_bytes();
+  model->loaded.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
 
