@@ -20,4 +20,11 @@ std::string WeightsLoad::describe() const {
   return line;
 }
 
+nlohmann::json WeightsLoad::fields() const {
+  return {{"weights_memory", residency_name(residency)},
+          {"weights_bytes", file_bytes},
+          {"huge_page_bytes", huge_page_bytes},
+          {"load_s", seconds}};
+}
+
 }  // namespace glm4

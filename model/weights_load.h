@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "io/file_memory.h"
@@ -18,6 +19,9 @@ struct WeightsLoad {
   // "weights: 5.03 GB read into 2 MB pages (4.99 GB granted) in 2.10 s" or
   // "weights: 5.03 GB mapped (mmap) in 0.02 s".
   std::string describe() const;
+  // {"weights_memory": "huge_pages" | "mmap", "weights_bytes", "huge_page_bytes", "load_s"}
+  // for the JSON logs (the first metrics line of train, generate --json, serve's start).
+  nlohmann::json fields() const;
 };
 
 }  // namespace glm4
