@@ -1,8 +1,10 @@
-// Quantized (mlx affine) products on the mid config's linears: decode (M = 1) tokens/s and GB/s
-// of weight bytes next to a streaming-read bandwidth probe and today's bf16 dense decode, prefill
-// GFLOP/s at M = 512, and the error of each product against fp64.
+// Quantized (mlx affine) products on the mid config's linears (or GLM-4-9B-0414's with --shape
+// 9b): decode (M = 1) tokens/s and GB/s of weight bytes next to a streaming-read bandwidth probe
+// and today's bf16 dense decode, prefill GFLOP/s at M = 512, and the error of each product
+// against fp64. With --shape 9b the token is --layers decoder layers without the lm_head (whose
+// 151552 x 4096 weight would take most of the run to make).
 // Usage: bench_quant [--bits 4,8] [--group 64] [--threads 2] [--kernels avx512,avx2,scalar,int8]
-//                    [--reps N] [--probe-gib G] [--no-prefill]
+//                    [--reps N] [--probe-gib G] [--no-prefill] [--shape mid|9b] [--layers N]
 #include <time.h>
 
 #include <algorithm>
@@ -36,6 +38,8 @@ struct Options {
   int reps = 20;
   double probe_gib = 2.25;
   bool prefill = true;
+  std::string shape = "mid";
+  int layers = 0;  // 0: the shape's own count
 };
 
 Options parse(int argc, char** argv) {
@@ -58,6 +62,10 @@ Options parse(int argc, char** argv) {
       o.probe_gib = std::stod(value());
     else if (a == "--no-prefill")
       o.prefill = false;
+    else if (a == "--shape")
+      o.shape = value();
+    else if (a == "--layers")
+      o.layers = std::stoi(value());
     else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_quant.cpp)\n", a.c_str());
       std::exit(2);
@@ -129,18 +137,51 @@ struct Linear {
   int64_t N, K;
 };
 
-// One decoder layer of configs/mid.json (hidden 1024, 16 x 64 query heads, 2 kv heads, MLP
-// 2816 with fused gate_up), then the lm_head.
-const Linear kLayer[] = {{"q", 1024, 1024}, {"k", 128, 1024},        {"v", 128, 1024},
-                         {"o", 1024, 1024}, {"gate_up", 5632, 1024}, {"down", 1024, 2816}};
-const Linear kHead = {"lm_head", 32000, 1024};
-constexpr int kLayers = 8;
+// One decoder layer (q, k, v, o, gate_up, down), the lm_head and the layers of a token.
+struct Shape {
+  std::vector<Linear> layer;
+  Linear head;
+  int layers;
+  bool head_in_token;
+};
 
-std::vector<const Linear*> token_linears() {
+// configs/mid.json: hidden 1024, 16 x 64 query heads, 2 kv heads, MLP 2816 with fused gate_up.
+// configs/glm-4-9b-0414.json: hidden 4096, 32 x 128 query heads, 2 kv heads, MLP 13696.
+Shape shape_of(const Options& o) {
+  Shape s;
+  if (o.shape == "mid")
+    s = {{{"q", 1024, 1024},
+          {"k", 128, 1024},
+          {"v", 128, 1024},
+          {"o", 1024, 1024},
+          {"gate_up", 5632, 1024},
+          {"down", 1024, 2816}},
+         {"lm_head", 32000, 1024},
+         8,
+         true};
+  else if (o.shape == "9b")
+    s = {{{"q", 4096, 4096},
+          {"k", 256, 4096},
+          {"v", 256, 4096},
+          {"o", 4096, 4096},
+          {"gate_up", 27392, 4096},
+          {"down", 4096, 13696}},
+         {"lm_head", 151552, 4096},
+         4,
+         false};
+  else {
+    std::fprintf(stderr, "--shape: expected mid or 9b, got %s\n", o.shape.c_str());
+    std::exit(2);
+  }
+  if (o.layers > 0) s.layers = o.layers;
+  return s;
+}
+
+std::vector<const Linear*> token_linears(const Shape& shape) {
   std::vector<const Linear*> out;
-  for (int l = 0; l < kLayers; ++l)
-    for (const Linear& s : kLayer) out.push_back(&s);
-  out.push_back(&kHead);
+  for (int l = 0; l < shape.layers; ++l)
+    for (const Linear& s : shape.layer) out.push_back(&s);
+  if (shape.head_in_token) out.push_back(&shape.head);
   return out;
 }
 
@@ -299,18 +340,19 @@ int main(int argc, char** argv) {
       "64 MiB %.1f GB/s\n",
       o.probe_gib, dram, dram_core, cached);
 
-  const std::vector<const Linear*> ls = token_linears();
+  const Shape shape = shape_of(o);
+  const std::vector<const Linear*> ls = token_linears(shape);
   std::printf(
-      "\n# decode: one token = %d layers x (q, k, v, o, gate_up, down) + lm_head, M = 1, "
+      "\n# decode: one token = %d layers x (q, k, v, o, gate_up, down)%s of the %s shape, M = 1, "
       "distinct weights\n",
-      kLayers);
+      shape.layers, shape.head_in_token ? " + lm_head" : "", o.shape.c_str());
   std::printf("# 1-core CPU = tokens/s of one thread by its CPU time (immune to other load)\n");
   std::printf("%-14s %-7s %9s %9s %9s %7s %12s\n", "weights", "kernel", "MB/token", "tokens/s",
               "(median)", "GB/s", "1-core CPU");
   {
     Token t;
-    t.x = normal_vec(4096, 3, 1.0f);
-    t.y.resize(32000);
+    t.x = normal_vec(4 * 13696, 3, 1.0f);
+    t.y.resize(size_t(shape.head.N));
     for (size_t i = 0; i < ls.size(); ++i) {
       t.dense.push_back(dense_weight(*ls[i], 100 + i));
       t.bytes += t.dense.back().bytes();
@@ -374,7 +416,10 @@ int main(int argc, char** argv) {
   std::printf("%-10s %-12s %10s", "linear", "N x K", "bf16 GB/s");
   for (int bits : o.bits) std::printf("  %d-bit GB/s (us)", bits);
   std::printf("\n");
-  for (const Linear* s : {&kLayer[0], &kLayer[1], &kLayer[4], &kLayer[5], &kHead}) {
+  const std::vector<Linear>& layer = shape.layer;
+  std::vector<const Linear*> per_linear = {&layer[0], &layer[1], &layer[4], &layer[5]};
+  if (shape.head_in_token) per_linear.push_back(&shape.head);
+  for (const Linear* s : per_linear) {
     const Weight dense = dense_weight(*s, 13);
     const std::vector<float> x = normal_vec(s->K, 5, 1.0f);
     std::vector<float> y(size_t(s->N));
@@ -403,9 +448,12 @@ int main(int argc, char** argv) {
     for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad", bits);
     std::printf("\n");
     const int64_t M = 512;
-    const std::vector<float> x = normal_vec(M * 32000, 5, 1.0f);  // dY of the lm_head too
-    std::vector<float> y(size_t(M * 32000));
-    for (const Linear* s : {&kLayer[0], &kLayer[4], &kLayer[5], &kHead}) {
+    const int64_t widest = std::max<int64_t>(shape.head.N, layer[4].N);
+    const std::vector<float> x = normal_vec(M * widest, 5, 1.0f);  // dY of the lm_head too
+    std::vector<float> y(size_t(M * widest));
+    std::vector<const Linear*> prefill = {&layer[0], &layer[4], &layer[5]};
+    if (shape.head_in_token) prefill.push_back(&shape.head);
+    for (const Linear* s : prefill) {
       const Weight dense = dense_weight(*s, 9);
       const double flop = 2.0 * M * s->N * s->K;
       const double bf16 =

@@ -21,10 +21,6 @@ constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer th
 
 int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
-// Columns of X one step of the kernel reads (64 bytes of codes), and columns per lane of it.
-int64_t step_cols(int bits) { return bits == 4 ? 128 : 64; }
-int64_t lane_cols(int bits) { return step_cols(bits) / 16; }
-
 // Where column c goes in the prepared input: for 4 bits byte p of a step's codes holds columns
 // 2p (low nibble) and 2p + 1 (high), read as two 64-byte vectors, so even columns come first.
 int64_t input_position(int bits, int64_t c) {
@@ -114,17 +110,18 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
   constexpr int64_t kStep = Bits == 4 ? 128 : 64, kLane = kStep / 16;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const int group_shift = __builtin_ctz(unsigned(gs));  // group sizes are powers of two
   // The group of each lane relative to the step's first column's group.
   const __m512i lane_group = _mm512_srli_epi32(
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(int32_t(kLane))),
-      __builtin_ctz(unsigned(gs)));
+      group_shift);
   const int8_t *q1[M], *q2[M];
-  const float *unit[M], *sums[M];
+  const float *units[M], *sums[M];
   for (int m = 0; m < M; ++m) {
     q1[m] = in.q1.data() + (m0 + m) * in.cols;
     q2[m] = in.q2.data() + (m0 + m) * in.cols;
-    unit[m] = in.unit.data() + (m0 + m) * (in.cols / kStep) * 16;
+    units[m] = in.units.data() + (m0 + m) * in.groups;
     sums[m] = in.sums.data() + (m0 + m) * in.groups;
   }
   const uint8_t* row[R];
@@ -135,18 +132,20 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   }
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
-    __m512 scale[R];
+    __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
     for (int r = 0; r < R; ++r) {
-      scale[r] = widen_params16(W, W.scales, n + r, gb, count);
-      const __m512 bias = widen_params16(W, W.biases, n + r, gb, count);
-      for (int m = 0; m < M; ++m)  // the lanes are summed at the end, so the bias term joins them
+      const __m512 scale = widen_params16(W, W.scales, n + r, gb, count, groups);
+      const __m512 bias = widen_params16(W, W.biases, n + r, gb, count, groups);
+      for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
         acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(sums[m] + gb), acc[r][m]);
+        scale_unit[r][m] = _mm512_mul_ps(scale, _mm512_loadu_ps(units[m] + gb));
+      }
     }
     const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
     for (int64_t c = c0; c < c1; c += kStep) {
-      const __m512i group = _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) / gs)), lane_group);
+      const __m512i group =
+          _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
       __m512i xa1[M], xa2[M], xb1[M], xb2[M];
-      __m512 lane_unit[M];
       for (int m = 0; m < M; ++m) {
         xa1[m] = _mm512_loadu_si512(q1[m] + c);
         xa2[m] = _mm512_loadu_si512(q2[m] + c);
@@ -154,7 +153,6 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           xb1[m] = _mm512_loadu_si512(q1[m] + c + 64);
           xb2[m] = _mm512_loadu_si512(q2[m] + c + 64);
         }
-        lane_unit[m] = _mm512_loadu_ps(unit[m] + c / kStep * 16);
       }
       const int64_t valid = (K - c) * Bits / 8;
       for (int r = 0; r < R; ++r) {
@@ -166,17 +164,14 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           lo = _mm512_and_si512(v, nibble);
           hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
         }
-        const __m512 s = _mm512_permutexvar_ps(group, scale[r]);
         for (int m = 0; m < M; ++m) {
-          __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa1[m]);
-          __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa2[m]);
-          if constexpr (Bits == 4) {
-            p1 = _mm512_dpbusd_epi32(p1, hi, xb1[m]);
-            p2 = _mm512_dpbusd_epi32(p2, hi, xb2[m]);
-          }
-          const __m512i both = _mm512_add_epi32(_mm512_slli_epi32(p1, 8), p2);
-          acc[r][m] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(s, lane_unit[m]), acc[r][m]);
+          // (first level << 8) + second level, the second accumulated onto the shifted first.
+          __m512i both = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa1[m]);
+          if constexpr (Bits == 4) both = _mm512_dpbusd_epi32(both, hi, xb1[m]);
+          both = _mm512_dpbusd_epi32(_mm512_slli_epi32(both, 8), lo, xa2[m]);
+          if constexpr (Bits == 4) both = _mm512_dpbusd_epi32(both, hi, xb2[m]);
+          acc[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both),
+                                      _mm512_permutexvar_ps(group, scale_unit[r][m]), acc[r][m]);
         }
       }
     }
@@ -236,27 +231,19 @@ bool int8_decode_supported(int bits) {
 
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
                                Int8DecodeInput& in) {
-  const int64_t K = W.cols, gs = W.group_size, steps = round_up(K, kPadCols) / step_cols(W.bits);
+  const int64_t K = W.cols, gs = W.group_size;
   in.cols = round_up(K, kPadCols);
   in.groups = round_up(W.groups(), kParamBlock);
   in.q1.assign(size_t(M * in.cols), 0);
   in.q2.assign(size_t(M * in.cols), 0);
-  in.unit.assign(size_t(M * steps * 16), 0.0f);
+  in.units.assign(size_t(M * in.groups), 0.0f);
   in.sums.assign(size_t(M * in.groups), 0.0f);
-  std::vector<float> group_unit(size_t(W.groups()));
-  for (int64_t m = 0; m < M; ++m) {
+  for (int64_t m = 0; m < M; ++m)
     for (int64_t g = 0; g < W.groups(); ++g)
       if (!quantize_group(W.bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
                           in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
-                          &group_unit[size_t(g)]))
+                          &in.units[size_t(m * in.groups + g)]))
         return false;
-    float* units = in.unit.data() + m * steps * 16;
-    for (int64_t s = 0; s < steps; ++s)
-      for (int64_t i = 0; i < 16; ++i) {
-        const int64_t g = (s * step_cols(W.bits) + i * lane_cols(W.bits)) / gs;
-        if (g < W.groups()) units[s * 16 + i] = group_unit[size_t(g)];
-      }
-  }
   return true;
 }
 

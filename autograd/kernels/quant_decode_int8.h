@@ -25,7 +25,7 @@ struct Int8DecodeInput {
   int64_t cols = 0;            // K rounded up to a multiple of 128
   int64_t groups = 0;          // groups rounded up to a multiple of 16
   std::vector<int8_t> q1, q2;  // [M, cols]
-  std::vector<float> unit;     // [M, cols / 128, 16]: the unit of the group of each lane of a step
+  std::vector<float> units;    // [M, groups]: the unit of each group, zero past the last
   std::vector<float> sums;     // [M, groups]: fp32 sum of X over each group, zero past the last
 };
 // False (and `in` unusable) when X holds a non-finite value: the caller takes the fp32 kernels.

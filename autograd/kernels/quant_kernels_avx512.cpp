@@ -69,8 +69,8 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count));
-      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count));
+      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count, groups));
+      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count, groups));
     }
     for (int64_t g = 0; g < count; ++g) {
       __m512 table[R];
@@ -111,8 +111,8 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
-      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count));
-      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count));
+      _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count, groups));
+      _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count, groups));
     }
     for (int64_t g = 0; g < count; ++g) {
       const int64_t c0 = (gb + g) * group;
@@ -187,8 +187,8 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
   alignas(64) uint8_t unpacked[128];
   for (int64_t c = 0; c < count; c += group * kParamBlock) {
     const int64_t g0 = (c0 + c) / group, ng = std::min(kParamBlock, (count - c) / group);
-    _mm512_store_ps(p.scale, widen_params16(W, W.scales, r, g0, ng));
-    _mm512_store_ps(p.bias, widen_params16(W, W.biases, r, g0, ng));
+    _mm512_store_ps(p.scale, widen_params16(W, W.scales, r, g0, ng, W.groups()));
+    _mm512_store_ps(p.bias, widen_params16(W, W.biases, r, g0, ng, W.groups()));
     for (int64_t g = 0; g < ng; ++g) {
       const int64_t col = (g0 + g) * group;
       float* o = out + c + g * group;

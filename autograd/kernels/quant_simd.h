@@ -14,21 +14,23 @@ namespace glm4::quant_detail {
 namespace {
 
 constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
-// Software prefetch distance into the packed codes. Without it the kernels' work and the
-// memory stalls added up (a 128000 x 1024 4-bit product: 0.117 ns a weight from memory vs 0.045
-// in L2); 4 KiB ahead brought 0.068 (2 KiB and 8 KiB did no better).
-constexpr int64_t kPrefetchBytes = 4096;
+// Software prefetch distance into the packed codes, into L2 (a 4-row decode block prefetching
+// 16 KiB ahead into L1 would evict its own lines). Without it the kernels' work and the memory
+// stalls added up; on a 9B layer's weights (bench_quant --shape 9b) 16 KiB into L2 read 23-29
+// GB/s against 17-20 for 4 KiB into L1 (8 and 32 KiB: no better).
+constexpr int64_t kPrefetchBytes = 16384;
 
 // Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32, zero past count: inline
 // for whole blocks of 16 (the call through convert_to_f32 was 14% of a 4-bit decode token).
+// `groups` is W.groups(), passed in: its division cost a decode step as much as its products.
 inline __m512 widen_params16(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
-                             int64_t count) {
+                             int64_t count, int64_t groups) {
   if (count != kParamBlock) {
     alignas(64) float tail[kParamBlock] = {};
     load_group_params(W, params, r, g0, count, tail);
     return _mm512_load_ps(tail);
   }
-  const int64_t i = r * W.groups() + g0;
+  const int64_t i = r * groups + g0;
   if (W.scale_dtype == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(params) + i);
   const __m256i h = _mm256_loadu_si256(
       reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
@@ -39,7 +41,7 @@ inline __m512 widen_params16(const QuantizedMatrix& W, const void* params, int64
 
 // A hint only: addresses past the end of the codes are fine.
 inline void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
 }
 
 // Y[m * ldy + n + r] (+)= the sum of acc[r][m]'s lanes.
