@@ -61,7 +61,7 @@ void add_init_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* sub = parent.add_subcommand(
       "init", "Create a model directory with random weights from a config file");
   sub->add_option("--config", o->config,
-                  "Model config: a Hugging Face config.json (glm4, glm or chatglm), e.g. configs/tiny.json")
+                  "Model config: a Hugging Face config.json (glm4, glm, chatglm or glm4_moe), e.g. configs/tiny.json")
       ->required();
   sub->add_option("--out", o->out, "Directory to write (must be missing or empty)")->required();
   sub->add_option("--seed", o->seed, "Random seed; the same seed gives the same weights everywhere")
