@@ -15,7 +15,7 @@ Glm4Model::Glm4Model(const ModelConfig& c)
     : config(c), embed_tokens(c.vocab_size, c.hidden_size), norm(c.hidden_size, c.rms_norm_eps) {
   if (!c.tie_word_embeddings) lm_head.emplace(c.hidden_size, c.vocab_size, false, 6);
   layers.reserve(size_t(c.num_hidden_layers));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers.emplace_back(c);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers.emplace_back(c, i);
 }
 
 Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
@@ -28,6 +28,8 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     ForwardContext layer_ctx = ctx;
     layer_ctx.layer_index = int64_t(i);
     layer_ctx.compute = compute;
+    // glm4_moe routes every position, padding included: its padding rows attend as in transformers.
+    layer_ctx.mask.padding_queries_attend = config.family == ModelConfig::Family::Glm4Moe;
     const Glm4DecoderLayer& layer = layers[i];
     if (rows) {
       h = layer.forward(h, layer_ctx, rows);

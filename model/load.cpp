@@ -29,6 +29,7 @@ void load_param(const std::string& name, Param& p, const FileSlice& src, const T
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
   if (src.total_rows >= 0) expected[0] = src.total_rows;
+  if (!src.file_shape.empty()) expected = src.file_shape;
   GLM4_CHECK(t.shape == expected, dir, ": tensor ", t.name, " has shape ", shape_str(t.shape),
              ", expected ", shape_str(expected), " from config.json");
   int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
@@ -92,10 +93,18 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
   ModelFiles files = ModelFiles::open(dir);
+  bool stacked = false;  // mlx-lm's glm4_moe layout: each layer's experts in switch_mlp tensors
+  for (const std::string& k : files.keys()) stacked |= is_stacked_expert_key(k);
+  GLM4_CHECK(!stacked || config.family == ModelConfig::Family::Glm4Moe, dir.string(),
+             ": the files hold stacked experts (mlp.switch_mlp.*) but config.json describes a ",
+             family_name(config.family), " model");
+  GLM4_CHECK(!stacked || !config.quantization, dir.string(), ": quantized stacked experts ",
+             "(mlx-lm's switch_mlp at 4/8 bits) are not supported yet; convert the model to bf16 ",
+             "(mlx_lm.convert without -q) or use the Hugging Face checkpoint");
   std::set<std::string> used, matrices;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
-    FileSlice src = file_slice(config, name);
+    FileSlice src = file_slice(config, name, stacked);
     if (p.is_matrix() && name.ends_with(".weight")) {
       const std::string module = name.substr(0, name.size() - 7);
       matrices.insert(module);
