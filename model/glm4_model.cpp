@@ -71,14 +71,17 @@ Linear* Glm4Model::find_linear(const std::string& path) {
 }
 
 int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
-  std::vector<std::string> targets = resolve_lora_targets(lora.targets);
+  const bool moe = config.family == ModelConfig::Family::Glm4Moe;
+  std::vector<std::string> targets = resolve_lora_targets(lora.targets, moe);
   const bool fused = targets.front() == kFusedQkv;
   GLM4_CHECK(!fused || config.family == ModelConfig::Family::ChatGlm, "LoRA target ", kFusedQkv,
              " is ChatGLM's fused q|k|v projection; this ", family_name(config.family),
              " model has separate q_proj, k_proj, v_proj: target those");
-  std::vector<std::string> linears;
-  for (const std::string& t : targets)
-    for (const std::string& n : lora_target_linears(t)) linears.push_back(n);
+  auto targeted = [&](const LinearSite& site) {
+    for (const std::string& t : targets)
+      if (lora_target_matches(t, site.path)) return true;
+    return false;
+  };
   const int64_t n_layers = int64_t(layers.size());
   const int64_t first = lora.num_layers < 0 ? 0 : std::max<int64_t>(0, n_layers - lora.num_layers);
   std::mt19937_64 rng(seed);
@@ -86,7 +89,10 @@ int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
   const LoraWeights* q_adapter = nullptr;  // the fused A's owner on this layer
   int q_slot = -1;
   visit_linears([&](const LinearSite& site, Linear& linear) {
-    if (site.layer < first || std::find(linears.begin(), linears.end(), site.name) == linears.end()) return;
+    if (site.layer < first || !targeted(site)) return;
+    GLM4_CHECK(!lora.dora || !moe || std::string(lora_module_parent(site.name)) != "mlp", "DoRA on glm4_moe's ",
+               "MLP and expert linears (", site.path, ") is not supported; target the attention projections ",
+               "only, or use plain LoRA");
     const bool shares = fused && (site.name == "k_proj" || site.name == "v_proj");
     if (shares) {
       linear.lora = linear.make_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng, q_adapter);
