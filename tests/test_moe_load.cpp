@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
 #include "io/safetensors.h"
@@ -124,6 +126,60 @@ TEST(MoeLoad, StackedLayoutWrongExpertCountIsNamed) {
   });
   testing::expect_error([&] { load_model(tmp.path()); },
                         "tensor model.layers.2.mlp.switch_mlp.gate_proj.weight has shape (15,16,32), expected (16,16,32)");
+}
+
+// mlx-community's quantized conversions: each MoE layer's experts stacked into switch_mlp codes,
+// scales and biases [E, out, *] (overrides in config.json named by the switch_mlp module). Read
+// as row ranges, they give the per-expert quantized model's logits bit for bit.
+TEST(MoeLoad, StackedQuantizedExpertsEqualThePerExpertLayout) {
+  testing::TempDir tmp;
+  const fs::path per_expert = tmp / "per_expert", stacked = tmp / "stacked";
+  auto base = load_model(moe_dir("tiny_moe"));
+  SaveOptions o;
+  o.dtype = DType::BF16;
+  o.quantize = [](const std::string& module, const Param& p) -> std::optional<QuantFormat> {
+    if (module.ends_with(".mlp.gate") || p.shape[1] % 32 != 0) return std::nullopt;  // down_proj (16 inputs) stays dense
+    return QuantFormat{4, 32};
+  };
+  save_model(*base, base->config, per_expert, o);
+
+  fs::create_directories(stacked);
+  auto file = SafetensorsFile::open(per_expert / "model.safetensors");
+  std::vector<Edited> out;
+  for (const TensorInfo& t : file->tensors())
+    if (t.name.find(".mlp.experts.") == std::string::npos) out.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+  for (int layer : {1, 2})
+    for (const std::string proj : {"gate_proj", "up_proj", "down_proj"})
+      for (const std::string part : {".weight", ".scales", ".biases"}) {
+        const std::string first = "model.layers." + std::to_string(layer) + ".mlp.experts.0." + proj + part;
+        if (!file->find(first)) continue;  // a dense module has no scales
+        Edited e{"model.layers." + std::to_string(layer) + ".mlp.switch_mlp." + proj + part, file->at(first).dtype, {16}, {}};
+        for (int64_t d : file->at(first).shape) e.shape.push_back(d);
+        for (int x = 0; x < 16; ++x) {
+          const TensorInfo& t = file->at("model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(x) + "." + proj + part);
+          e.bytes.insert(e.bytes.end(), t.data, t.data + t.nbytes);
+        }
+        out.push_back(std::move(e));
+      }
+  std::vector<TensorToWrite> w;
+  for (const Edited& e : out) w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
+  write_safetensors(stacked / "model.safetensors", w);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(per_expert / "config.json"));
+  nlohmann::json q = {{"group_size", 32}, {"bits", 4}};
+  for (auto it = cfg["quantization"].begin(); it != cfg["quantization"].end(); ++it)
+    if (it.key().find(".mlp.experts.") == std::string::npos && it.key() != "group_size" && it.key() != "bits")
+      q[it.key()] = it.value();
+  q["model.layers.1.mlp.switch_mlp.down_proj"] = false;  // named as mlx-lm names it
+  cfg["quantization"] = q;
+  cfg["quantization_config"] = q;
+  std::ofstream(stacked / "config.json") << cfg.dump(2);
+
+  auto a = load_model(per_expert), b = load_model(stacked);
+  EXPECT_EQ(logits_of(*a), logits_of(*b));
+  const MoeBlock& moe = std::get<MoeBlock>(b->layers[2].mlp);
+  EXPECT_TRUE(moe.experts[5].gate_proj.weight.frozen.is_quantized());
+  EXPECT_FALSE(moe.experts[5].gate_proj.weight.frozen.owns_buffer());
+  EXPECT_FALSE(moe.experts[5].down_proj.weight.frozen.is_quantized());
 }
 
 // glm4 init's path: random weights (router bias 0), written per expert in bf16 with the bias in
