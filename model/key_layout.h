@@ -16,7 +16,7 @@ struct FileSlice {
   std::string key;        // key in the model files
   int64_t row_begin = 0;  // our tensor is rows [row_begin, row_begin + rows) of that tensor
   int64_t total_rows = -1;  // rows of the file tensor; -1 = same as ours (no slicing)
-  Shape file_shape;         // the file tensor's shape when it is not 2-D (stacked experts)
+  Shape file_shape = {};    // the file tensor's shape when it is not 2-D (stacked experts)
 };
 
 // `name` is our key (model.layers.3.self_attn.q_proj.weight, ...). `stacked_experts`: the files
