@@ -108,7 +108,6 @@ Tensor Tensor::detach() const {
   impl->shape = p_->shape;
   impl->storage = p_->storage;
   impl->offset = p_->offset;
-  impl->name = p_->name;
   return Tensor(std::move(impl));
 }
 
@@ -134,11 +133,6 @@ Tensor Tensor::view_prefix(const Shape& shape) const {
   Tensor t = detach();
   t.p_->shape = shape;
   return t;
-}
-
-Tensor& Tensor::set_name(std::string n) {
-  p_->name = std::move(n);
-  return *this;
 }
 
 }  // namespace glm4

@@ -47,7 +47,6 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
   std::shared_ptr<Node> grad_fn;     // the op that produced this tensor (null for leaves)
-  std::string name;
 };
 
 class Tensor {
@@ -86,8 +85,6 @@ class Tensor {
   Tensor view_as_shape(const Shape& shape) const;
   // A view of the first shape_numel(shape) elements (no graph): a prefix of a larger buffer.
   Tensor view_prefix(const Shape& shape) const;
-  const std::string& name() const { return p_->name; }
-  Tensor& set_name(std::string n);
 
   TensorImpl* impl() const { return p_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return p_; }

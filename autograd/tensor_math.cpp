@@ -1,7 +1,5 @@
 #include "autograd/tensor_math.h"
 
-#include <cmath>
-
 #include "base/check.h"
 #include "base/parallel.h"
 
@@ -39,20 +37,6 @@ void scale_into(Tensor dst, float s) {
   parallel_for(dst.numel(), kGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) pd[i] *= s;
   });
-}
-
-double sum_squares(const Tensor& t) {
-  const float* p = t.data();
-  double s = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) s += double(p[i]) * p[i];
-  return s;
-}
-
-bool all_finite(const Tensor& t) {
-  const float* p = t.data();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(p[i])) return false;
-  return true;
 }
 
 }  // namespace glm4

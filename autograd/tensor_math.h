@@ -8,7 +8,5 @@ namespace glm4 {
 Tensor add_values(const Tensor& a, const Tensor& b);  // same shapes, new tensor
 void add_into(Tensor dst, const Tensor& src);         // dst += src, same shapes
 void scale_into(Tensor dst, float s);                 // dst *= s
-double sum_squares(const Tensor& t);                  // in double
-bool all_finite(const Tensor& t);
 
 }  // namespace glm4

@@ -26,7 +26,7 @@
 #include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
-#include "io/progress.h"
+#include "base/peak_rss.h"
 
 using namespace glm4;
 

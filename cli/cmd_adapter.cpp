@@ -4,21 +4,23 @@
 #include <memory>
 
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "model/adapter/adapter_io.h"
 
 namespace glm4::cli {
 
 namespace {
-struct ConvertOptions {
-  std::string in, out, to, model;
+struct AdapterConvertFlags {
+  std::string in, out, to;
+  ModelFlags model;  // optional: only writing MLX needs it
 };
 
-void run_convert(const ConvertOptions& o) {
-  with_flag("--to", o.to, [&] { return check_adapter_format(o.to); });
-  AdapterInfo info = with_flag("--in", o.in, [&] { return read_adapter_info(o.in); });
-  with_flag("--out", o.out, [&] { convert_adapter(o.in, o.out, o.to, o.model); });
-  std::printf("wrote %s: %s adapter from %s (%s), rank %lld, targets %zu\n", o.out.c_str(), o.to.c_str(),
-              o.in.c_str(), info.format.c_str(), static_cast<long long>(info.lora.rank),
+void run_adapter_convert(const AdapterConvertFlags& f) {
+  with_flag("--to", f.to, [&] { return check_adapter_format(f.to); });
+  AdapterInfo info = with_flag("--in", f.in, [&] { return read_adapter_info(f.in); });
+  with_flag("--out", f.out, [&] { convert_adapter(f.in, f.out, f.to, f.model.dir); });
+  std::printf("wrote %s: %s adapter from %s (%s), rank %lld, targets %zu\n", f.out.c_str(), f.to.c_str(),
+              f.in.c_str(), info.format.c_str(), static_cast<long long>(info.lora.rank),
               info.lora.targets.size());
 }
 }  // namespace
@@ -26,16 +28,16 @@ void run_convert(const ConvertOptions& o) {
 void add_adapter_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* adapter = parent.add_subcommand("adapter", "LoRA adapter files (PEFT and MLX layouts)");
   adapter->require_subcommand(1);
-  auto o = std::make_shared<ConvertOptions>();
+  auto f = std::make_shared<AdapterConvertFlags>();
   CLI::App* convert = adapter->add_subcommand(
       "convert", "Rewrite an adapter in the PEFT or MLX layout (no base model needed)");
-  convert->add_option("--in", o->in, "Adapter directory to read (layout detected from its files)")->required();
-  convert->add_option("--out", o->out, "Adapter directory to write")->required();
-  convert->add_option("--to", o->to, "Layout to write: peft or mlx")->required();
-  convert->add_option("--model", o->model,
-                      "Base model directory; needed when writing MLX to tell whether a PEFT adapter's "
-                      "layers_to_transform are the last layers, and to split a ChatGLM query_key_value "
-                      "adapter into q/k/v");
+  convert->add_option("--in", f->in, "Adapter directory to read (layout detected from its files)")->required();
+  convert->add_option("--out", f->out, "Adapter directory to write")->required();
+  convert->add_option("--to", f->to, "Layout to write: peft or mlx")->required();
+  f->model.add(convert, "Base model directory; needed when writing MLX to tell whether a PEFT adapter's "
+                        "layers_to_transform are the last layers, and to split a ChatGLM query_key_value "
+                        "adapter into q/k/v")
+      ->required(false);
   convert->footer(
       "PEFT: adapter_model.safetensors (lora_A [r, in], lora_B [out, r]) + adapter_config.json.\n"
       "MLX:  adapters.safetensors (lora_a [in, r], lora_b [r, out]) + adapter_config.json;\n"
@@ -44,7 +46,7 @@ void add_adapter_command(CLI::App& parent, std::vector<Command>& out) {
       "ChatGLM: PEFT keys transformer.encoder.layers.N.self_attention.query_key_value (one A over q|k|v);\n"
       "      MLX writes q_proj/k_proj/v_proj with the same lora_a, and converts back only when they share it.\n"
       "Example: glm4 adapter convert --in adapters/peft --out adapters/mlx --to mlx");
-  out.push_back({convert, [o] { run_convert(*o); }});
+  out.push_back({convert, [f] { run_adapter_convert(*f); }});
 }
 
 }  // namespace glm4::cli

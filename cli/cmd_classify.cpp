@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
@@ -19,6 +19,13 @@
 namespace glm4::cli {
 
 namespace {
+
+struct ClassifyFlags {
+  ModelFlags model;
+  AdapterFlags adapter;
+  DataFlags data{8};
+  std::string labels, task, predictions, compute = "auto";
+};
 
 std::vector<std::string> parse_labels(const std::string& text) {
   std::vector<std::string> labels;
@@ -37,128 +44,102 @@ std::vector<std::string> parse_labels(const std::string& text) {
   return labels;
 }
 
-struct Item {
-  int64_t line = 0;
-  std::string task;
-  int64_t answer = -1;  // index into the labels; -1 without an answer
-};
+void run_classify(const ClassifyFlags& f) {
+  f.data.check_batch_size();
+  const std::vector<std::string> labels = parse_labels(f.labels);
+  if (!f.predictions.empty()) check_output_file(f.predictions, "--predictions");
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  s.require_tokenizer("classify");
+  const TextEncoder encoder = make_text_encoder(f.model.dir);
+
+  std::vector<int64_t> lines;         // of each record in --data
+  std::vector<RecordAnswer> answers;  // the record's answer and task
+  std::vector<std::vector<Example>> candidates;
+  int64_t first_line = 0;
+  bool with_answers = false;
+  for_each_record(f.data.file, [&](const Record& r, int64_t line) {
+    if (!f.task.empty() && r.task != f.task) return;
+    std::optional<std::string> answer = record_answer(r);
+    if (lines.empty()) {
+      first_line = line;
+      with_answers = answer.has_value();
+    }
+    GLM4_CHECK(answer.has_value() == with_answers, "this record ", answer ? "has" : "has no",
+               " answer but line ", first_line, answer ? " has none" : " has one",
+               ": accuracy needs an answer in every record (or in none, for predictions only)");
+    RecordAnswer a{-1, r.task, 0};
+    if (answer) {
+      auto it = std::find(labels.begin(), labels.end(), trim(*answer));
+      GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ", f.labels);
+      a.label = it - labels.begin();
+    }
+    candidates.push_back(candidate_examples(r, labels, encoder));
+    if (answer) a.tokens = count_targets(candidates.back()[size_t(a.label)]);
+    lines.push_back(line);
+    answers.push_back(a);
+  });
+  GLM4_CHECK(!lines.empty(), "--data ", f.data.file, ": no records", f.task.empty() ? "" : " of --task " + f.task);
+
+  std::vector<Classification> results = classify(*s.model, candidates, f.data.batch_size);
+  const ClassifyReport report = summarize(results, answers, labels.size());
+
+  using ojson = nlohmann::ordered_json;
+  ojson j{{"examples", lines.size()}, {"labels", labels}};
+  if (!f.task.empty()) j["task"] = f.task;
+  ojson counts = ojson::object();
+  for (size_t k = 0; k < labels.size(); ++k) counts[labels[k]] = report.predicted[k];
+  if (report.with_answers) {
+    j["accuracy"] = report.accuracy;
+    if (!report.accuracy_by_task.empty()) j["accuracy_by_task"] = report.accuracy_by_task;
+    j["answer_loss"] = report.answer_loss;
+    ojson c = ojson::object();  // answer -> predicted -> count
+    for (size_t a = 0; a < labels.size(); ++a) {
+      ojson row = ojson::object();
+      for (size_t p = 0; p < labels.size(); ++p) row[labels[p]] = report.confusion[a][p];
+      c[labels[a]] = row;
+    }
+    j["confusion"] = c;
+  }
+  j["predicted"] = counts;
+  const nlohmann::json compute = kernel_report(s.compute).fields();
+  for (const auto& [key, value] : compute.items()) j[key] = value;
+
+  if (!f.predictions.empty()) {
+    std::ofstream p(f.predictions, std::ios::binary);
+    GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": cannot write");
+    for (size_t i = 0; i < lines.size(); ++i) {
+      ojson row{{"line", lines[i]}};
+      if (!answers[i].task.empty()) row["task"] = answers[i].task;
+      if (answers[i].label >= 0) row["answer"] = labels[size_t(answers[i].label)];
+      row["predicted"] = labels[size_t(results[i].predicted)];
+      ojson lp = ojson::object();
+      for (size_t k = 0; k < labels.size(); ++k) lp[labels[k]] = results[i].log_probs[k];
+      row["log_probs"] = lp;
+      p << row.dump() << "\n";
+    }
+    GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": write failed");
+  }
+  std::printf("%s\n", j.dump().c_str());
+}
 
 }  // namespace
 
 void add_classify_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand(
       "classify", "Choose each record's answer among --labels by log-probability (one forward, no decoding)");
-  struct Flags {
-    std::string model, adapter, data, labels, task, predictions, compute = "auto";
-    int64_t batch_size = 8;
-  };
-  auto f = std::make_shared<Flags>();
-  app->add_option("--model", f->model, "Model directory")->required();
-  app->add_option("--adapter", f->adapter, "Adapter directory, applied live");
-  app->add_option("--data", f->data,
-                  "JSONL of {\"messages\": [...]} ending with the assistant turn to classify (or a user turn: no "
-                  "answer), or {\"prompt\", \"completion\"}")
+  auto f = std::make_shared<ClassifyFlags>();
+  f->model.add(app);
+  f->adapter.add(app);
+  f->data.add(app,
+              "JSONL of {\"messages\": [...]} ending with the assistant turn to classify (or a user turn: no "
+              "answer), or {\"prompt\", \"completion\"}",
+              "Records per forward pass, each with every label")
       ->required();
   app->add_option("--labels", f->labels, "The candidate answers, comma-separated: A,B,...")->required();
   app->add_option("--task", f->task, "Classify only the records whose \"task\" is this");
-  app->add_option("--batch-size", f->batch_size, "Records per forward pass, each with every label (default 8)");
   app->add_option("--predictions", f->predictions, "Write one JSON line per record: its label log-probabilities");
   add_compute_flag(app, f->compute);
-  out.push_back({app, [f] {
-    GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    const std::vector<std::string> labels = parse_labels(f->labels);
-    if (!f->predictions.empty()) check_output_file(f->predictions, "--predictions");
-    ModelSession s = open_session(f->model, f->adapter, f->compute);
-    s.require_tokenizer("classify");
-    const TextEncoder encoder = make_text_encoder(f->model);
-
-    std::vector<Item> items;
-    std::vector<std::vector<Example>> candidates;
-    int64_t first_line = 0;
-    bool with_answers = false;
-    for_each_record(f->data, [&](const Record& r, int64_t line) {
-      if (!f->task.empty() && r.task != f->task) return;
-      std::optional<std::string> answer = record_answer(r);
-      if (items.empty()) {
-        first_line = line;
-        with_answers = answer.has_value();
-      }
-      GLM4_CHECK(answer.has_value() == with_answers, "this record ", answer ? "has" : "has no",
-                 " answer but line ", first_line, answer ? " has none" : " has one",
-                 ": accuracy needs an answer in every record (or in none, for predictions only)");
-      Item item{line, r.task, -1};
-      if (answer) {
-        auto it = std::find(labels.begin(), labels.end(), trim(*answer));
-        GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ", f->labels);
-        item.answer = it - labels.begin();
-      }
-      items.push_back(item);
-      candidates.push_back(candidate_examples(r, labels, encoder));
-    });
-    GLM4_CHECK(!items.empty(), "--data ", f->data, ": no records", f->task.empty() ? "" : " of --task " + f->task);
-
-    std::vector<Classification> results = classify(*s.model, candidates, f->batch_size);
-
-    using ojson = nlohmann::ordered_json;
-    ojson j{{"examples", items.size()}, {"labels", labels}};
-    if (!f->task.empty()) j["task"] = f->task;
-    std::vector<int64_t> predicted_counts(labels.size(), 0);
-    for (const Classification& c : results) ++predicted_counts[size_t(c.predicted)];
-    ojson counts = ojson::object();
-    for (size_t k = 0; k < labels.size(); ++k) counts[labels[k]] = predicted_counts[k];
-    if (with_answers) {
-      int64_t correct = 0, tokens = 0;
-      double nll = 0;
-      std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, total)
-      std::vector<std::vector<int64_t>> confusion(labels.size(), std::vector<int64_t>(labels.size(), 0));
-      for (size_t i = 0; i < items.size(); ++i) {
-        const size_t answer = size_t(items[i].answer), predicted = size_t(results[i].predicted);
-        const bool ok = answer == predicted;
-        correct += ok;
-        if (!items[i].task.empty()) {
-          by_task[items[i].task].first += ok;
-          by_task[items[i].task].second += 1;
-        }
-        ++confusion[answer][predicted];
-        nll -= results[i].log_probs[answer];
-        tokens += count_targets(candidates[i][answer]);
-      }
-      j["accuracy"] = double(correct) / double(items.size());
-      if (!by_task.empty()) {
-        ojson t = ojson::object();
-        for (const auto& [task, n] : by_task) t[task] = double(n.first) / double(n.second);
-        j["accuracy_by_task"] = t;
-      }
-      j["answer_loss"] = nll / double(tokens);  // nats per answer token, as evaluate's answer_loss
-      ojson c = ojson::object();  // answer -> predicted -> count
-      for (size_t a = 0; a < labels.size(); ++a) {
-        ojson row = ojson::object();
-        for (size_t p = 0; p < labels.size(); ++p) row[labels[p]] = confusion[a][p];
-        c[labels[a]] = row;
-      }
-      j["confusion"] = c;
-    }
-    j["predicted"] = counts;
-    const nlohmann::json compute = kernel_report(s.compute).fields();
-    for (const auto& [key, value] : compute.items()) j[key] = value;
-
-    if (!f->predictions.empty()) {
-      std::ofstream p(f->predictions, std::ios::binary);
-      GLM4_CHECK(p.good(), "--predictions ", f->predictions, ": cannot write");
-      for (size_t i = 0; i < items.size(); ++i) {
-        ojson row{{"line", items[i].line}};
-        if (!items[i].task.empty()) row["task"] = items[i].task;
-        if (items[i].answer >= 0) row["answer"] = labels[size_t(items[i].answer)];
-        row["predicted"] = labels[size_t(results[i].predicted)];
-        ojson lp = ojson::object();
-        for (size_t k = 0; k < labels.size(); ++k) lp[labels[k]] = results[i].log_probs[k];
-        row["log_probs"] = lp;
-        p << row.dump() << "\n";
-      }
-      GLM4_CHECK(p.good(), "--predictions ", f->predictions, ": write failed");
-    }
-    std::printf("%s\n", j.dump().c_str());
-  }});
+  out.push_back({app, [f] { run_classify(*f); }});
 }
 
 }  // namespace glm4::cli

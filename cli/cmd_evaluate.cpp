@@ -3,13 +3,13 @@
 // answers. Prints one JSON object (with exact match and answer loss per "task" when the records
 // name one).
 #include <cstdio>
-#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
 #include "base/strings.h"
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "infer/score.h"
 #include "dataset/dataset.h"
@@ -18,66 +18,72 @@
 
 namespace glm4::cli {
 
+namespace {
+struct EvaluateFlags {
+  ModelFlags model;
+  AdapterFlags adapter;
+  DataFlags data{16};
+  std::string label, compute = "auto";
+  int64_t max_examples = 0;
+  bool show = false;
+};
+
+void run_evaluate(const EvaluateFlags& f) {
+  f.data.check_batch_size();
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  s.require_tokenizer("evaluate");
+  std::vector<AnswerExample> examples;
+  for_each_record(f.data.file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
+    GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant",
+               "evaluate needs a messages record ending with an assistant turn");
+    if (f.max_examples > 0 && int64_t(examples.size()) >= f.max_examples) return;
+    std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
+    examples.push_back({s.render(context), r.messages.back().content, r.task});
+  });
+  GLM4_CHECK(!examples.empty(), "--data ", f.data.file, ": no examples");
+  ExactMatchScore em = score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f.data.batch_size);
+  if (f.show)
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const std::string reference = trim(examples[i].reference);
+      std::fprintf(stderr, "%s %s  |  expected: %s\n", em.answers[i] == reference ? "[ok]  " : "[miss]",
+                   em.answers[i].c_str(), reference.c_str());
+    }
+  DatasetOptions o;
+  o.mask_prompt = true;
+  o.vocab_size = s.model->config.vocab_size;
+  Dataset d = load_dataset(f.data.file, make_text_encoder(f.model.dir), o);
+  d.examples.resize(std::min(d.examples.size(), examples.size()));
+  LossScore p = score_loss(*s.model, d.examples, 8);
+  nlohmann::json j{{"label", f.label.empty() ? (f.adapter.dir.empty() ? "base" : "adapted") : f.label},
+                   {"examples", examples.size()},
+                   {"exact_match", em.rate()},
+                   {"answer_loss", p.loss},
+                   {"answer_tokens", p.tokens}};
+  j.update(kernel_report(s.compute).fields());
+  if (!em.by_task.empty()) {
+    j["exact_match_by_task"] = em.rate_by_task();
+    std::vector<std::string> tasks;
+    for (const AnswerExample& e : examples) tasks.push_back(e.task);
+    nlohmann::json l = nlohmann::json::object();
+    for (const auto& [task, loss] : score_loss_by_task(*s.model, d.examples, tasks, 8)) l[task] = loss.loss;
+    j["answer_loss_by_task"] = l;
+  }
+  std::printf("%s\n", j.dump().c_str());
+}
+}  // namespace
+
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");
-  struct Flags {
-    std::string model, adapter, data, label, compute = "auto";
-    int64_t batch_size = 16, max_examples = 0;
-    bool show = false;
-  };
-  auto f = std::make_shared<Flags>();
-  app->add_option("--model", f->model, "Model directory")->required();
-  app->add_option("--adapter", f->adapter, "Adapter directory, applied live");
-  app->add_option("--data", f->data, "JSONL of {\"messages\": [...]} ending with an assistant turn")->required();
+  auto f = std::make_shared<EvaluateFlags>();
+  f->model.add(app);
+  f->adapter.add(app);
+  f->data.add(app, "JSONL of {\"messages\": [...]} ending with an assistant turn", "Prompts generated together")
+      ->required();
   app->add_option("--label", f->label, "Name for this run in the output");
-  app->add_option("--batch-size", f->batch_size, "Prompts generated together (default 16)");
   app->add_option("--max-examples", f->max_examples, "Score only the first N examples");
   app->add_flag("--show", f->show, "Print every answer next to the reference (stderr)");
   add_compute_flag(app, f->compute);
-  out.push_back({app, [f] {
-    GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    ModelSession s = open_session(f->model, f->adapter, f->compute);
-    s.require_tokenizer("evaluate");
-    std::vector<AnswerExample> examples;
-    for_each_record(f->data, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
-      GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant",
-                 "evaluate needs a messages record ending with an assistant turn");
-      if (f->max_examples > 0 && int64_t(examples.size()) >= f->max_examples) return;
-      std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
-      examples.push_back({s.render(context), r.messages.back().content, r.task});
-    });
-    GLM4_CHECK(!examples.empty(), "--data ", f->data, ": no examples");
-    ExactMatchScore em = score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f->batch_size);
-    if (f->show)
-      for (size_t i = 0; i < examples.size(); ++i) {
-        const std::string reference = trim(examples[i].reference);
-        std::fprintf(stderr, "%s %s  |  expected: %s\n", em.answers[i] == reference ? "[ok]  " : "[miss]",
-                     em.answers[i].c_str(), reference.c_str());
-      }
-    DatasetOptions o;
-    o.mask_prompt = true;
-    o.vocab_size = s.model->config.vocab_size;
-    Dataset d = load_dataset(f->data, make_text_encoder(f->model), o);
-    d.examples.resize(std::min(d.examples.size(), examples.size()));
-    LossScore p = score_loss(*s.model, d.examples, 8);
-    nlohmann::json j{{"label", f->label.empty() ? (f->adapter.empty() ? "base" : "adapted") : f->label},
-                     {"examples", examples.size()},
-                     {"exact_match", em.rate()},
-                     {"answer_loss", p.loss},
-                     {"answer_tokens", p.tokens}};
-    j.update(kernel_report(s.compute).fields());
-    if (!em.by_task.empty()) {
-      nlohmann::json t = nlohmann::json::object(), l = nlohmann::json::object();
-      for (const auto& [task, n] : em.by_task) t[task] = double(n.first) / double(n.second);
-      j["exact_match_by_task"] = t;
-      std::map<std::string, std::vector<Example>> answers_by_task;
-      for (size_t i = 0; i < examples.size(); ++i)
-        if (!examples[i].task.empty()) answers_by_task[examples[i].task].push_back(d.examples[i]);
-      for (const auto& [task, task_examples] : answers_by_task) l[task] = score_loss(*s.model, task_examples, 8).loss;
-      j["answer_loss_by_task"] = l;
-    }
-    std::printf("%s\n", j.dump().c_str());
-  }});
+  out.push_back({app, [f] { run_evaluate(*f); }});
 }
 
 }  // namespace glm4::cli

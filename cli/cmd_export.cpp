@@ -4,8 +4,9 @@
 #include <memory>
 
 #include "cli/cli_common.h"
-#include "infer/gguf_export.h"
-#include "infer/gguf_lora_export.h"
+#include "cli/flag_groups.h"
+#include "export/gguf_export.h"
+#include "export/gguf_lora_export.h"
 #include "infer/merge.h"
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"
@@ -16,7 +17,9 @@ namespace glm4::cli {
 namespace {
 
 struct ExportFlags {
-  std::string model, adapter, out, type = "f32";
+  ModelFlags model;
+  AdapterFlags adapter;
+  std::string out, type = "f32";
 };
 
 GgmlType parse_type_flag(const std::string& text, bool adapter) {
@@ -35,15 +38,15 @@ void print_notes(const std::vector<std::string>& notes) {
 void run_gguf(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, false);
   check_output_file(f.out, "--out");
-  std::unique_ptr<Glm4Model> model = with_flag("--model", f.model, [&] { return load_model(f.model); });
-  if (!f.adapter.empty()) {
-    const std::string warning = with_flag("--adapter", f.adapter, [&] { return load_adapter(*model, f.adapter, f.model); });
+  std::unique_ptr<Glm4Model> model = with_flag("--model", f.model.dir, [&] { return load_model(f.model.dir); });
+  if (!f.adapter.dir.empty()) {
+    const std::string warning = with_flag("--adapter", f.adapter.dir, [&] { return load_adapter(*model, f.adapter.dir, f.model.dir); });
     if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
     const int64_t merged = merge_adapters(*model, DType::F32);  // one rounding: to --type, below
     std::fprintf(stderr, "merged %lld adapted modules\n", static_cast<long long>(merged));
   }
   const GgufExportResult r =
-      with_flag("--out", f.out, [&] { return export_gguf_model(*model, f.model, f.out, type); });
+      with_flag("--out", f.out, [&] { return export_gguf_model(*model, f.model.dir, f.out, type); });
   print_notes(r.notes);
   std::printf("wrote %s: %s, %lld tensors, %lld parameters, %s\n", f.out.c_str(), r.arch.c_str(),
               static_cast<long long>(r.tensors), static_cast<long long>(r.parameters), f.type.c_str());
@@ -52,20 +55,20 @@ void run_gguf(const ExportFlags& f) {
 void run_gguf_lora(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, true);
   check_output_file(f.out, "--out");
-  const ModelConfig config = with_flag("--model", f.model, [&] { return load_model_config(f.model); });
-  AdapterFile adapter = with_flag("--adapter", f.adapter, [&] { return read_adapter_file(f.adapter); });
-  GLM4_CHECK(!adapter.info.lora.dora, "--adapter ", f.adapter, ": a DoRA adapter has no llama.cpp LoRA form (its ",
+  const ModelConfig config = with_flag("--model", f.model.dir, [&] { return load_model_config(f.model.dir); });
+  AdapterFile adapter = with_flag("--adapter", f.adapter.dir, [&] { return read_adapter_file(f.adapter.dir); });
+  GLM4_CHECK(!adapter.info.lora.dora, "--adapter ", f.adapter.dir, ": a DoRA adapter has no llama.cpp LoRA form (its ",
              "magnitude rescales whole rows); merge it instead: glm4 export gguf --model M --adapter A");
   if (config.family == ModelConfig::Family::ChatGlm) adapter.qkv_rows = qkv_rows_of(config);
-  with_flag("--adapter", f.adapter, [&] { split_fused_qkv(adapter, "adapter " + f.adapter); });
+  with_flag("--adapter", f.adapter.dir, [&] { split_fused_qkv(adapter, "adapter " + f.adapter.dir); });
   std::vector<GgufLoraModule> modules;
   for (const auto& [path, m] : adapter.modules) {
-    GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter, ": module ", path,
+    GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter.dir, ": module ", path,
                " has A or B that is not a matrix");
     modules.push_back({path, m.a_shape[0], m.a_shape[1], m.b_shape[0], m.a, m.b});
   }
-  const std::string name = fs::weakly_canonical(fs::path(f.adapter)).filename().string();
-  const GgufLoraExportResult r = with_flag("--adapter", f.adapter, [&] {
+  const std::string name = fs::weakly_canonical(fs::path(f.adapter.dir)).filename().string();
+  const GgufLoraExportResult r = with_flag("--adapter", f.adapter.dir, [&] {
     return export_gguf_lora(config, modules, adapter.info.scale, name, f.out, type);
   });
   print_notes(r.notes);
@@ -82,8 +85,8 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
 
   auto g = std::make_shared<ExportFlags>();
   CLI::App* gguf = exp->add_subcommand("gguf", "Write the model as one GGUF file for llama.cpp");
-  gguf->add_option("--model", g->model, "Model directory (config.json, safetensors, tokenizer)")->required();
-  gguf->add_option("--adapter", g->adapter, "LoRA adapter (PEFT or MLX) to merge in first");
+  g->model.add(gguf, "Model directory (config.json, safetensors, tokenizer)");
+  g->adapter.add(gguf, " to merge in first");
   gguf->add_option("--out", g->out, "GGUF file to write")->required();
   gguf->add_option("--type", g->type, "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
   gguf->footer(
@@ -95,8 +98,8 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
 
   auto l = std::make_shared<ExportFlags>();
   CLI::App* lora = exp->add_subcommand("gguf-lora", "Write a LoRA adapter in llama.cpp's GGUF adapter format");
-  lora->add_option("--model", l->model, "Base model directory (its config.json is read)")->required();
-  lora->add_option("--adapter", l->adapter, "LoRA adapter directory (PEFT or MLX)")->required();
+  l->model.add(lora, "Base model directory (its config.json is read)");
+  l->adapter.add(lora, "")->required();
   lora->add_option("--out", l->out, "GGUF file to write")->required();
   lora->add_option("--type", l->type, "f32 | f16 | bf16 (default f32)");
   lora->footer("Use with llama.cpp: llama-cli -m base.gguf --lora adapter.gguf");

@@ -2,13 +2,13 @@
 // and write a complete Hugging Face model directory; without --adapter it converts the dtype.
 // On a quantized base it re-quantizes and measures what survived (infer/merge_quantized.h), or
 // with --dequantize writes the exact merge dense.
-// glm4 perplexity: token-weighted loss and perplexity of a model on a JSONL data set.
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
 
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "autograd/kernels/gemm.h"
 #include "infer/merge.h"
@@ -26,10 +26,13 @@ namespace glm4::cli {
 namespace {
 
 struct FuseFlags {
-  std::string model, adapter, out, dtype, shard_size = "5GB", data;
+  ModelFlags model;
+  AdapterFlags adapter;
+  DataFlags data{4};  // optional: the loss before and after
+  std::string out, dtype, shard_size = "5GB";
   bool force = false, dequantize = false, keep_bits = false;
   double min_kept = 0.5;
-  int64_t batch_size = 4, max_seq_length = 2048;
+  int64_t max_seq_length = 2048;
 };
 
 bool has_quantized_weights(Glm4Model& model) {
@@ -64,7 +67,7 @@ void run_fuse(const FuseFlags& f) {
   GLM4_CHECK(f.min_kept > 0 && f.min_kept <= 1, "--min-kept ", f.min_kept, ": expected a share in (0, 1]");
   SaveOptions save;
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
-  ModelSession s = open_session(f.model, f.adapter, "f32");
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, "f32");
   Glm4Model& model = *s.model;
   const bool quantized = has_quantized_weights(model);
   save.dtype = f.dtype.empty() ? model.config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
@@ -72,20 +75,21 @@ void run_fuse(const FuseFlags& f) {
 
   std::optional<Dataset> data;  // --data: the loss before and after, on the user's examples
   std::optional<LossScore> base_loss, adapter_loss;
-  if (!f.data.empty()) {
+  if (!f.data.file.empty()) {
     DatasetOptions o;
     o.max_seq_length = f.max_seq_length;
     o.vocab_size = model.config.vocab_size;
-    data = with_flag("--data", f.data, [&] { return load_dataset(f.data, make_text_encoder(f.model), o); });
-    adapter_loss = score_loss(model, data->examples, f.batch_size);
+    data = with_flag("--data", f.data.file,
+                     [&] { return load_dataset(f.data.file, make_text_encoder(f.model.dir), o); });
+    adapter_loss = score_loss(model, data->examples, f.data.batch_size);
     auto taken = take_adapters(model);
-    base_loss = score_loss(model, data->examples, f.batch_size);
+    base_loss = score_loss(model, data->examples, f.data.batch_size);
     put_adapters(model, taken);
   }
 
   const ModelConfig config = model.config;
   std::string what;
-  if (quantized && !f.dequantize && !f.adapter.empty()) {
+  if (quantized && !f.dequantize && !f.adapter.dir.empty()) {
     RequantizeOptions o;
     o.dtype = save.dtype;
     o.min_kept = f.min_kept;
@@ -110,11 +114,11 @@ void run_fuse(const FuseFlags& f) {
     what = "dense";
   }
   save_model(model, config, f.out, save);
-  copy_model_companions(f.model, f.out, config);
+  copy_model_companions(f.model.dir, f.out, config);
   std::fprintf(stderr, "wrote %s (%s, %s)\n", f.out.c_str(), what.c_str(), dtype_name(save.dtype));
   if (data) {
     auto written = load_model(f.out);
-    const LossScore fused = score_loss(*written, data->examples, f.batch_size);
+    const LossScore fused = score_loss(*written, data->examples, f.data.batch_size);
     const double gain = base_loss->loss - adapter_loss->loss;
     std::printf("{\"base_loss\": %.6f, \"adapter_loss\": %.6f, \"fused_loss\": %.6f, "
                 "\"gain_kept\": %.4f, \"tokens\": %lld}\n",
@@ -128,8 +132,8 @@ void run_fuse(const FuseFlags& f) {
 void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("fuse", "Merge a LoRA adapter into the weights; write a model directory");
   auto f = std::make_shared<FuseFlags>();
-  app->add_option("--model", f->model, "Base model directory")->required();
-  app->add_option("--adapter", f->adapter, "Adapter directory (PEFT or MLX); omit to only convert the dtype");
+  f->model.add(app, "Base model directory");
+  f->adapter.add(app, " to merge in; omit to only convert the dtype");
   app->add_option("--out", f->out, "Output model directory")->required();
   app->add_option("--dtype", f->dtype, "f32 | bf16 | f16 (default: the base model's)");
   app->add_option("--shard-size", f->shard_size, "Largest safetensors shard (default 5GB)");
@@ -142,44 +146,14 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--min-kept", f->min_kept,
                   "Quantized base: share of a module's delta that must survive re-quantization, "
                   "else it gets more bits or stays dense (default 0.5)");
-  app->add_option("--data", f->data, "JSONL file: report the loss of the base, the live adapter and the "
-                  "written model on it");
-  app->add_option("--batch-size", f->batch_size, "With --data: examples per forward pass (default 4)");
+  f->data.add(app, "JSONL file: report the loss of the base, the live adapter and the written model on it",
+              "With --data: examples per forward pass");
   app->add_option("--max-seq-length", f->max_seq_length, "With --data: longer examples are truncated (default 2048)");
   app->footer(
       "On a quantized base the merged modules are re-quantized and measured: each keeps its base\n"
       "format when at least --min-kept of its delta survives, else it is raised to 5, 6 or 8 bits,\n"
       "else written dense; --keep-bits keeps the base format anyway, --dequantize writes dense.");
   out.push_back({app, [f] { run_fuse(*f); }});
-}
-
-void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on a JSONL file");
-  struct Flags {
-    std::string model, adapter, data, compute = "auto";
-    int64_t batch_size = 4, max_seq_length = 2048;
-    bool mask_prompt = false;
-  };
-  auto f = std::make_shared<Flags>();
-  app->add_option("--model", f->model, "Model directory")->required();
-  app->add_option("--adapter", f->adapter, "Adapter directory, applied live");
-  app->add_option("--data", f->data, "JSONL file (text, prompt/completion, messages or input_ids records)")->required();
-  app->add_option("--batch-size", f->batch_size, "Examples per forward pass (default 4)");
-  app->add_option("--max-seq-length", f->max_seq_length, "Longer examples are truncated (default 2048)");
-  app->add_flag("--mask-prompt", f->mask_prompt, "Score only completions / assistant turns");
-  add_compute_flag(app, f->compute);
-  out.push_back({app, [f] {
-    GLM4_CHECK(f->batch_size > 0, "--batch-size must be positive, got ", f->batch_size);
-    ModelSession s = open_session(f->model, f->adapter, f->compute);
-    DatasetOptions o;
-    o.mask_prompt = f->mask_prompt;
-    o.max_seq_length = f->max_seq_length;
-    o.vocab_size = s.model->config.vocab_size;
-    Dataset d = with_flag("--data", f->data, [&] { return load_dataset(f->data, make_text_encoder(f->model), o); });
-    LossScore r = score_loss(*s.model, d.examples, f->batch_size);
-    std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n", r.loss, r.perplexity,
-                (long long)r.tokens, compute_dtype_name(s.compute.dtype));
-  }});
 }
 
 }  // namespace glm4::cli

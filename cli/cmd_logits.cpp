@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
@@ -13,20 +14,22 @@
 namespace glm4::cli {
 
 namespace {
-struct LogitsOptions {
-  std::string model, tokens, text, out, adapter, compute = "auto";
+struct LogitsFlags {
+  ModelFlags model;
+  AdapterFlags adapter;
+  std::string tokens, text, out, compute = "auto";
   bool dump_layers = false;
 };
 
-void run_logits(const LogitsOptions& o) {
-  GLM4_CHECK(!o.tokens.empty() || !o.text.empty(), "give the input as --tokens 1,2,3 or --text \"...\"");
-  check_output_file(o.out, "--out");
-  GLM4_CHECK(o.tokens.empty() || o.text.empty(), "give either --tokens or --text, not both");
-  GLM4_CHECK(std::filesystem::is_directory(o.model), "--model ", o.model, ": not a directory");
-  ModelSession s = open_session(o.model, o.adapter, o.compute);
+void run_logits(const LogitsFlags& f) {
+  GLM4_CHECK(!f.tokens.empty() || !f.text.empty(), "give the input as --tokens 1,2,3 or --text \"...\"");
+  check_output_file(f.out, "--out");
+  GLM4_CHECK(f.tokens.empty() || f.text.empty(), "give either --tokens or --text, not both");
+  GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir, ": not a directory");
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
   const ModelConfig& c = s.model->config;
-  std::vector<int32_t> ids = o.text.empty() ? parse_token_list(o.tokens, "--tokens", c.vocab_size)
-                                            : (s.require_tokenizer("--text"), s.encode_prompt(o.text));
+  std::vector<int32_t> ids = f.text.empty() ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
+                                            : (s.require_tokenizer("--text"), s.encode_prompt(f.text));
   const Glm4Model* model = s.model.get();
 
   NoGradGuard no_grad;
@@ -36,41 +39,41 @@ void run_logits(const LogitsOptions& o) {
   ctx.seq = T;
   for (int64_t t = 0; t < T; ++t) ctx.positions.push_back(int32_t(t));
   std::vector<Tensor> layers;
-  if (o.dump_layers) ctx.layer_outputs = &layers;
+  if (f.dump_layers) ctx.layer_outputs = &layers;
   Tensor hidden = model->forward_hidden(ids, ctx);  // [1, T, hidden]
   Tensor logits = model->logits(hidden, ctx);       // [1, T, vocab]
 
   std::vector<TensorToWrite> tensors;
   tensors.push_back(f32_tensor("logits", {T, c.vocab_size}, logits.data()));
-  if (o.dump_layers) {
+  if (f.dump_layers) {
     for (size_t l = 0; l < layers.size(); ++l)
       tensors.push_back(f32_tensor("hidden." + std::to_string(l), {T, c.hidden_size}, layers[l].data()));
     tensors.push_back(f32_tensor("hidden.final", {T, c.hidden_size}, hidden.data()));
   }
   tensors.push_back({"input_ids", "I32", {T}, ids.data(), ids.size() * sizeof(int32_t)});
-  with_flag("--out", o.out, [&] { write_safetensors(o.out, tensors); });
-  std::printf("wrote %s: logits [%lld, %lld]%s\n", o.out.c_str(), static_cast<long long>(T),
-              static_cast<long long>(c.vocab_size), o.dump_layers ? " and hidden states" : "");
+  with_flag("--out", f.out, [&] { write_safetensors(f.out, tensors); });
+  std::printf("wrote %s: logits [%lld, %lld]%s\n", f.out.c_str(), static_cast<long long>(T),
+              static_cast<long long>(c.vocab_size), f.dump_layers ? " and hidden states" : "");
 }
 }  // namespace
 
 void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
-  auto o = std::make_shared<LogitsOptions>();
+  auto f = std::make_shared<LogitsFlags>();
   CLI::App* sub = parent.add_subcommand(
       "logits", "Run one forward pass and write the logits (and hidden states) to safetensors");
-  sub->add_option("--model", o->model, "Model directory (config.json + safetensors)")->required();
-  auto* tokens = sub->add_option("--tokens", o->tokens, "Input token ids, comma-separated: 1,2,3");
-  auto* text = sub->add_option("--text", o->text, "Input text, encoded with the model's tokenizer");
+  f->model.add(sub, "Model directory (config.json + safetensors)");
+  auto* tokens = sub->add_option("--tokens", f->tokens, "Input token ids, comma-separated: 1,2,3");
+  auto* text = sub->add_option("--text", f->text, "Input text, encoded with the model's tokenizer");
   tokens->excludes(text);
-  sub->add_option("--out", o->out, "Output .safetensors file")->required();
-  sub->add_option("--adapter", o->adapter, "LoRA adapter directory (PEFT or MLX layout) to apply");
-  add_compute_flag(sub, o->compute);
-  sub->add_flag("--dump-layers", o->dump_layers,
+  sub->add_option("--out", f->out, "Output .safetensors file")->required();
+  f->adapter.add(sub);
+  add_compute_flag(sub, f->compute);
+  sub->add_flag("--dump-layers", f->dump_layers,
                 "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");
   sub->footer(
       "Writes logits [T, vocab] (F32) and input_ids [T] (I32).\n"
       "Example: glm4 logits --model models/tiny --tokens 1,2,3 --out logits.safetensors");
-  out.push_back({sub, [o] { run_logits(*o); }});
+  out.push_back({sub, [f] { run_logits(*f); }});
 }
 
 }  // namespace glm4::cli

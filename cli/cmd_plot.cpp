@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_common.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 
 namespace glm4::cli {
 
@@ -85,45 +85,50 @@ std::string render_svg(const Series& train, const Series& val, const std::string
   o << "</svg>\n";
   return o.str();
 }
+
+struct PlotFlags {
+  std::string metrics, out;
+};
+
+void run_plot(const PlotFlags& f) {
+  std::ifstream in(f.metrics);
+  GLM4_CHECK(in, f.metrics, ": cannot read the file");
+  Series train, val;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail(f.metrics, ":", n, ": invalid JSON: ", e.what());
+    }
+    GLM4_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), f.metrics, ":", n,
+               ": a metrics line needs a numeric \"step\"");
+    double step = j["step"].get<double>();
+    if (j.contains("loss") && j["loss"].is_number()) {
+      train.x.push_back(step);
+      train.y.push_back(j["loss"].get<double>());
+    }
+    if (j.contains("val_loss") && j["val_loss"].is_number()) {
+      val.x.push_back(step);
+      val.y.push_back(j["val_loss"].get<double>());
+    }
+  }
+  GLM4_CHECK(!train.x.empty() || !val.x.empty(), f.metrics, ": no loss or val_loss values to plot");
+  check_output_file(f.out, "--out");
+  write_file_atomic(f.out, render_svg(train, val, "training loss"));
+  std::fprintf(stderr, "wrote %s (%zu train points, %zu validation points)\n", f.out.c_str(),
+               train.x.size(), val.x.size());
+}
 }  // namespace
 
 void add_plot_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("plot", "Plot train and validation loss of a metrics.jsonl as SVG");
-  auto metrics = std::make_shared<std::string>();
-  auto svg = std::make_shared<std::string>();
-  app->add_option("metrics", *metrics, "OUT/metrics.jsonl of a training run")->required();
-  app->add_option("--out", *svg, "SVG file to write")->required();
-  out.push_back({app, [metrics, svg] {
-    std::ifstream in(*metrics);
-    GLM4_CHECK(in, *metrics, ": cannot read the file");
-    Series train, val;
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        fail(*metrics, ":", n, ": invalid JSON: ", e.what());
-      }
-      GLM4_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), *metrics, ":", n,
-                 ": a metrics line needs a numeric \"step\"");
-      double step = j["step"].get<double>();
-      if (j.contains("loss") && j["loss"].is_number()) {
-        train.x.push_back(step);
-        train.y.push_back(j["loss"].get<double>());
-      }
-      if (j.contains("val_loss") && j["val_loss"].is_number()) {
-        val.x.push_back(step);
-        val.y.push_back(j["val_loss"].get<double>());
-      }
-    }
-    GLM4_CHECK(!train.x.empty() || !val.x.empty(), *metrics, ": no loss or val_loss values to plot");
-    check_output_file(*svg, "--out");
-    write_file_atomic(*svg, render_svg(train, val, "training loss"));
-    std::fprintf(stderr, "wrote %s (%zu train points, %zu validation points)\n", svg->c_str(),
-                 train.x.size(), val.x.size());
-  }});
+  auto f = std::make_shared<PlotFlags>();
+  app->add_option("metrics", f->metrics, "OUT/metrics.jsonl of a training run")->required();
+  app->add_option("--out", f->out, "SVG file to write")->required();
+  out.push_back({app, [f] { run_plot(*f); }});
 }
 
 }  // namespace glm4::cli

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "model/glm4_model.h"
 #include "model/quant_plan.h"
 #include "model/save.h"
@@ -13,7 +14,8 @@ namespace glm4::cli {
 
 namespace {
 struct QuantizeFlags {
-  std::string model, out, dtype, shard_size = "5GB";
+  ModelFlags model;
+  std::string out, dtype, shard_size = "5GB";
   int bits = 4, group_size = 64;
   std::vector<std::string> keep;
   bool force = false;
@@ -22,10 +24,10 @@ struct QuantizeFlags {
 void run_quantize(const QuantizeFlags& f) {
   const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
   check_output_dir(f.out, "--out", f.force);
-  auto model = with_flag("--model", f.model, [&] { return load_model(f.model); });
+  auto model = with_flag("--model", f.model.dir, [&] { return load_model(f.model.dir); });
   const ModelConfig config = model->config;
   GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm,
-             "--model ", f.model, ": quantized chatglm models are not supported (glm4 and glm are)");
+             "--model ", f.model.dir, ": quantized chatglm models are not supported (glm4 and glm are)");
   SaveOptions save;
   save.dtype = f.dtype.empty() ? config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
@@ -48,7 +50,7 @@ void run_quantize(const QuantizeFlags& f) {
     return fmt;
   };
   with_flag("--out", f.out, [&] { save_model(*model, config, f.out, save); });
-  copy_model_companions(f.model, f.out, config);
+  copy_model_companions(f.model.dir, f.out, config);
   std::string summary;
   for (const auto& [what, n] : count) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + what;
   std::printf("wrote %s: matrices %s; %.3f bits per matrix weight, scales and vectors %s\n", f.out.c_str(),
@@ -63,7 +65,7 @@ void run_quantize(const QuantizeFlags& f) {
 void add_quantize_command(CLI::App& parent, std::vector<Command>& out) {
   auto f = std::make_shared<QuantizeFlags>();
   CLI::App* app = parent.add_subcommand("quantize", "Rewrite a model in mlx's affine quantized format");
-  app->add_option("--model", f->model, "Model directory (f32, bf16, f16 or already quantized)")->required();
+  f->model.add(app, "Model directory (f32, bf16, f16 or already quantized)");
   app->add_option("--out", f->out, "Output model directory (must be missing or empty)")->required();
   app->add_option("--bits", f->bits, "Bits per weight: 2, 3, 4, 5, 6 or 8")->capture_default_str();
   app->add_option("--group-size", f->group_size, "Columns sharing a scale and a bias: 32, 64 or 128")

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/cli_common.h"
+#include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "model/adapter/adapter_io.h"
 #include "serve/http_server.h"
@@ -21,6 +22,14 @@
 namespace glm4::cli {
 
 namespace {
+struct ServeFlags {
+  ModelFlags model;
+  std::vector<std::string> adapters;  // NAME=DIR
+  std::string model_name, host = "127.0.0.1", api_key, max_body = "1MB", compute = "auto";
+  int port = 8080;
+  int64_t max_batch = 8, max_queue = 64, max_kv_size = 0;
+};
+
 int g_signal_pipe[2] = {-1, -1};
 
 void on_stop_signal(int sig) {
@@ -51,18 +60,85 @@ std::string default_model_name(const std::string& dir) {
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().string();
 }
+
+void run_serve(const ServeFlags& f) {
+  GLM4_CHECK(f.port >= 0 && f.port <= 65535, "--port must be in [0, 65535], got ", f.port);
+  // A handler on whichever thread the signal lands (OpenBLAS starts threads before main) that
+  // only writes a byte to a pipe; the waiter thread below reads it and shuts down.
+  GLM4_CHECK(pipe(g_signal_pipe) == 0, "glm4 serve: cannot create a pipe for signals");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  serve::HttpOptions http;
+  http.host = f.host;
+  http.port = f.port;
+  http.api_key = f.api_key;
+  if (const char* key = std::getenv("GLM4_API_KEY"); http.api_key.empty() && key) http.api_key = key;
+  http.max_body_bytes = parse_size(f.max_body, "--max-body");
+  GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
+
+  ModelSession s = open_session(f.model.dir, "", f.compute);
+  s.require_tokenizer("serve");
+  serve::ServedModels served;
+  served.model = s.model.get();
+  served.tokenizer = s.tokenizer.get();
+  served.format = s.format;
+  served.base_name = f.model_name.empty() ? default_model_name(f.model.dir) : f.model_name;
+  served.eos_ids = s.stop_ids(false);
+  served.chat_stop_ids = s.stop_ids(true);
+  served.created = int64_t(std::time(nullptr));
+  for (const std::string& text : f.adapters) {
+    AdapterFlag a = parse_adapter_flag(text);
+    GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text, ": the name \"",
+               a.name, "\" is taken");
+    std::string warning = with_flag("--adapter", text, [&] {
+      return load_resident_adapter(*s.model, a.dir, served.adapter_names.size(), f.model.dir);
+    });
+    if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    served.adapter_names.push_back(a.name);
+  }
+
+  serve::SchedulerConfig sc;
+  sc.max_batch = f.max_batch;
+  sc.max_queue = f.max_queue;
+  sc.max_kv_size = f.max_kv_size;
+  serve::Scheduler scheduler(*s.model, s.tokenizer.get(), sc);
+  serve::HttpServer server(served, scheduler, http, stdout);
+  const int port = server.bind();
+  nlohmann::json adapters = served.adapter_names;
+  std::printf("%s\n", serve::dump({{"event", "listening"}, {"host", f.host}, {"port", port},
+                                   {"model", served.base_name}, {"adapters", adapters},
+                                   {"max_batch", sc.max_batch}, {"max_queue", sc.max_queue},
+                                   {"compute", s.compute.describe()}})
+                          .c_str());
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    char sig = 0;
+    while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // run() ended on its own
+    std::printf("%s\n", serve::dump({{"event", "shutdown"}, {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}}).c_str());
+    std::fflush(stdout);
+    server.shutdown();
+  });
+  server.run();
+  const char none = 0;
+  if (write(g_signal_pipe[1], &none, 1) < 0) std::perror("glm4 serve");
+  waiter.join();
+  std::printf("%s\n", serve::dump({{"event", "stopped"}}).c_str());
+  std::fflush(stdout);
+}
 }  // namespace
 
 void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  struct Flags {
-    std::string model, model_name, host = "127.0.0.1", api_key, max_body = "1MB", compute = "auto";
-    std::vector<std::string> adapters;
-    int port = 8080;
-    int64_t max_batch = 8, max_queue = 64, max_kv_size = 0;
-  };
-  auto f = std::make_shared<Flags>();
-  app->add_option("--model", f->model, "Model directory (with tokenizer files)")->required();
+  auto f = std::make_shared<ServeFlags>();
+  f->model.add(app, "Model directory (with tokenizer files)");
   app->add_option("--adapter", f->adapters, "NAME=DIR: a LoRA adapter clients choose with \"model\": NAME (repeatable)");
   app->add_option("--model-name", f->model_name, "The base model's name in the API (default: the directory's name)");
   app->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
@@ -74,78 +150,7 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--max-kv-size", f->max_kv_size, "Keep at most N cached tokens per request (first 4 + most recent)");
   app->add_option("--max-body", f->max_body, "Largest request body (default 1MB; larger ones get 413)");
   add_compute_flag(app, f->compute);
-  out.push_back({app, [f] {
-    GLM4_CHECK(f->port >= 0 && f->port <= 65535, "--port must be in [0, 65535], got ", f->port);
-    // A handler on whichever thread the signal lands (OpenBLAS starts threads before main) that
-    // only writes a byte to a pipe; the waiter thread below reads it and shuts down.
-    GLM4_CHECK(pipe(g_signal_pipe) == 0, "glm4 serve: cannot create a pipe for signals");
-    struct sigaction action {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-
-    serve::HttpOptions http;
-    http.host = f->host;
-    http.port = f->port;
-    http.api_key = f->api_key;
-    if (const char* key = std::getenv("GLM4_API_KEY"); http.api_key.empty() && key) http.api_key = key;
-    http.max_body_bytes = parse_size(f->max_body, "--max-body");
-    GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
-
-    ModelSession s = open_session(f->model, "", f->compute);
-    s.require_tokenizer("serve");
-    serve::ServedModels served;
-    served.model = s.model.get();
-    served.tokenizer = s.tokenizer.get();
-    served.format = s.format;
-    served.base_name = f->model_name.empty() ? default_model_name(f->model) : f->model_name;
-    served.eos_ids = s.stop_ids(false);
-    served.chat_stop_ids = s.stop_ids(true);
-    served.created = int64_t(std::time(nullptr));
-    for (const std::string& text : f->adapters) {
-      AdapterFlag a = parse_adapter_flag(text);
-      GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text, ": the name \"",
-                 a.name, "\" is taken");
-      std::string warning = with_flag("--adapter", text, [&] {
-        return load_resident_adapter(*s.model, a.dir, served.adapter_names.size(), f->model);
-      });
-      if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-      served.adapter_names.push_back(a.name);
-    }
-
-    serve::SchedulerConfig sc;
-    sc.max_batch = f->max_batch;
-    sc.max_queue = f->max_queue;
-    sc.max_kv_size = f->max_kv_size;
-    serve::Scheduler scheduler(*s.model, s.tokenizer.get(), sc);
-    serve::HttpServer server(served, scheduler, http, stdout);
-    const int port = server.bind();
-    nlohmann::json adapters = served.adapter_names;
-    std::printf("%s\n", serve::dump({{"event", "listening"}, {"host", f->host}, {"port", port},
-                                     {"model", served.base_name}, {"adapters", adapters},
-                                     {"max_batch", sc.max_batch}, {"max_queue", sc.max_queue},
-                                     {"compute", s.compute.describe()}})
-                            .c_str());
-    std::fflush(stdout);
-
-    std::thread waiter([&] {
-      char sig = 0;
-      while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-      }
-      if (sig == 0) return;  // run() ended on its own
-      std::printf("%s\n", serve::dump({{"event", "shutdown"}, {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}}).c_str());
-      std::fflush(stdout);
-      server.shutdown();
-    });
-    server.run();
-    const char none = 0;
-    if (write(g_signal_pipe[1], &none, 1) < 0) std::perror("glm4 serve");
-    waiter.join();
-    std::printf("%s\n", serve::dump({{"event", "stopped"}}).c_str());
-    std::fflush(stdout);
-  }});
+  out.push_back({app, [f] { run_serve(*f); }});
 }
 
 }  // namespace glm4::cli

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "cli/cli_common.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "train/train_settings.h"
 #include "train/trainer.h"
 

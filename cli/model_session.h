@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"

@@ -9,7 +9,7 @@
 
 #include "autograd/ops.h"
 #include "base/check.h"
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 
 namespace glm4 {
 

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "base/check.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace glm4 {

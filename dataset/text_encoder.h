@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 
 namespace glm4 {
 

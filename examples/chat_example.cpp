@@ -7,7 +7,7 @@
 #include <exception>
 
 #include "infer/generator.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/stream_decoder.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/compute_choice.h"

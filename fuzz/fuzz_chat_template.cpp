@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 
 namespace {
 

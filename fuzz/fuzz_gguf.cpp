@@ -1,7 +1,7 @@
 // A GGUF file (header, metadata of every type, nested arrays, tensor infos) as GgufFile::open
 // reads it; small tensors are then decoded.
 #include "fuzz/fuzz_support.h"
-#include "io/gguf_reader.h"
+#include "tests/support/gguf_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = glm4::fuzz::scratch_dir() / "input.gguf";

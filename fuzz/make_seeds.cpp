@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_fixtures.h"
-#include "io/gguf_writer.h"
+#include "export/gguf_writer.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "io/tokenizer/sp_trainer.h"

@@ -86,4 +86,45 @@ std::vector<Classification> classify(const Glm4Model& model, const std::vector<s
   return out;
 }
 
+ClassifyReport summarize(const std::vector<Classification>& results,
+                         const std::vector<RecordAnswer>& answers, size_t labels) {
+  GLM4_CHECK(results.size() == answers.size(), "[classify] ", results.size(), " results for ",
+             answers.size(), " records");
+  ClassifyReport r;
+  r.predicted.assign(labels, 0);
+  for (const Classification& c : results) {
+    GLM4_CHECK(c.log_probs.size() == labels && c.predicted >= 0 && size_t(c.predicted) < labels,
+               "[classify] a result has ", c.log_probs.size(),
+               " log-probabilities and predicted label ", c.predicted, "; expected ", labels,
+               " labels");
+    ++r.predicted[size_t(c.predicted)];
+  }
+  r.with_answers = !answers.empty() && answers[0].label >= 0;
+  if (!r.with_answers) return r;
+  int64_t correct = 0, tokens = 0;
+  double nll = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, total)
+  r.confusion.assign(labels, std::vector<int64_t>(labels, 0));
+  for (size_t i = 0; i < answers.size(); ++i) {
+    GLM4_CHECK(answers[i].label >= 0 && size_t(answers[i].label) < labels, "[classify] record ", i,
+               " has answer ", answers[i].label, "; expected one of ", labels,
+               " labels in every record");
+    const size_t answer = size_t(answers[i].label), predicted = size_t(results[i].predicted);
+    const bool ok = answer == predicted;
+    correct += ok;
+    if (!answers[i].task.empty()) {
+      by_task[answers[i].task].first += ok;
+      by_task[answers[i].task].second += 1;
+    }
+    ++r.confusion[answer][predicted];
+    nll -= results[i].log_probs[answer];
+    tokens += answers[i].tokens;
+  }
+  r.accuracy = double(correct) / double(answers.size());
+  for (const auto& [task, n] : by_task)
+    r.accuracy_by_task[task] = double(n.first) / double(n.second);
+  r.answer_loss = nll / double(tokens);
+  return r;
+}
+
 }  // namespace glm4

@@ -2,6 +2,7 @@
 // answer, every candidate of a batch of records scored in one forward pass (no decoding).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,5 +35,30 @@ struct Classification {
 // right-padded forward without a tape (make_batch, row_log_probs).
 std::vector<Classification> classify(const Glm4Model& model, const std::vector<std::vector<Example>>& candidates,
                                      int64_t batch_size);
+
+// What a record holds besides its candidates, for the summary: the index of its answer among
+// the labels (-1 without one), its task ("" for none) and the target tokens of its answer's
+// candidate (count_targets).
+struct RecordAnswer {
+  int64_t label = -1;
+  std::string task;
+  int64_t tokens = 0;
+};
+
+// What classify reports over a set of records: how often each label was chosen, and when the
+// records hold answers, accuracy overall and per task, the answer loss and the confusion counts.
+struct ClassifyReport {
+  std::vector<int64_t> predicted;                  // [labels]: records given each label
+  bool with_answers = false;                       // the fields below are set only then
+  double accuracy = 0;                             // share of records predicted right
+  std::map<std::string, double> accuracy_by_task;  // over the records that name a task
+  double answer_loss = 0;                          // nats per answer token (evaluate's too)
+  std::vector<std::vector<int64_t>> confusion;     // [answer][predicted] -> records
+};
+
+// Sums up `results` (one per record) against `answers` (one per record: every one with an
+// answer, or none with one) over `labels` candidate labels.
+ClassifyReport summarize(const std::vector<Classification>& results,
+                         const std::vector<RecordAnswer>& answers, size_t labels);
 
 }  // namespace glm4

@@ -130,4 +130,25 @@ ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& token
   return s;
 }
 
+std::map<std::string, double> ExactMatchScore::rate_by_task() const {
+  std::map<std::string, double> rates;
+  for (const auto& [task, n] : by_task) rates[task] = double(n.first) / double(n.second);
+  return rates;
+}
+
+std::map<std::string, LossScore> score_loss_by_task(const Glm4Model& model,
+                                                    const std::vector<Example>& examples,
+                                                    const std::vector<std::string>& tasks,
+                                                    int64_t batch_size) {
+  GLM4_CHECK(tasks.size() == examples.size(), "[score_loss_by_task] ", tasks.size(), " tasks for ",
+             examples.size(), " examples");
+  std::map<std::string, std::vector<Example>> by_task;
+  for (size_t i = 0; i < examples.size(); ++i)
+    if (!tasks[i].empty()) by_task[tasks[i]].push_back(examples[i]);
+  std::map<std::string, LossScore> scores;
+  for (const auto& [task, task_examples] : by_task)
+    scores[task] = score_loss(model, task_examples, batch_size);
+  return scores;
+}
+
 }  // namespace glm4

@@ -1,6 +1,7 @@
 // Scoring a model on data, the one path the trainer's validation, `glm4 perplexity`, `glm4 evaluate`
 // and `glm4 classify` share: the loss of a batch (and its log-probability per row), the
-// token-weighted loss (and perplexity) of a data set, and the exact match of greedy answers.
+// token-weighted loss (and perplexity) of a data set or of each of its tasks, and the exact
+// match of greedy answers.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -67,6 +68,7 @@ struct ExactMatchScore {
   std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, total)
   std::vector<std::string> answers;                             // trimmed, one per example
   double rate() const { return total ? double(correct) / double(total) : 0.0; }
+  std::map<std::string, double> rate_by_task() const;  // task -> correct / total
 };
 
 // Greedy answers (generated `batch_size` prompts at a time, stopping at a stop id or after the
@@ -75,5 +77,12 @@ struct ExactMatchScore {
 ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& tokenizer,
                                   const std::vector<AnswerExample>& examples,
                                   const std::vector<int32_t>& stop_ids, int64_t batch_size);
+
+// score_loss over the examples of each task, by task: tasks[i] names examples[i]'s ("" for
+// none: not scored).
+std::map<std::string, LossScore> score_loss_by_task(const Glm4Model& model,
+                                                    const std::vector<Example>& examples,
+                                                    const std::vector<std::string>& tasks,
+                                                    int64_t batch_size);
 
 }  // namespace glm4

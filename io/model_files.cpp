@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
-#include "io/json_file.h"
+#include "io/file/atomic_file.h"
+#include "io/file/json_file.h"
 
 namespace glm4 {
 namespace {

@@ -14,8 +14,8 @@
 #include <set>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
-#include "io/json_depth.h"
+#include "io/file/atomic_file.h"
+#include "io/file/json_depth.h"
 
 namespace glm4 {
 namespace {

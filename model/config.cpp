@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "model/config_detail.h"
 
 namespace glm4 {

@@ -1,13 +1,10 @@
 // Writes a ModelConfig back as the config.json its family's checkpoints carry (real field names),
 // keeping the keys of the original file that ModelConfig does not model.
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "base/check.h"
+#include "io/file/atomic_file.h"
 #include "model/config.h"
 #include "model/config_detail.h"
 
@@ -169,34 +166,6 @@ json chatglm_json(const ModelConfig& c) {
   return j;
 }
 
-// DIR/NAME written through a temporary file in DIR and a rename, so readers never see half a file.
-void write_file_atomic(const fs::path& dir, const std::string& name, const std::string& text) {
-  static std::atomic<uint64_t> counter{0};
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(dir.string(), ": cannot create directory: ", ec.message());
-  const fs::path target = dir / name;
-  const fs::path tmp = dir / str_cat(".", name, ".tmp.", ::getpid(), ".", counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(tmp.string(), ": cannot create");
-    out.write(text.data(), std::streamsize(text.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      fail(tmp.string(), ": write failed");
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    fail(target.string(), ": cannot rename ", tmp.filename().string(),
-         " into place: ", ec.message());
-  }
-}
-
 }  // namespace
 
 json to_hf_json(const ModelConfig& c) {
@@ -205,7 +174,11 @@ json to_hf_json(const ModelConfig& c) {
 }
 
 void write_model_config(const ModelConfig& c, const fs::path& dir) {
-  write_file_atomic(dir, "config.json", to_hf_json(c).dump(2) + "\n");
+  const std::string text = to_hf_json(c).dump(2) + "\n";  // validates before anything is created
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir.string(), ": cannot create directory: ", ec.message());
+  write_file_atomic(dir / "config.json", text);
 }
 
 }  // namespace glm4

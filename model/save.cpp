@@ -12,9 +12,9 @@
 #include "autograd/weight_quantize.h"
 #include "base/check.h"
 #include "base/parallel.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "io/model_files.h"
-#include "io/progress.h"
+#include "base/progress_bar.h"
 #include "model/key_layout.h"
 
 namespace glm4 {

@@ -2,13 +2,13 @@
 # Rebuilds the embedded model in models/glm4-tiny from scratch with the project's own tools:
 # a sentencepiece tokenizer trained on data/corpus/tokenizer_train.txt, a random GLM-4 from
 # configs/embedded.json, pretrained fully (`glm4 train --full`) on data/corpus/pretrain.jsonl,
-# stored as bf16, then trained on in a second phase on tools/copy_documents.py's corpus
+# stored as bf16, then trained on in a second phase on tools/corpus/copy_documents.py's corpus
 # (repeated word sequences beside corpus documents), which teaches it to copy from its context,
-# stored as bf16, then a third phase on the corpus of `tools/copy_documents.py --phase 3` (copies
-# that start a line from the middle of one, some reversed), stored as bf16, then a fourth phase
-# on `tools/copy_documents.py --phase 4` (mostly reversed copies, and sums of numbers below 100
-# written out, none of the held-out add questions), stored as bf16, then a fifth phase on
-# `tools/fact_documents.py` (the corpus's quiz facts in several wordings, beside fourth-phase
+# stored as bf16, then a third phase on the corpus of `tools/corpus/copy_documents.py --phase 3`
+# (copies that start a line from the middle of one, some reversed), stored as bf16, then a fourth
+# phase on `tools/corpus/copy_documents.py --phase 4` (mostly reversed copies, and sums of numbers
+# below 100 written out, none of the held-out add questions), stored as bf16, then a fifth phase on
+# `tools/corpus/fact_documents.py` (the corpus's quiz facts in several wordings, beside fourth-phase
 # documents), stored as bf16 again. About 40 + 85 + 20 + 35 + 22 minutes on 2 cores. Not
 # bit-for-bit across machines (thread scheduling and -march=native change float rounding), but
 # the same recipe.
@@ -24,7 +24,7 @@ REVERSE_ITERS=${REVERSE_ITERS:-2000}
 FACT_ITERS=${FACT_ITERS:-1500}
 
 scripts/install_deps.sh
-scripts/install_corpus_packages.sh   # the quiz tables tools/fact_documents.py reads
+scripts/install_corpus_packages.sh   # the quiz tables tools/corpus/fact_documents.py reads
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j2 --target glm4
 GLM4=build/glm4
@@ -62,7 +62,7 @@ echo "== phase 1 stored as bf16"
 $GLM4 fuse --model "$WORK/pretrained" --out "$WORK/phase1" --dtype bf16
 
 echo "== phase 2: copying ($COPY_ITERS steps, 70% repeated word sequences)"
-/usr/bin/python3 tools/copy_documents.py "$WORK/copy_documents.jsonl"
+/usr/bin/python3 tools/corpus/copy_documents.py "$WORK/copy_documents.jsonl"
 continue_training copying phase1 "$WORK/copy_documents.jsonl" "$COPY_ITERS" \
   --learning-rate 2e-3 --lr-schedule constant
 
@@ -70,7 +70,7 @@ echo "== phase 2 stored as bf16"
 $GLM4 fuse --model "$WORK/copying" --out "$WORK/phase2" --dtype bf16
 
 echo "== phase 3: copies across a line start ($LINECOPY_ITERS steps)"
-/usr/bin/python3 tools/copy_documents.py --phase 3 "$WORK/linecopy_documents.jsonl"
+/usr/bin/python3 tools/corpus/copy_documents.py --phase 3 "$WORK/linecopy_documents.jsonl"
 continue_training linecopy phase2 "$WORK/linecopy_documents.jsonl" "$LINECOPY_ITERS" \
   --learning-rate 1e-3 --lr-schedule constant
 
@@ -78,7 +78,7 @@ echo "== phase 3 stored as bf16"
 $GLM4 fuse --model "$WORK/linecopy" --out "$WORK/phase3" --dtype bf16
 
 echo "== phase 4: reversed copies and sums ($REVERSE_ITERS steps)"
-/usr/bin/python3 tools/copy_documents.py --phase 4 "$WORK/reverse_documents.jsonl"
+/usr/bin/python3 tools/corpus/copy_documents.py --phase 4 "$WORK/reverse_documents.jsonl"
 continue_training reverse phase3 "$WORK/reverse_documents.jsonl" "$REVERSE_ITERS" \
   --learning-rate 1e-3 --lr-schedule constant
 
@@ -86,7 +86,7 @@ echo "== phase 4 stored as bf16"
 $GLM4 fuse --model "$WORK/reverse" --out "$WORK/phase4" --dtype bf16
 
 echo "== phase 5: quiz facts in several wordings ($FACT_ITERS steps)"
-/usr/bin/python3 tools/fact_documents.py "$WORK/fact_documents.jsonl"
+/usr/bin/python3 tools/corpus/fact_documents.py "$WORK/fact_documents.jsonl"
 continue_training facts phase4 "$WORK/fact_documents.jsonl" "$FACT_ITERS" \
   --learning-rate 1e-3 --lr-schedule cosine --min-lr 1e-4
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the public-domain / permissively licensed Debian packages that tools/build_corpus.py
-# reads its text from. Idempotent: packages already present are skipped, so a second run costs
+# Installs the public-domain / permissively licensed Debian packages that
+# tools/corpus/build_corpus.py reads its text from. Idempotent: packages already present are skipped, so a second run costs
 # one dpkg query per package.
-# Usage: scripts/install_corpus_packages.sh && /usr/bin/python3 tools/build_corpus.py
+# Usage: scripts/install_corpus_packages.sh && /usr/bin/python3 tools/corpus/build_corpus.py
 set -euo pipefail
 
 packages=(

@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install dependencies, configure, build, run ctest.
-# Usage: scripts/test.sh              Release build in build/, ctest -LE slow (CI runs exactly this)
+# Usage: scripts/test.sh              Release build in build/, then ctest (CI runs exactly this)
 #        scripts/test.sh --sanitize   GCC with AddressSanitizer + UndefinedBehaviorSanitizer in
-#                                     build-asan/ (-O1, any UB report fatal), then the same ctest;
-#                                     add --all to include the slow tests. Not in CI: see README.
+#                                     build-asan/ (-O1, any UB report fatal), then the same ctest.
+#                                     Not in CI: see README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitize=0 all=0
+sanitize=0
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
-    --all) all=1 ;;
-    *) echo "test.sh: unknown option $arg (expected --sanitize, --all)" >&2; exit 2 ;;
+    *) echo "test.sh: unknown option $arg (expected --sanitize)" >&2; exit 2 ;;
   esac
 done
 scripts/install_deps.sh
@@ -27,6 +26,4 @@ else
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
 cmake --build "$build" -j2
-labels=(-LE slow)
-((all)) && labels=()
-ctest --test-dir "$build" "${labels[@]}" --output-on-failure -j2
+ctest --test-dir "$build" --output-on-failure -j2

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "base/check.h"
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 #include "serve/openai_schema.h"
 
 namespace glm4::serve {

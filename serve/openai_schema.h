@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "serve/scheduler.h"
 

@@ -1,6 +1,7 @@
-// AdamW and clip_grad_norm against torch 1.13 (tests/data/adamw_fixture.json, written by
-// tools/adamw_fixture.py): five steps with varying lr, clipping on some steps, and a parameter
-// that misses its gradient on one step.
+// AdamW (train/adamw.h). Against torch 1.13 with clip_grad_norm (tests/data/adamw_fixture.json,
+// written by tools/reference/adamw_fixture.py): five steps with varying lr, clipping on some steps,
+// and a parameter that misses its gradient on one step. Then its bookkeeping: parallel update,
+// parameters without gradients, errors, load_state, and the sharded optimizer (ZeRO stage 1).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +12,18 @@
 #include "base/check.h"
 #include "train/adamw.h"
 #include "train/grad_clip.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
+using glm4::testing::expect_error;
 using nlohmann::json;
+
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  return Tensor::from(shape, testing::randn(size_t(shape_numel(shape)), seed, scale));
+}
 
 json load_fixture() {
   std::ifstream f(std::string(GLM4_TEST_DATA) + "/adamw_fixture.json");
@@ -167,6 +175,134 @@ TEST(AdamWFixture, ResumingFromSavedStateContinuesIdentically) {
   EXPECT_EQ(c.step_count(), 5);
   for (size_t i = 0; i < full.params.size(); ++i)
     EXPECT_EQ(full.params[i].to_vector(), resumed.params[i].to_vector()) << full.names[i];
+}
+
+// --- AdamW bookkeeping ---
+
+TEST(AdamW, ParallelUpdateOfALargeTensorEqualsSerialUpdatesOfItsPieces) {
+  const int64_t n = 100000, pieces = 10;
+  Tensor big = random_tensor({n}, 1).set_requires_grad(true);
+  std::vector<std::pair<std::string, Tensor>> small;
+  for (int64_t i = 0; i < pieces; ++i) {
+    std::vector<float> v(big.data() + i * n / pieces, big.data() + (i + 1) * n / pieces);
+    small.emplace_back(str_cat("p", i), Tensor::from({n / pieces}, v).set_requires_grad(true));
+  }
+  AdamW a({{"big", big}}, {});
+  AdamW b(small, {});
+  for (int step = 0; step < 3; ++step) {
+    Tensor g = random_tensor({n}, 100 + step, 0.1f);
+    big.set_grad(g);
+    for (int64_t i = 0; i < pieces; ++i) {
+      std::vector<float> v(g.data() + i * n / pieces, g.data() + (i + 1) * n / pieces);
+      small[size_t(i)].second.set_grad(Tensor::from({n / pieces}, v));
+    }
+    a.step(1e-3 * (step + 1));
+    b.step(1e-3 * (step + 1));
+  }
+  std::vector<float> joined;
+  for (auto& [name, t] : small)
+    for (float x : t.to_vector()) joined.push_back(x);
+  EXPECT_EQ(big.to_vector(), joined);
+  EXPECT_NE(big.to_vector(), random_tensor({n}, 1).to_vector());  // it did move
+}
+
+TEST(AdamW, ParametersWithoutGradientsAreNotTouched) {
+  Tensor a = Tensor::from({2}, {1, 2}).set_requires_grad(true);
+  Tensor b = Tensor::from({2}, {3, 4}).set_requires_grad(true);
+  AdamW opt({{"a", a}, {"b", b}}, {.lr = 0.1, .weight_decay = 0.5});
+  a.set_grad(Tensor::from({2}, {1, -1}));
+  opt.step();
+  EXPECT_EQ(b.to_vector(), (std::vector<float>{3, 4}));  // not even weight decay
+  EXPECT_EQ(opt.param_steps(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(opt.step_count(), 1);
+  // First step: m/(1-b1) = g, sqrt(v/(1-b2)) = |g|, so p = p(1 - lr wd) - lr sign(g) (+eps).
+  EXPECT_NEAR(a.to_vector()[0], 1 * (1 - 0.05) - 0.1, 1e-6);
+  EXPECT_NEAR(a.to_vector()[1], 2 * (1 - 0.05) + 0.1, 1e-6);
+  opt.zero_grad();
+  EXPECT_FALSE(a.grad().defined());
+}
+
+TEST(AdamW, ErrorsNameTheParameter) {
+  Tensor a = Tensor::zeros({2, 3}).set_requires_grad(true);
+  expect_error([&] { AdamW({{"w", a}, {"w", a}}, {}); }, "parameter name 'w' appears twice");
+  expect_error([&] { AdamW({{"w", Tensor()}}, {}); }, "'w' is an undefined tensor");
+  expect_error([&] { AdamW({{"w", a}}, {.beta1 = 1.0}); }, "beta1 must be in [0, 1)");
+  expect_error([&] { AdamW({{"w", a}}, {.beta2 = -0.1}); }, "beta2 must be in [0, 1)");
+  expect_error([&] { AdamW({{"w", a}}, {.eps = -1}); }, "eps must be >= 0");
+  expect_error([&] { AdamW({{"w", a}}, {.weight_decay = -1}); }, "weight_decay must be >= 0");
+  AdamW opt({{"w", a}}, {});
+  expect_error([&] { opt.step(-1.0); }, "learning rate must be finite and >= 0");
+  a.set_grad(Tensor::zeros({3, 2}));
+  expect_error([&] { opt.step(1e-3); }, "gradient of 'w' has shape (3,2), parameter has (2,3)");
+  expect_error(
+      [&] {
+        opt.load_state(1, {Tensor::zeros({6})}, {Tensor::zeros({2, 3})});
+      },
+      "exp_avg of 'w' has shape (6), parameter has (2,3)");
+  expect_error(
+      [&] {
+        opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({3, 2})});
+      },
+      "exp_avg_sq of 'w' has shape (3,2)");
+  expect_error([&] { opt.load_state(1, {}, {}); }, "1 parameters but 0 exp_avg");
+  expect_error(
+      [&] {
+        opt.load_state(1, {Tensor::zeros({2, 3})}, {Tensor::zeros({2, 3})}, {5});
+      },
+      "step 5 of 'w' is outside [0, 1]");
+}
+
+TEST(AdamW, LoadStateCopiesValuesAndSteps) {
+  Tensor a = Tensor::zeros({2}).set_requires_grad(true);
+  AdamW opt({{"a", a}}, {});
+  opt.load_state(7, {Tensor::from({2}, {1, 2})}, {Tensor::from({2}, {3, 4})});
+  EXPECT_EQ(opt.step_count(), 7);
+  EXPECT_EQ(opt.param_steps(), (std::vector<int64_t>{7}));
+  EXPECT_EQ(opt.exp_avg()[0].to_vector(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(opt.exp_avg_sq()[0].to_vector(), (std::vector<float>{3, 4}));
+}
+
+// ZeRO stage 1: optimizers owning complementary pieces of each parameter, put together, make the
+// update of one optimizer owning all, bit for bit; load_state keeps each one's piece.
+TEST(ShardedAdamW, PiecesMakeTheWholeUpdate) {
+  const Shape shape{7, 9};
+  const int64_t n = 63;
+  Tensor whole = random_tensor(shape, 1).set_requires_grad(true);
+  Tensor other = random_tensor({5}, 2).set_requires_grad(true);
+  std::vector<Tensor> copy_a{whole.clone().set_requires_grad(true), other.clone().set_requires_grad(true)};
+  std::vector<Tensor> copy_b{whole.clone().set_requires_grad(true), other.clone().set_requires_grad(true)};
+  AdamWOptions o{.lr = 1e-2, .weight_decay = 0.1};
+  AdamW full({{"w", whole}, {"o", other}}, o);
+  AdamW a({{"w", copy_a[0]}, {"o", copy_a[1]}}, o, {{0, 20}, {0, 5}});
+  AdamW b({{"w", copy_b[0]}, {"o", copy_b[1]}}, o, {{20, n}, {5, 5}});
+  EXPECT_EQ(a.exp_avg()[0].shape(), (Shape{20}));
+  EXPECT_EQ(a.exp_avg()[1].shape(), (Shape{5}));  // all of it: the parameter's shape
+  EXPECT_EQ(b.exp_avg()[1].shape(), (Shape{0}));
+  std::vector<Tensor> originals{whole, other};
+  for (int step = 0; step < 4; ++step) {
+    for (int i = 0; i < 2; ++i) {
+      Tensor g = random_tensor(i == 0 ? shape : Shape{5}, 10 + step * 2 + i, 0.1f);
+      originals[size_t(i)].set_grad(g);
+      copy_a[size_t(i)].set_grad(g.clone());
+      copy_b[size_t(i)].set_grad(g.clone());
+    }
+    full.step(1e-2);
+    a.step(1e-2);
+    b.step(1e-2);
+  }
+  std::vector<float> joined = copy_a[0].to_vector(), tail = copy_b[0].to_vector();
+  std::copy(tail.begin() + 20, tail.end(), joined.begin() + 20);
+  EXPECT_EQ(joined, whole.to_vector());
+  EXPECT_EQ(copy_a[1].to_vector(), other.to_vector());
+  EXPECT_EQ(b.param_steps(), full.param_steps());  // an empty piece still counts its steps
+  std::vector<float> m = full.exp_avg()[0].to_vector();
+  EXPECT_EQ(b.exp_avg()[0].to_vector(), std::vector<float>(m.begin() + 20, m.end()));
+
+  AdamW fresh({{"w", copy_b[0]}, {"o", copy_b[1]}}, o, {{20, n}, {5, 5}});
+  fresh.load_state(full.step_count(), full.exp_avg(), full.exp_avg_sq());
+  std::vector<float> v = full.exp_avg_sq()[0].to_vector();
+  EXPECT_EQ(fresh.exp_avg_sq()[0].to_vector(), std::vector<float>(v.begin() + 20, v.end()));
+  EXPECT_THROW(AdamW({{"w", whole}}, o, {{5, 64}}), Error);
 }
 
 }  // namespace

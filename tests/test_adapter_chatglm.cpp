@@ -1,7 +1,8 @@
 // PEFT adapters of ChatGLM checkpoints: PEFT's own keys (transformer.encoder.layers.N.
 // self_attention.query_key_value, dense, mlp.dense_h_to_4h, mlp.dense_4h_to_h), one A and one B
-// over the fused q|k|v output, checked against tools/adapter_ref.py's PyTorch reference (logits
-// and gradients, LoRA and DoRA); saving, conversion to MLX and back, training targets, errors.
+// over the fused q|k|v output, checked against tools/reference/adapter_ref.py's PyTorch reference
+// (logits and gradients, LoRA and DoRA); saving, conversion to MLX and back, training targets,
+// errors.
 #include <gtest/gtest.h>
 
 #include <fstream>

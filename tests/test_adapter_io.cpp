@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/save.h"

@@ -1,5 +1,5 @@
-// mlx's affine format bit for bit against tools/quant_reference.py's fixtures (quantize, pack,
-// unpack, dequantize), the quantized kernels against fp64 products on odd shapes for every
+// mlx's affine format bit for bit against tools/reference/quant_reference.py's fixtures (quantize,
+// pack, unpack, dequantize), the quantized kernels against fp64 products on odd shapes for every
 // kernel variant this CPU runs, and bad inputs rejected by name.
 #include <gtest/gtest.h>
 

@@ -1,16 +1,22 @@
-// The tape: accumulation into leaves, no-grad mode, frozen tensors, checkpointing, errors.
+// The tape: accumulation into leaves, no-grad mode, frozen tensors, errors, and the hook that says
+// when a leaf's gradient is complete (checkpointing: test_recompute.cpp).
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "base/check.h"
 #include "autograd/recompute.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/weight.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
-using V = std::vector<Tensor>;
+
+Tensor random_tensor(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  return Tensor::from(shape, testing::randn(size_t(shape_numel(shape)), seed, scale));
+}
 
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   Tensor x = Tensor::from({3}, {1, 2, 3}).set_requires_grad(true);
@@ -85,85 +91,39 @@ TEST(Autograd, ShapeMismatchesNameTheOpAndShapes) {
             std::string::npos);
 }
 
-// A LoRA-shaped MLP block: frozen up/down weights (4x expansion), trainable A and B on the up
-// projection, and an input that may need no gradient.
-struct LoraBlock {
-  Weight up, down;
-  Tensor a, b;
-  Tensor operator()(const V& in) const {
-    Tensor lora = ops::linear(ops::linear(in[0], a, Tensor()), b, Tensor());
-    Tensor hidden = ops::silu(ops::add(ops::linear(in[0], up, Tensor(), kF32Compute), ops::scale(lora, 2.0f)));
-    return ops::add(in[0], ops::linear(hidden, down, Tensor(), kF32Compute));
-  }
-};
+// The hook fires once per trainable leaf, when its gradient already has its final value, also
+// for leaves inside a recomputed block.
+TEST(LeafReadyHook, FiresOnceWhenTheGradientIsComplete) {
+  Tensor w1 = random_tensor({4}, 1).set_requires_grad(true);
+  Tensor w2 = random_tensor({4}, 2).set_requires_grad(true);
+  Tensor w3 = random_tensor({4}, 3).set_requires_grad(true);
+  Tensor x = random_tensor({4}, 4);
+  auto loss_of = [&] {
+    Tensor h = ops::mul(x, w1);
+    h = recompute([&](const std::vector<Tensor>& in) { return ops::mul(in[0], w2); }, {h});
+    return ops::add(ops::sum(ops::mul(h, w3)), ops::sum(ops::mul(w1, w1)));  // w1 used twice
+  };
+  backward(loss_of());
+  std::vector<std::vector<float>> want{w1.grad().to_vector(), w2.grad().to_vector(), w3.grad().to_vector()};
+  for (Tensor* w : {&w1, &w2, &w3}) w->zero_grad();
 
-LoraBlock make_block(int64_t h, int64_t r, uint64_t seed) {
-  std::vector<float> w = ops::scale(testing::random_tensor({4 * h, h}, seed), 0.1f).to_vector();
-  std::vector<float> w2 = ops::scale(testing::random_tensor({h, 4 * h}, seed + 3), 0.1f).to_vector();
-  return {Weight::from_f32(w.data(), 4 * h, h), Weight::from_f32(w2.data(), h, 4 * h),
-          ops::scale(testing::random_tensor({r, h}, seed + 1), 0.3f).detach().set_requires_grad(true),
-          ops::scale(testing::random_tensor({4 * h, r}, seed + 2), 0.3f).detach().set_requires_grad(true)};
-}
-
-TEST(Checkpoint, GivesIdenticalGradientsIncludingParametersInsideTheBlock) {
-  Tensor x = testing::random_tensor({5, 8}, 3);  // frozen input: the PEFT#137 case
-  LoraBlock block = make_block(8, 2, 10);
-  backward(ops::sum(block({x})));
-  Tensor ga = block.a.grad().clone(), gb = block.b.grad().clone();
-  block.a.zero_grad();
-  block.b.zero_grad();
-  Tensor out = recompute(block, {x});
-  EXPECT_TRUE(out.requires_grad());
-  EXPECT_EQ(out.grad_fn()->saved.size(), 1u);  // only the input
-  backward(ops::sum(out));
-  ASSERT_TRUE(block.a.grad().defined() && block.b.grad().defined());
-  EXPECT_EQ(block.a.grad().to_vector(), ga.to_vector());
-  EXPECT_EQ(block.b.grad().to_vector(), gb.to_vector());
-}
-
-TEST(Checkpoint, InputGradientsFlowThrough) {
-  Tensor x = testing::random_tensor({3, 8}, 4).set_requires_grad(true);
-  LoraBlock block = make_block(8, 2, 20);
-  Tensor y0 = block({x});
-  backward(ops::sum(ops::mul(y0, y0)));
-  Tensor plain = x.grad().clone();
-  x.zero_grad();
-  Tensor y = recompute(block, {x});
-  backward(ops::sum(ops::mul(y, y)));
-  EXPECT_EQ(x.grad().to_vector(), plain.to_vector());
-}
-
-TEST(Checkpoint, BlockWithoutTrainableTensorsRecordsNothing) {
-  Tensor x = testing::random_tensor({3, 4}, 4);
-  Tensor y = recompute([](const V& in) { return ops::silu(in[0]); }, {x});
-  EXPECT_FALSE(y.requires_grad());
-}
-
-// Peak tensor memory of forward + backward through an 8-block chain.
-int64_t chain_peak_bytes(bool use_checkpoint, std::vector<LoraBlock>& blocks) {
-  Tensor x = testing::random_tensor({256, 128}, 5);
-  for (auto& b : blocks) {
-    b.a.zero_grad();
-    b.b.zero_grad();
-  }
-  TensorMemory::reset_peak();
-  int64_t before = TensorMemory::live_bytes();
+  std::map<const TensorImpl*, int> fired;
+  std::map<const TensorImpl*, std::vector<float>> at_fire;
   {
-    Tensor h = x;
-    for (auto& b : blocks) h = use_checkpoint ? recompute(b, {h}) : b({h});
-    backward(ops::sum(h));
+    LeafReadyHook hook([&](const TensorImpl* leaf) {
+      ++fired[leaf];
+      for (Tensor* w : {&w1, &w2, &w3})
+        if (w->impl() == leaf) at_fire[leaf] = w->grad().to_vector();
+    });
+    backward(loss_of());
   }
-  return TensorMemory::peak_bytes() - before;
-}
-
-TEST(Checkpoint, AnEightBlockChainPeaksLowerWithCheckpoints) {
-  std::vector<LoraBlock> blocks;
-  for (int i = 0; i < 8; ++i) blocks.push_back(make_block(128, 4, 100 + 10 * i));
-  int64_t plain = chain_peak_bytes(false, blocks);
-  std::vector<float> plain_grad = blocks[0].a.grad().to_vector();
-  int64_t checkpointed = chain_peak_bytes(true, blocks);
-  EXPECT_EQ(blocks[0].a.grad().to_vector(), plain_grad);
-  EXPECT_LT(checkpointed * 10, plain * 6) << "plain " << plain << " bytes, checkpointed " << checkpointed;
+  EXPECT_EQ(fired[w1.impl()], 1);
+  EXPECT_EQ(fired[w2.impl()], 1);
+  EXPECT_EQ(fired[w3.impl()], 1);
+  EXPECT_EQ(at_fire[w1.impl()], want[0]);
+  EXPECT_EQ(at_fire[w2.impl()], want[1]);
+  EXPECT_EQ(at_fire[w3.impl()], want[2]);
+  EXPECT_EQ(LeafReadyHook::current(), nullptr);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // training target mask, stop ids and format detection.
 #include <gtest/gtest.h>
 
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "tests/tokenizer_fixtures.h"
 
 namespace glm4 {

@@ -10,7 +10,7 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "infer/score.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "tests/support/repo_paths.h"
 #include "tests/support/run_command.h"

@@ -10,7 +10,7 @@
 
 #include "autograd/node.h"
 #include "infer/generator.h"
-#include "io/chat_template.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/config.h"
 #include "tests/support/repo_paths.h"

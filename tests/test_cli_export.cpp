@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "infer/merge.h"
-#include "io/gguf_reader.h"
+#include "tests/support/gguf_reader.h"
 #include "model/glm4_model.h"
 #include "tests/support/random_adapter.h"
 #include "tests/support/run_command.h"

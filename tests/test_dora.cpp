@@ -1,6 +1,7 @@
 // DoRA (PEFT semantics, model/dora.h): gradients of A, B and the magnitude and a 20-step run
-// against tools/adapter_ref.py's PyTorch reference; a fresh adapter is the base; fused equals
-// live; PEFT and MLX files round-trip; bf16 compute and quantized bases train; and what refuses it.
+// against tools/reference/adapter_ref.py's PyTorch reference; a fresh adapter is the base; fused
+// equals live; PEFT and MLX files round-trip; bf16 compute and quantized bases train; and what
+// refuses it.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -9,9 +9,9 @@
 
 #include "base/check.h"
 #include "base/dtype.h"
-#include "io/ggml_quants.h"
-#include "io/gguf_reader.h"
-#include "io/gguf_writer.h"
+#include "export/ggml_quants.h"
+#include "tests/support/gguf_reader.h"
+#include "export/gguf_writer.h"
 #include "support/temp_dir.h"
 #include "tests/support/random_values.h"
 

@@ -6,10 +6,10 @@
 #include <set>
 
 #include "base/dtype.h"
-#include "infer/gguf_export.h"
-#include "infer/gguf_lora_export.h"
-#include "io/ggml_quants.h"
-#include "io/gguf_reader.h"
+#include "export/gguf_export.h"
+#include "export/gguf_lora_export.h"
+#include "export/ggml_quants.h"
+#include "tests/support/gguf_reader.h"
 #include "model/save.h"
 #include "support/temp_dir.h"
 #include "tests/support/random_values.h"

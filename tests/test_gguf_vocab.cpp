@@ -5,9 +5,9 @@
 
 #include <set>
 
-#include "io/gguf_reader.h"
-#include "io/gguf_vocab.h"
-#include "io/gguf_writer.h"
+#include "tests/support/gguf_reader.h"
+#include "export/gguf_vocab.h"
+#include "export/gguf_writer.h"
 #include "support/temp_dir.h"
 #include "tests/support/repo_paths.h"
 

@@ -1,14 +1,15 @@
 // kMaxJsonDepth: every JSON text glm4 reads from a file (config.json, adapter configs,
-// tokenizer.json, safetensors headers, data records, the training state's config) is refused
-// above 64 levels of nesting before it is parsed, naming the file and the limit.
+// tokenizer.json, tokenizer_config.json, safetensors headers, data records, the training state's
+// config) is refused above 64 levels of nesting before it is parsed, naming the file and the limit.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <fstream>
 
+#include "base/check.h"
 #include "dataset/records.h"
-#include "io/json_depth.h"
-#include "io/json_file.h"
+#include "io/file/json_depth.h"
+#include "io/file/json_file.h"
 #include "io/safetensors.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/config.h"
@@ -41,6 +42,26 @@ TEST(JsonDepth, JsonFilesAreCheckedBeforeParsing) {
   std::ofstream(dir / "tokenizer.json") << R"({"model": )" << nested(1000) << "}";
   EXPECT_TRUE(throws_with([&] { load_tokenizer_json(dir / "tokenizer.json"); },
                           {"tokenizer.json", "kMaxJsonDepth"}));
+}
+
+// The tokenizer_config.json beside a tiktoken or sentencepiece tokenizer.model.
+TEST(JsonDepth, TokenizerConfigsAreChecked) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "tiktoken");
+  std::filesystem::create_directories(dir / "sp");
+  const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string ranks;  // every single byte, base64-encoded, ranked by value
+  for (int b = 0; b < 256; ++b) ranks += str_cat(b64[b >> 2], b64[(b & 3) << 4], "== ", b, "\n");
+  std::ofstream(dir / "tiktoken" / "tokenizer.model") << ranks;
+  std::ofstream(dir / "tiktoken" / "tokenizer_config.json") << R"({"added_tokens_decoder": )" << nested(1000) << "}";
+  EXPECT_TRUE(throws_with([&] { load_tiktoken(dir / "tiktoken" / "tokenizer.model"); },
+                          {"tokenizer_config.json", "kMaxJsonDepth"}));
+  // Pieces "<unk>" (type UNKNOWN) and "a": enough for the config to be read.
+  std::ofstream(dir / "sp" / "tokenizer.model", std::ios::binary)
+      << std::string("\x0a\x09\x0a\x05<unk>\x18\x02" "\x0a\x03\x0a\x01" "a", 16);
+  std::ofstream(dir / "sp" / "tokenizer_config.json") << R"({"tokenizer_class": )" << nested(1000) << "}";
+  EXPECT_TRUE(throws_with([&] { load_sentencepiece(dir / "sp" / "tokenizer.model"); },
+                          {"tokenizer_config.json", "kMaxJsonDepth"}));
 }
 
 TEST(JsonDepth, SafetensorsHeadersAndRecordsAreChecked) {

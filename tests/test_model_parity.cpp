@@ -1,5 +1,5 @@
-// The model computes what the PyTorch reference (tools/reference.py) computes: logits and every
-// layer's hidden states, for each family, batch 2 with right padding, 160 tokens.
+// The model computes what the PyTorch reference (tools/reference/reference.py) computes: logits
+// and every layer's hidden states, for each family, batch 2 with right padding, 160 tokens.
 #include <gtest/gtest.h>
 
 #include <cmath>

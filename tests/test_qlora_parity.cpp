@@ -1,6 +1,6 @@
 // QLoRA matches PyTorch on the dequantized base: fp32 LoRA over the frozen 2-8 bit base of
-// tiny_glm4_q (tools/quant_model_reference.py), the lora_train_glm4 run's adapters and batches:
-// first-step gradients and a 20-step loss curve, with and without gradient checkpointing.
+// tiny_glm4_q (tools/reference/quant_model_reference.py), the lora_train_glm4 run's adapters and
+// batches: first-step gradients and a 20-step loss curve, with and without gradient checkpointing.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -9,7 +9,7 @@
 #include "autograd/node.h"
 #include "base/check.h"
 #include "infer/merge_quantized.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "model/compute_choice.h"

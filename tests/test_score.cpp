@@ -1,6 +1,6 @@
-// score_loss (perplexity, validation loss, evaluate's answer loss) equals the cross-entropy of a
-// plain forward pass, whatever the batching, with labels shifted by one and -100 ignored; and
-// row_log_probs (classify's scores) is that loss per row.
+// score_loss (perplexity, validation loss, evaluate's answer loss, also per task) equals the
+// cross-entropy of a plain forward pass, whatever the batching, with labels shifted by one and
+// -100 ignored; and row_log_probs (classify's scores) is that loss per row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,6 +134,28 @@ TEST(RowLogProbs, EqualMinusTheSummedLossOfEachExample) {
     }
     EXPECT_EQ(got[2], 0.0);
   }
+}
+
+// evaluate's per-task figures: each task's loss is score_loss over its examples alone (untasked
+// ones left out), and its exact-match rate is its correct share.
+TEST(ScoreLoss, ByTaskScoresEachTasksExamplesAlone) {
+  std::string dir = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
+  auto model = load_model(dir);
+  std::vector<Example> ex = as_examples(fixture_examples(dir).ids, {});
+  ASSERT_GE(ex.size(), 2u);
+  std::map<std::string, LossScore> got =
+      score_loss_by_task(*model, {ex[0], ex[1], ex[1], ex[0]}, {"a", "b", "a", ""}, 2);
+  ASSERT_EQ(got.size(), 2u);
+  const LossScore a = score_loss(*model, {ex[0], ex[1]}, 2), b = score_loss(*model, {ex[1]}, 2);
+  EXPECT_EQ(got["a"].loss, a.loss);
+  EXPECT_EQ(got["a"].tokens, a.tokens);
+  EXPECT_EQ(got["b"].loss, b.loss);
+  EXPECT_NE(got["a"].loss, got["b"].loss);
+  EXPECT_THROW(score_loss_by_task(*model, {ex[0]}, {"a", "b"}, 2), Error);
+
+  ExactMatchScore em;
+  em.by_task = {{"x", {1, 4}}, {"y", {3, 3}}};
+  EXPECT_EQ(em.rate_by_task(), (std::map<std::string, double>{{"x", 0.25}, {"y", 1.0}}));
 }
 
 TEST(ScoreLoss, RejectsMismatchedInputs) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dataset/dataset.h"
-#include "io/progress.h"
+#include "base/progress_bar.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/lora.h"

@@ -15,7 +15,9 @@
 #include "model/adapter/adapter_io.h"
 #include "train/lr_schedule.h"
 #include "infer/score.h"
-#include "io/progress.h"
+#include "base/peak_rss.h"
+#include "base/progress_bar.h"
+#include "train/metrics_log.h"
 #include "dataset/batch_iterator.h"
 #include "dataset/step_split.h"
 #include "train/distributed.h"
@@ -71,7 +73,7 @@ std::vector<Batch> next_micro_batches(BatchIterator& batches, const std::vector<
   return micro;
 }
 
-// The temporary files (`*.tmp`, io/atomic_file.h) a killed run left in OUT and OUT/best: a save
+// The temporary files (`*.tmp`, io/file/atomic_file.h) a killed run left in OUT and OUT/best: a save
 // that never finished. The files they were to replace are whole.
 void remove_stale_temporaries(const fs::path& out) {
   for (const fs::path& dir : {out, out / "best"}) {

@@ -6,7 +6,7 @@
 
 #include "base/check.h"
 #include "io/hdf5_store.h"
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 
 namespace glm4 {
 

@@ -62,7 +62,6 @@ class ByteBpe {
   }
   const std::string& bytes_of(int32_t id) const { return *tokens_[id]; }
   int32_t id_limit() const { return int32_t(tokens_.size()); }
-  size_t merge_count() const { return pairs_.size(); }
 
  private:
   struct Hash {

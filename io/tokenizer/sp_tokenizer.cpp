@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/file_io.h"
 #include "io/tokenizer/sp_model_proto.h"
 #include "io/tokenizer/special_tokens.h"
@@ -135,12 +136,7 @@ size_t chatglm_special_count(const std::filesystem::path& file, const std::vecto
     // A bare ChatGLM tokenizer.model: assume ChatGLM3, whose specials extend ChatGLM2's.
     return pieces.size() == size_t(kChatGlmPieceCount) ? std::size(kChatGlmSpecials) : 0;
   }
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(tok_io::read_file(config_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(config_path.string(), ": ", e.what());
-  }
+  const nlohmann::json config = read_json_file(config_path);
   GLM4_CHECK(config.is_object(), config_path.string(), ": not a JSON object");
   if (config.value("tokenizer_class", "") != "ChatGLMTokenizer") return 0;
   const std::string name = config.value("name_or_path", "");

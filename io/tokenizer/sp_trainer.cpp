@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/tokenizer/file_io.h"
+#include "io/file/atomic_file.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace glm4 {
@@ -117,7 +117,7 @@ void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, int v
              " lines): ", status.ToString());
 
   std::filesystem::create_directories(out_dir);
-  tok_io::write_file_atomic(out_dir / "tokenizer.model", model);
+  write_file_atomic(out_dir / "tokenizer.model", model);
 
   sentencepiece::SentencePieceProcessor sp;
   GLM4_CHECK(sp.LoadFromSerializedProto(model).ok(), "tokenizer training: produced an unloadable model");
@@ -139,7 +139,7 @@ void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, int v
                        {"add_dummy_prefix", false},
                        {"max_sentences", kMaxSentences},
                        {"sentences_used", lines.count()}};
-  tok_io::write_file_atomic(out_dir / "tokenizer_config.json", config.dump(2) + "\n");
+  write_file_atomic(out_dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
 
 }  // namespace glm4

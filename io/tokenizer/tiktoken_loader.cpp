@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/file/json_file.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/tiktoken_ranks.h"
 #include "io/tokenizer/tokenizer.h"
@@ -46,13 +47,7 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::filesystem::path& file) {
   const auto config_path = file.parent_path() / "tokenizer_config.json";
   std::map<int32_t, std::string> from_config;
   if (std::filesystem::exists(config_path)) {
-    nlohmann::json config;
-    try {
-      std::ifstream in(config_path);
-      config = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail(config_path.string(), ": ", e.what());
-    }
+    nlohmann::json config = read_json_file(config_path);
     if (config.contains("added_tokens_decoder")) {
       for (const auto& [key, value] : config["added_tokens_decoder"].items()) {
         GLM4_CHECK(value.is_object() && value.contains("content") && value["content"].is_string(),

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "io/json_depth.h"
+#include "io/file/json_depth.h"
 #include "io/tokenizer/byte_level_alphabet.h"
 #include "io/tokenizer/byte_level_tokenizer.h"
 #include "io/tokenizer/file_io.h"

@@ -13,7 +13,7 @@ namespace glm4::adapter_detail {
 
 using json = nlohmann::json;
 
-// read_json_file (io/json_file.h) checked to hold an object.
+// read_json_file (io/file/json_file.h) checked to hold an object.
 json read_json_object(const std::filesystem::path& path);
 
 // Typed fields of a JSON object; `file` names it in errors. A null or absent field takes `def`

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "io/json_file.h"
+#include "io/file/json_file.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_detail.h"
 #include "model/key_layout.h"

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "base/check.h"
-#include "io/atomic_file.h"
+#include "io/file/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_detail.h"
 #include "model/key_layout.h"

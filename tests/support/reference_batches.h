@@ -1,4 +1,4 @@
-// The training batches of a PyTorch reference fixture (tools/reference.py writes
+// The training batches of a PyTorch reference fixture (tools/reference/reference.py writes
 // `step{S}.micro{M}.{input_ids,labels,lengths}`), and the error measure for a tensor against it.
 #pragma once
 #include <vector>

@@ -1,0 +1,67 @@
+// glm4 chat: an interactive multi-turn chat that reuses the KV cache.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "autograd/node.h"
+#include "cli/cli_common.h"
+#include "cli/flag_groups.h"
+#include "cli/model_session.h"
+#include "infer/generator.h"
+#include "io/tokenizer/stream_decoder.h"
+
+namespace glm4::cli {
+
+namespace {
+struct ChatFlags {
+  ModelFlags model;
+  AdapterFlags adapter;
+  SamplingFlags sampling;
+  std::string system, compute = "auto";
+};
+
+void run_chat(const ChatFlags& f) {
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  s.require_tokenizer("chat");
+  GenerationConfig cfg = f.sampling.config(s, true);
+  NoGradGuard no_grad;
+  Generator gen(*s.model, cfg);
+  std::vector<ChatMessage> messages;
+  if (!f.system.empty()) messages.push_back({"system", f.system});
+  std::string line;
+  while (true) {
+    std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line) || line.empty() || line == "/exit") break;
+    messages.push_back({"user", line});
+    std::vector<int32_t> ids = s.render(messages);
+    const auto& history = gen.history();
+    bool extends = !history.empty() && history.size() < ids.size() &&
+                   std::equal(history.begin(), history.end(), ids.begin());
+    if (extends) gen.append(std::span<const int32_t>(ids).subspan(history.size()));
+    else gen.start(ids);
+    StreamDecoder stream(*s.tokenizer, true);
+    std::vector<int32_t> reply;
+    while (auto id = gen.next()) {
+      reply.push_back(*id);
+      std::fputs(stream.push(*id).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    std::fputs(stream.flush().c_str(), stdout);
+    std::printf("\n");
+    messages.push_back({"assistant", s.tokenizer->decode(reply, true)});
+  }
+}
+}  // namespace
+
+void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
+  CLI::App* app = parent.add_subcommand("chat", "Interactive multi-turn chat (empty line or /exit quits)");
+  auto f = std::make_shared<ChatFlags>();
+  f->model.add(app);
+  f->adapter.add(app);
+  f->sampling.add(app);
+  app->add_option("--system", f->system, "System message (with --chat)");
+  add_compute_flag(app, f->compute);
+  out.push_back({app, [f] { run_chat(*f); }});
+}
+
+}  // namespace glm4::cli

@@ -1,0 +1,55 @@
+// The shared flag groups' declarations and checks.
+#include "cli/flag_groups.h"
+
+#include "base/check.h"
+
+namespace glm4::cli {
+
+CLI::Option* ModelFlags::add(CLI::App* app, const std::string& help) {
+  return app->add_option("--model", dir, help)->required();
+}
+
+CLI::Option* AdapterFlags::add(CLI::App* app, const std::string& use) {
+  return app->add_option("--adapter", dir, "LoRA adapter directory (PEFT or MLX)" + use);
+}
+
+CLI::Option* DataFlags::add(CLI::App* app, const std::string& help, const std::string& batch_help) {
+  CLI::Option* data = app->add_option("--data", file, help);
+  app->add_option("--batch-size", batch_size,
+                  batch_help + " (default " + std::to_string(batch_size) + ")");
+  return data;
+}
+
+void DataFlags::check_batch_size() const {
+  GLM4_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+}
+
+void SamplingFlags::add(CLI::App* app) {
+  app->add_option("--max-tokens", max_tokens, "Tokens to generate at most (default 256)");
+  app->add_option("--temp", temp, "Sampling temperature; 0 = greedy (default 0)");
+  app->add_option("--top-k", top_k, "Keep the K most likely tokens; 0 = off");
+  app->add_option("--top-p", top_p, "Nucleus sampling threshold (default 1 = off)");
+  app->add_option("--min-p", min_p, "Drop tokens below min-p times the top probability");
+  app->add_option("--repeat-penalty", repeat_penalty,
+                  "Penalty for tokens of the last 64 (default 1)");
+  app->add_option("--seed", seed, "Sampling seed (default 0)");
+  app->add_option("--max-kv-size", max_kv_size,
+                  "Keep at most N cached tokens (first 4 + most recent)");
+}
+
+GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
+  GenerationConfig g;
+  g.max_tokens = max_tokens;
+  g.sampling.temperature = temp;
+  g.sampling.top_k = top_k;
+  g.sampling.top_p = top_p;
+  g.sampling.min_p = min_p;
+  g.sampling.repeat_penalty = repeat_penalty;
+  g.sampling.seed = seed;
+  g.max_kv_size = max_kv_size;
+  g.stop_ids = s.stop_ids(chat);
+  validate_generation_config(g);
+  return g;
+}
+
+}  // namespace glm4::cli

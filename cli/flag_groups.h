@@ -1,0 +1,51 @@
+// Flag groups several subcommands share, each declared once: a command's XFlags struct holds
+// the groups it uses beside its own flags, and its registration calls each group's add.
+// (--compute is add_compute_flag in cli_common.h.)
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "cli/model_session.h"
+#include "infer/generator.h"
+
+namespace glm4::cli {
+
+// --model DIR, required; `help` says what the command needs from the directory.
+struct ModelFlags {
+  std::string dir;
+  CLI::Option* add(CLI::App* app, const std::string& help = "Model directory");
+};
+
+// --adapter DIR: a LoRA adapter directory in the PEFT or MLX layout. `use` ends the help with
+// what the command does with it (", applied live" by default).
+struct AdapterFlags {
+  std::string dir;
+  CLI::Option* add(CLI::App* app, const std::string& use = ", applied live");
+};
+
+// --data FILE (JSONL records; `help` says which) and --batch-size N: records per forward pass,
+// whose default differs per command (the help ends with it). add returns --data's option.
+struct DataFlags {
+  explicit DataFlags(int64_t default_batch_size) : batch_size(default_batch_size) {}
+  std::string file;
+  int64_t batch_size;
+  CLI::Option* add(CLI::App* app, const std::string& help, const std::string& batch_help);
+  void check_batch_size() const;  // > 0
+};
+
+// What generate and chat sample with: --max-tokens, --temp, --top-k, --top-p, --min-p,
+// --repeat-penalty, --seed, --max-kv-size.
+struct SamplingFlags {
+  int max_tokens = 256;
+  float temp = 0, top_p = 1, min_p = 0, repeat_penalty = 1;
+  int top_k = 0;
+  uint64_t seed = 0;
+  int64_t max_kv_size = 0;
+
+  void add(CLI::App* app);
+  // The generation settings, stopping at the session's stop ids (chat: also the template's).
+  GenerationConfig config(const ModelSession& s, bool chat) const;
+};
+
+}  // namespace glm4::cli

@@ -1,0 +1,179 @@
+// Model export: general.* keys, the family's hyperparameters under its architecture name, the
+// tokenizer, then every tensor converted from fp32 one at a time while the file is written.
+#include "export/gguf_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "base/check.h"
+#include "export/gguf_tensor_map.h"
+#include "export/ggml_quants.h"
+#include "export/gguf_vocab.h"
+#include "export/gguf_writer.h"
+
+namespace glm4 {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void set_u32(GgufWriter& w, const std::string& key, int64_t v) {
+  GLM4_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), "gguf export: ", key, " = ", v, " does not fit uint32");
+  w.set(key, GgufValue::of_u32(uint32_t(v)));
+}
+
+// TextModel.set_gguf_parameters + Glm4Model's rope dimension count.
+void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
+  const std::string a = "glm4.";
+  set_u32(w, a + "block_count", c.num_hidden_layers);
+  set_u32(w, a + "context_length", c.max_position_embeddings);
+  set_u32(w, a + "embedding_length", c.hidden_size);
+  set_u32(w, a + "feed_forward_length", c.intermediate_size);
+  set_u32(w, a + "attention.head_count", c.num_attention_heads);
+  set_u32(w, a + "attention.head_count_kv", c.num_key_value_heads);
+  w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
+  // The converter writes these when config.json has head_dim; llama.cpp otherwise assumes
+  // hidden / heads, so they are needed whenever that differs.
+  if (c.raw.contains("head_dim") || c.head_dim * c.num_attention_heads != c.hidden_size) {
+    set_u32(w, a + "attention.key_length", c.head_dim);
+    set_u32(w, a + "attention.value_length", c.head_dim);
+  }
+  set_u32(w, "general.file_type", llama_file_type(type));
+  set_u32(w, a + "rope.dimension_count", c.rotary_dim);
+}
+
+// ChatGLMModel.set_gguf_parameters (also used for GlmForCausalLM). We write the model's own
+// values; where the converter's ChatGLM-only lookups would give others, a note says so.
+void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type, std::vector<std::string>& notes) {
+  const std::string a = "chatglm.";
+  GLM4_CHECK(c.num_attention_heads * c.head_dim == c.hidden_size, "gguf export: llama.cpp's chatglm "
+             "needs heads * head_dim == hidden_size (its attn_output is hidden x hidden); this model has ",
+             c.num_attention_heads, " * ", c.head_dim, " != ", c.hidden_size);
+  set_u32(w, a + "context_length", c.max_position_embeddings);
+  set_u32(w, a + "embedding_length", c.hidden_size);
+  set_u32(w, a + "feed_forward_length", c.intermediate_size);
+  set_u32(w, a + "block_count", c.num_hidden_layers);
+  set_u32(w, a + "attention.head_count", c.num_attention_heads);
+  set_u32(w, a + "attention.head_count_kv", c.num_key_value_heads);
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
+  set_u32(w, "general.file_type", llama_file_type(type));
+  set_u32(w, a + "rope.dimension_count", c.rotary_dim);
+  w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
+  if (c.family == ModelConfig::Family::Glm) {
+    const double converter_eps = c.raw.value("layernorm_epsilon", 1e-5);
+    const double converter_base = 10000.0 * c.raw.value("rope_ratio", 1.0);
+    const int64_t converter_ctx = c.raw.value("seq_length", c.hidden_size);
+    if (float(converter_eps) != float(c.rms_norm_eps) || float(converter_base) != float(c.rope_theta) ||
+        converter_ctx != c.max_position_embeddings) {
+      notes.push_back(str_cat("GlmForCausalLM: llama.cpp's converter reads ChatGLM's config keys and would "
+                              "write eps ", converter_eps, ", rope base ", converter_base, ", context ",
+                              converter_ctx, "; written are the model's eps ", c.rms_norm_eps, ", rope base ",
+                              c.rope_theta, ", context ", c.max_position_embeddings));
+    }
+  }
+}
+
+// Rows of several of our tensors stacked (ChatGLM's q|k|v) or one tensor, in fp32.
+std::vector<float> gather_f32(const GgufTensorPlan& t, const std::map<std::string, Param*>& params) {
+  std::vector<float> out;
+  for (const std::string& src : t.sources) {
+    const Tensor v = params.at(src)->to_f32();
+    out.insert(out.end(), v.data(), v.data() + v.numel());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string gguf_size_label(int64_t n) {
+  double scaled;
+  const char* suffix;
+  if (n > 1e12) scaled = double(n) * 1e-12, suffix = "T";
+  else if (n > 1e9) scaled = double(n) * 1e-9, suffix = "B";
+  else if (n > 1e6) scaled = double(n) * 1e-6, suffix = "M";
+  else scaled = double(n) * 1e-3, suffix = "K";
+  std::string whole = std::to_string(int64_t(std::nearbyint(scaled)));  // Python's round: ties to even
+  whole.erase(0, whole.find_first_not_of('0') == std::string::npos ? whole.size() : whole.find_first_not_of('0'));
+  const int decimals = std::max(2 - int(whole.size()), 0);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, scaled, suffix);
+  return buf;
+}
+
+GgmlType gguf_tensor_type(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
+                          bool* fell_back) {
+  *fell_back = false;
+  if (shape.size() <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight")) return GgmlType::F32;
+  if (shape.back() % ggml_block_size(type) != 0) {
+    *fell_back = true;
+    return GgmlType::F16;
+  }
+  return type;
+}
+
+GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path& model_dir,
+                                   const std::filesystem::path& out, GgmlType type) {
+  const ModelConfig& c = model.config;
+  GgufExportResult result;
+  result.arch = gguf_arch_name(c);
+
+  std::map<std::string, Param*> params;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
+  model.visit([&](const std::string& name, Param& p) {
+    params[name] = &p;
+    ours.emplace_back(name, std::vector<int64_t>(p.shape.begin(), p.shape.end()));
+  });
+  const std::vector<GgufTensorPlan> plan = gguf_tensor_plan(c, ours);
+  for (const GgufTensorPlan& t : plan) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    result.parameters += n;
+  }
+
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::of_string(result.arch));
+  w.set("general.type", GgufValue::of_string("model"));
+  std::filesystem::path dir = std::filesystem::weakly_canonical(model_dir);
+  w.set("general.name", GgufValue::of_string(dir.filename().string()));
+  w.set("general.size_label", GgufValue::of_string(gguf_size_label(result.parameters)));
+  if (c.family == ModelConfig::Family::Glm4) {
+    glm4_hparams(c, w, type);
+  } else {
+    chatglm_hparams(c, w, type, result.notes);
+  }
+  set_u32(w, "general.quantization_version", kGgmlQuantVersion);
+
+  const GgufVocab vocab = build_gguf_vocab(
+      model_dir, c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4 : GgufVocabStyle::ChatGlm,
+      c.vocab_size);
+  add_vocab_metadata(vocab, w);
+  // Without a token list llama.cpp takes the vocabulary size from here (it adds dummy tokens).
+  if (vocab.model == "none") set_u32(w, result.arch + ".vocab_size", c.vocab_size);
+  result.notes.insert(result.notes.end(), vocab.notes.begin(), vocab.notes.end());
+
+  for (const GgufTensorPlan& t : plan) {
+    bool fell_back = false;
+    const GgmlType tt = gguf_tensor_type(t.name, t.shape, type, &fell_back);
+    if (fell_back) {
+      result.notes.push_back(str_cat(t.name, ": rows of ", t.shape.back(), " values are not a multiple of ",
+                                     ggml_block_size(type), ", so it is written f16 instead of ",
+                                     ggml_type_name(type), " (as llama.cpp's converter does)"));
+    }
+    std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
+    w.add_tensor(t.name, ne, tt, [t, tt, &params] {
+      const std::vector<float> values = gather_f32(t, params);
+      std::vector<uint8_t> bytes;
+      ggml_encode(tt, values.data(), int64_t(values.size()), bytes);
+      return bytes;
+    });
+  }
+  result.tensors = int64_t(w.tensor_count());
+  w.write(out);
+  return result;
+}
+
+}  // namespace glm4

@@ -1,0 +1,149 @@
+// Chat rendering at the id level (special tokens are placed as ids, never parsed out of text).
+#include "io/tokenizer/chat_template.h"
+
+#include "base/check.h"
+
+namespace glm4 {
+namespace {
+
+int32_t need_special(const Tokenizer& tok, std::string_view token, ChatFormat format) {
+  const auto id = tok.special_id(token);
+  GLM4_CHECK(id, "chat template ", chat_format_name(format), ": the ", tok.kind(),
+             " tokenizer has no special token '", token, "'");
+  return *id;
+}
+
+struct Builder {
+  RenderedChat chat;
+  void add(int32_t id, bool target) {
+    chat.ids.push_back(id);
+    chat.target.push_back(target ? 1 : 0);
+  }
+  void add(const std::vector<int32_t>& ids, bool target) {
+    for (int32_t id : ids) add(id, target);
+  }
+};
+
+// GLM-4 and ChatGLM3: role tokens, "\n", content.
+RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
+                                const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt) {
+  const bool glm4 = format == ChatFormat::Glm4;
+  Builder b;
+  b.add(need_special(tok, "[gMASK]", format), false);
+  b.add(need_special(tok, glm4 ? "<sop>" : "sop", format), false);
+  const std::vector<int32_t> newline = tok.encode("\n");
+  bool after_assistant = false;  // the next role token ends an assistant turn
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    GLM4_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
+                   m.role == "observation",
+               "chat template: message ", i, " has unknown role '", m.role,
+               "' (system, user, assistant, observation)");
+    b.add(need_special(tok, "<|" + m.role + "|>", format), after_assistant);
+    const bool assistant = m.role == "assistant";
+    // An assistant turn's "\n" is a target too: the generation prompt ends at <|assistant|>, so
+    // the model has to produce it (as in mlx-lm's prompt masking and the official recipes).
+    if (glm4) {
+      b.add(tok.encode("\n" + m.content), assistant);
+    } else {
+      b.add(newline, assistant);
+      b.add(tok.encode(m.content), assistant);
+    }
+    after_assistant = assistant;
+  }
+  if (add_generation_prompt) {
+    b.add(need_special(tok, "<|assistant|>", format), after_assistant);
+  } else if (after_assistant) {
+    b.add(need_special(tok, glm4 ? "<|endoftext|>" : "</s>", format), true);
+  }
+  return std::move(b.chat);
+}
+
+// ChatGLM2: plain-text rounds.
+RenderedChat render_chatglm2(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt) {
+  const ChatFormat format = ChatFormat::ChatGlm2;
+  Builder b;
+  b.add(need_special(tok, "[gMASK]", format), false);
+  b.add(need_special(tok, "sop", format), false);
+  std::string prompt;
+  const ChatMessage* final_answer = nullptr;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool user_turn = i % 2 == 0;
+    GLM4_CHECK(m.role == (user_turn ? "user" : "assistant"), "chat template chatglm2: message ", i,
+               " has role '", m.role, "'; ChatGLM2 needs user and assistant turns alternating, "
+               "starting with user");
+    if (user_turn) {
+      prompt += str_cat("[Round ", i / 2 + 1, "]\n\n问：", m.content);
+      if (i + 1 < messages.size() || add_generation_prompt) prompt += "\n\n答：";
+    } else if (i + 1 < messages.size()) {
+      prompt += m.content + "\n\n";
+    } else {
+      final_answer = &m;
+    }
+  }
+  b.add(tok.encode(prompt), false);
+  if (final_answer) {
+    b.add(tok.encode(final_answer->content), true);
+    b.add(need_special(tok, "</s>", format), true);
+  }
+  return std::move(b.chat);
+}
+
+}  // namespace
+
+const char* chat_format_name(ChatFormat format) {
+  switch (format) {
+    case ChatFormat::Glm4: return "glm4";
+    case ChatFormat::ChatGlm3: return "chatglm3";
+    case ChatFormat::ChatGlm2: return "chatglm2";
+  }
+  return "?";
+}
+
+ChatFormat detect_chat_format(const Tokenizer& tok) {
+  const bool chatglm_sp = tok.kind() == "sentencepiece" && tok.special_id("sop").has_value();
+  if (!chatglm_sp && tok.special_id("[gMASK]") && tok.special_id("<sop>") &&
+      tok.special_id("<|user|>")) {
+    return ChatFormat::Glm4;
+  }
+  if (tok.kind() == "sentencepiece" && tok.special_id("<|user|>")) return ChatFormat::ChatGlm3;
+  return ChatFormat::ChatGlm2;
+}
+
+RenderedChat render_chat(const Tokenizer& tok, ChatFormat format,
+                         const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  if (format == ChatFormat::ChatGlm2) return render_chatglm2(tok, messages, add_generation_prompt);
+  return render_role_tokens(tok, format, messages, add_generation_prompt);
+}
+
+std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
+  switch (format) {
+    case ChatFormat::Glm4:
+      return {need_special(tok, "<|endoftext|>", format), need_special(tok, "<|user|>", format),
+              need_special(tok, "<|observation|>", format)};
+    case ChatFormat::ChatGlm3:
+      return {need_special(tok, "</s>", format), need_special(tok, "<|user|>", format),
+              need_special(tok, "<|observation|>", format)};
+    case ChatFormat::ChatGlm2:
+      return {need_special(tok, "</s>", format)};
+  }
+  return {};
+}
+
+std::vector<int32_t> prompt_prefix_ids(const Tokenizer& tok) {
+  std::optional<int32_t> gmask = tok.special_id("[gMASK]");
+  std::optional<int32_t> sop = tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
+  if (gmask && sop) return {*gmask, *sop};
+  return {};
+}
+
+std::optional<int32_t> end_of_text_id(const Tokenizer& tok) {
+  for (const char* name : {"<|endoftext|>", "</s>", "<eos>"})
+    if (std::optional<int32_t> id = tok.special_id(name)) return id;
+  return std::nullopt;
+}
+
+}  // namespace glm4
