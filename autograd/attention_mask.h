@@ -9,7 +9,7 @@ namespace glm4 {
 
 struct AttentionMask {
   bool causal = true;
-  int64_t q_offset = 0;          // query t sits at key index t + q_offset (decode: cached length)
+  int64_t q_offset = 0;            // query t sits at key index t + q_offset (decode: cached length)
   std::vector<int32_t> kv_begin;   // [B] first valid key (left padding); empty: 0
   std::vector<int32_t> kv_end;     // [B] one past the last valid key (right padding); empty: S
   std::vector<int32_t> seg_start;  // [B, S] first key index of the packed example holding each

@@ -13,7 +13,8 @@ const char* ComputeChoice::kernel_name() const {
 
 std::string ComputeChoice::describe() const {
   std::string text = std::string(compute_dtype_name(dtype)) + " (" + kernel_name();
-  if (limits_rows()) text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
+  if (limits_rows())
+    text.append(", fp32 over ").append(std::to_string(bf16_max_rows)).append(" rows");
   return text + ")";
 }
 

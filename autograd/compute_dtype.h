@@ -25,12 +25,15 @@ struct ComputeChoice {
   int64_t bf16_max_rows = kBf16AllRows;
 
   // Whether products go to the bf16 units at all, and one of `rows` rows.
-  bool bf16_units_on() const { return dtype == ComputeDType::BF16 && kernel != kernels::Bf16Kernel::kNone; }
+  bool bf16_units_on() const {
+    return dtype == ComputeDType::BF16 && kernel != kernels::Bf16Kernel::kNone;
+  }
   bool bf16_units_take(int64_t rows) const { return bf16_units_on() && rows <= bf16_max_rows; }
   bool limits_rows() const { return bf16_units_on() && bf16_max_rows != kBf16AllRows; }
   // What runs the frozen products: "amx", "avx512bf16", or "fp32".
   const char* kernel_name() const;
-  std::string describe() const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16, fp32 over 4 rows)"
+  std::string describe()
+      const;  // "bf16 (amx)", "f32 (fp32)", "bf16 (avx512bf16, fp32 over 4 rows)"
 };
 
 // The exact fp32 path: what a model holds until it is given another choice.

@@ -3,9 +3,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/tensor_math.h"
+#include "base/check.h"
 
 namespace glm4 {
 
@@ -17,8 +17,10 @@ thread_local const LeafReadyHook::Fn* t_leaf_ready = nullptr;
 Edge edge_of(const Tensor& t) {
   Edge e;
   if (!t.defined() || !t.requires_grad()) return e;
-  if (t.grad_fn()) e.node = t.grad_fn();
-  else e.leaf = t.impl_ptr();
+  if (t.grad_fn())
+    e.node = t.grad_fn();
+  else
+    e.leaf = t.impl_ptr();
   return e;
 }
 
@@ -48,7 +50,9 @@ bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool on) { t_grad_enabled = on; }
 bool& saw_trainable_in_no_grad() { return t_saw_trainable; }
 
-LeafReadyHook::LeafReadyHook(Fn fn) : fn_(std::move(fn)), prev_(t_leaf_ready) { t_leaf_ready = &fn_; }
+LeafReadyHook::LeafReadyHook(Fn fn) : fn_(std::move(fn)), prev_(t_leaf_ready) {
+  t_leaf_ready = &fn_;
+}
 LeafReadyHook::~LeafReadyHook() { t_leaf_ready = prev_; }
 const LeafReadyHook::Fn* LeafReadyHook::current() { return t_leaf_ready; }
 
@@ -122,8 +126,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
     GLM4_CHECK(seed.shape() == r.shape(), "[backward] seed of ", shape_str(seed.shape()),
                " for a root of ", shape_str(r.shape()));
-    if (r.grad_fn()) accumulate(grad_of[r.grad_fn().get()], seed, "seed");
-    else accumulate_into_leaf(*r.impl(), seed, "seed");
+    if (r.grad_fn())
+      accumulate(grad_of[r.grad_fn().get()], seed, "seed");
+    else
+      accumulate_into_leaf(*r.impl(), seed, "seed");
   }
 
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -141,8 +147,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       for (size_t i = 0; i < node->inputs.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.active() || !input_grads[i].defined()) continue;
-        if (e.node) accumulate(grad_of[e.node.get()], input_grads[i], node->op);
-        else accumulate_into_leaf(*e.leaf, input_grads[i], node->op);
+        if (e.node)
+          accumulate(grad_of[e.node.get()], input_grads[i], node->op);
+        else
+          accumulate_into_leaf(*e.leaf, input_grads[i], node->op);
       }
     }
     node->release();

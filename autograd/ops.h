@@ -19,34 +19,34 @@ inline constexpr int32_t kIgnoreLabel = -100;
 namespace ops {
 
 // --- elementwise (ops/elementwise.cpp); numpy broadcasting, backward reduces with sum_to ---
-Tensor add(const Tensor& a, const Tensor& b);   // saves nothing
-Tensor sub(const Tensor& a, const Tensor& b);   // saves nothing
-Tensor mul(const Tensor& a, const Tensor& b);   // saves a, b
-Tensor div(const Tensor& a, const Tensor& b);   // a / b; saves b and the result
-Tensor scale(const Tensor& a, float s);         // saves nothing
+Tensor add(const Tensor& a, const Tensor& b);  // saves nothing
+Tensor sub(const Tensor& a, const Tensor& b);  // saves nothing
+Tensor mul(const Tensor& a, const Tensor& b);  // saves a, b
+Tensor div(const Tensor& a, const Tensor& b);  // a / b; saves b and the result
+Tensor scale(const Tensor& a, float s);        // saves nothing
 // Sums `g` over broadcast dimensions down to `shape` (the one broadcast-reduction helper).
 Tensor sum_to(const Tensor& g, const Shape& shape);
 // y = x * mask / (1 - p) with a mask drawn from `seed`; identity when p == 0. saves the mask.
 Tensor dropout(const Tensor& x, float p, uint64_t seed);
 
 // --- unary math (ops/unary.cpp); primitives that the fused ops' reference compositions use ---
-Tensor exp(const Tensor& x);                    // saves y
-Tensor log(const Tensor& x);                    // saves x
-Tensor rsqrt(const Tensor& x);                  // 1/sqrt(x); saves y
-Tensor sigmoid(const Tensor& x);                // saves y
+Tensor exp(const Tensor& x);      // saves y
+Tensor log(const Tensor& x);      // saves x
+Tensor rsqrt(const Tensor& x);    // 1/sqrt(x); saves y
+Tensor sigmoid(const Tensor& x);  // saves y
 
 // --- activations (ops/activation.cpp) ---
-Tensor silu(const Tensor& x);                   // saves x
-Tensor swiglu(const Tensor& gate_up);           // [..., 2I] -> silu(gate) * up [..., I]; saves input
-Tensor softmax(const Tensor& x);                // over the last dim; saves y
+Tensor silu(const Tensor& x);          // saves x
+Tensor swiglu(const Tensor& gate_up);  // [..., 2I] -> silu(gate) * up [..., I]; saves input
+Tensor softmax(const Tensor& x);       // over the last dim; saves y
 
 // --- reductions (ops/reduce.cpp) ---
-Tensor sum(const Tensor& x);                    // -> scalar; saves nothing
-Tensor mean(const Tensor& x);                   // -> scalar; saves nothing
-Tensor sum_last(const Tensor& x);               // [..., N] -> [..., 1]; saves nothing
+Tensor sum(const Tensor& x);       // -> scalar; saves nothing
+Tensor mean(const Tensor& x);      // -> scalar; saves nothing
+Tensor sum_last(const Tensor& x);  // [..., N] -> [..., 1]; saves nothing
 
 // --- shape (ops/shape.cpp); results are contiguous copies except reshape (a view) ---
-Tensor reshape(const Tensor& x, const Shape& shape);                  // saves nothing
+Tensor reshape(const Tensor& x, const Shape& shape);                 // saves nothing
 Tensor transpose(const Tensor& x, int d0, int d1);                   // saves nothing
 Tensor slice(const Tensor& x, int dim, int64_t begin, int64_t end);  // saves nothing
 Tensor concat(const std::vector<Tensor>& xs, int dim);               // saves nothing

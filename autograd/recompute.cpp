@@ -1,7 +1,7 @@
 #include "autograd/recompute.h"
 
-#include "base/check.h"
 #include "autograd/node.h"
+#include "base/check.h"
 
 namespace glm4 {
 
@@ -47,8 +47,10 @@ Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
     input_requires.push_back(t.requires_grad());
     Edge e;
     if (t.requires_grad()) {
-      if (t.grad_fn()) e.node = t.grad_fn();
-      else e.leaf = t.impl_ptr();
+      if (t.grad_fn())
+        e.node = t.grad_fn();
+      else
+        e.leaf = t.impl_ptr();
     }
     node->inputs.push_back(e);
     node->saved.push_back(t.detach());

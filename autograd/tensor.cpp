@@ -51,7 +51,8 @@ Storage::~Storage() {
 
 static void check_shape(const Shape& shape) {
   GLM4_CHECK(shape.size() <= 4, "[tensor] rank ", shape.size(), " > 4 in shape ", shape_str(shape));
-  for (int64_t d : shape) GLM4_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
+  for (int64_t d : shape)
+    GLM4_CHECK(d >= 0, "[tensor] negative dimension in shape ", shape_str(shape));
 }
 
 Tensor Tensor::empty(const Shape& shape) {
@@ -90,7 +91,9 @@ float Tensor::item() const {
   return data()[0];
 }
 
-std::vector<float> Tensor::to_vector() const { return std::vector<float>(data(), data() + numel()); }
+std::vector<float> Tensor::to_vector() const {
+  return std::vector<float>(data(), data() + numel());
+}
 
 Tensor& Tensor::set_requires_grad(bool on) {
   GLM4_CHECK(is_leaf(), "[set_requires_grad] only leaves can be marked trainable or frozen");

@@ -8,9 +8,9 @@
 #include <limits>
 #include <new>
 
-#include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/convert.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4 {
@@ -51,8 +51,8 @@ struct OwnedQuant {
 
 void check_shape(const char* op, DType dtype, int64_t rows, int64_t cols) {
   GLM4_CHECK(rows >= 0 && cols >= 0, "[Weight::", op, "] negative shape (", rows, ", ", cols, ")");
-  GLM4_CHECK(cols == 0 || rows <= std::numeric_limits<int64_t>::max() / 8 / cols,
-             "[Weight::", op, "] shape (", rows, ", ", cols, ") is too large");
+  GLM4_CHECK(cols == 0 || rows <= std::numeric_limits<int64_t>::max() / 8 / cols, "[Weight::", op,
+             "] shape (", rows, ", ", cols, ") is too large");
   (void)dtype;
 }
 
@@ -106,10 +106,10 @@ Weight Weight::view(DType dtype, const void* data, int64_t rows, int64_t cols,
   w.dtype_ = dtype;
   w.rows_ = rows;
   w.cols_ = cols;
-  GLM4_CHECK(data != nullptr || w.bytes() == 0, "[Weight::view] null data for shape (", rows,
-             ", ", cols, ")");
-  GLM4_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0,
-             "[Weight::view] ", dtype_name(dtype), " data at ", data,
+  GLM4_CHECK(data != nullptr || w.bytes() == 0, "[Weight::view] null data for shape (", rows, ", ",
+             cols, ")");
+  GLM4_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0, "[Weight::view] ",
+             dtype_name(dtype), " data at ", data,
              " is not aligned to its element size; use Weight::copy_of");
   w.data_ = data;
   w.owned_ = false;
@@ -138,14 +138,13 @@ Weight Weight::quantized(QuantizedStorage q) {
 }
 
 const QuantizedMatrix& Weight::quant() const {
-  GLM4_CHECK(quantized_, "[Weight::quant] a ", dtype_name(dtype_), " weight (", rows_, ", ",
-             cols_, ") is not quantized");
+  GLM4_CHECK(quantized_, "[Weight::quant] a ", dtype_name(dtype_), " weight (", rows_, ", ", cols_,
+             ") is not quantized");
   return quant_;
 }
 
 void Weight::row_to_f32(int64_t r, float* out) const {
-  GLM4_CHECK(r >= 0 && r < rows_, "[Weight::row_to_f32] row ", r, " out of range [0, ", rows_,
-             ")");
+  GLM4_CHECK(r >= 0 && r < rows_, "[Weight::row_to_f32] row ", r, " out of range [0, ", rows_, ")");
   if (quantized_) return dequantize_tile_f32(quant_, r, 1, 0, cols_, out, cols_);
   convert_to_f32(dtype_, element_ptr(dtype_, data_, r * cols_), cols_, out);
 }

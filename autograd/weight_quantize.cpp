@@ -17,7 +17,9 @@ namespace glm4 {
 namespace {
 constexpr int64_t kBlockElems = 1 << 22;  // about 16 MB of fp32 rows per block
 
-int64_t block_rows(int64_t cols) { return std::max<int64_t>(1, kBlockElems / std::max<int64_t>(1, cols)); }
+int64_t block_rows(int64_t cols) {
+  return std::max<int64_t>(1, kBlockElems / std::max<int64_t>(1, cols));
+}
 }  // namespace
 
 QuantizedStorage quantize_rows(const Weight& w, int64_t r0, int64_t r1, QuantFormat format,
@@ -41,7 +43,8 @@ Weight quantize_weight(const Weight& w, QuantFormat format, DType dtype, std::st
   QuantizedStorage all;
   const int64_t step = block_rows(w.cols());
   for (int64_t r0 = 0; r0 < w.rows(); r0 += step) {
-    QuantizedStorage part = quantize_rows(w, r0, std::min(w.rows(), r0 + step), format, dtype, name);
+    QuantizedStorage part =
+        quantize_rows(w, r0, std::min(w.rows(), r0 + step), format, dtype, name);
     if (r0 == 0) {
       all = std::move(part);
       continue;
@@ -65,22 +68,26 @@ Weight requantize_on_grid(const QuantizedMatrix& grid, const float* w) {
   out.cols = grid.cols;
   const int64_t groups = grid.groups(), row_bytes = grid.row_bytes();
   const size_t param_bytes = size_t(grid.rows * groups) * dtype_size(grid.scale_dtype);
-  out.scales.assign(static_cast<const uint8_t*>(grid.scales), static_cast<const uint8_t*>(grid.scales) + param_bytes);
-  out.biases.assign(static_cast<const uint8_t*>(grid.biases), static_cast<const uint8_t*>(grid.biases) + param_bytes);
+  out.scales.assign(static_cast<const uint8_t*>(grid.scales),
+                    static_cast<const uint8_t*>(grid.scales) + param_bytes);
+  out.biases.assign(static_cast<const uint8_t*>(grid.biases),
+                    static_cast<const uint8_t*>(grid.biases) + param_bytes);
   out.packed.assign(size_t(grid.rows * row_bytes / 4), 0u);
   const float top = float((1 << grid.bits) - 1);
-  parallel_for(grid.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, grid.cols)), [&](int64_t r0, int64_t r1) {
-    std::vector<uint8_t> codes(size_t(grid.cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < grid.cols; ++c) {
-        const int64_t g = c / grid.group_size;
-        const float q = std::nearbyint((w[r * grid.cols + c] - grid.bias(r, g)) / grid.scale(r, g));
-        codes[size_t(c)] = uint8_t(std::clamp(q, 0.0f, top));
-      }
-      pack_codes(grid.bits, codes.data(), grid.cols,
-                 reinterpret_cast<uint8_t*>(out.packed.data()) + r * row_bytes);
-    }
-  });
+  parallel_for(grid.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, grid.cols)),
+               [&](int64_t r0, int64_t r1) {
+                 std::vector<uint8_t> codes(size_t(grid.cols));
+                 for (int64_t r = r0; r < r1; ++r) {
+                   for (int64_t c = 0; c < grid.cols; ++c) {
+                     const int64_t g = c / grid.group_size;
+                     const float q = std::nearbyint((w[r * grid.cols + c] - grid.bias(r, g)) /
+                                                    grid.scale(r, g));
+                     codes[size_t(c)] = uint8_t(std::clamp(q, 0.0f, top));
+                   }
+                   pack_codes(grid.bits, codes.data(), grid.cols,
+                              reinterpret_cast<uint8_t*>(out.packed.data()) + r * row_bytes);
+                 }
+               });
   return Weight::quantized(std::move(out));
 }
 

@@ -27,9 +27,9 @@ template <typename... Args>
 
 }  // namespace glm4
 
-#define GLM4_CHECK(cond, ...)                 \
-  do {                                        \
-    if (!(cond)) ::glm4::fail(__VA_ARGS__);   \
+#define GLM4_CHECK(cond, ...)               \
+  do {                                      \
+    if (!(cond)) ::glm4::fail(__VA_ARGS__); \
   } while (0)
 
 #ifdef NDEBUG

@@ -12,9 +12,12 @@ enum class DType : uint8_t { F32, BF16, F16 };
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 inline const char* dtype_name(DType t) {  // safetensors spelling
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
   }
   return "?";
 }

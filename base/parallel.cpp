@@ -1,8 +1,8 @@
 #include "base/parallel.h"
 
-#include <memory>
-
 #include <tbb/info.h>
+
+#include <memory>
 
 namespace glm4 {
 

@@ -1,8 +1,8 @@
 // The one place that includes TBB: parallel loops over index ranges.
 #pragma once
 #include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 #include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
 
 #include <cstdint>
 

@@ -27,7 +27,8 @@ inline double bandwidth_probe_gbs(double gib = 2.0, int reps = 3) {
         sums[size_t(c)] = a;
       }
     });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   uint64_t total = 0;
   for (uint64_t v : sums) total += v;

@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "autograd/compute_dtype.h"
-#include "base/dtype.h"
-#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
-#include "base/parallel.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/weight.h"
+#include "base/dtype.h"
+#include "base/parallel.h"
 #include "benchmarks/bench_flags.h"
 
 #ifdef GLM4_HAVE_DNNL
@@ -44,13 +44,13 @@ namespace {
 struct Shape {
   const char* group;  // "mid" (hidden 1024) or "9b" (GLM-4-9B)
   const char* name;
-  int64_t K, N;       // W [N, K]
+  int64_t K, N;  // W [N, K]
 };
 
 const Shape kShapes[] = {
-    {"mid", "q_o", 1024, 1024},    {"mid", "kv", 1024, 128},      {"mid", "gate_up", 1024, 5632},
-    {"mid", "down", 2816, 1024},   {"mid", "lm_head", 1024, 32000}, {"9b", "q_o", 4096, 4096},
-    {"9b", "kv", 4096, 512},       {"9b", "gate_up", 4096, 27392}, {"9b", "down", 13696, 4096},
+    {"mid", "q_o", 1024, 1024},  {"mid", "kv", 1024, 128},        {"mid", "gate_up", 1024, 5632},
+    {"mid", "down", 2816, 1024}, {"mid", "lm_head", 1024, 32000}, {"9b", "q_o", 4096, 4096},
+    {"9b", "kv", 4096, 512},     {"9b", "gate_up", 4096, 27392},  {"9b", "down", 13696, 4096},
 };
 
 struct Options {
@@ -71,23 +71,38 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--shapes") o.shapes = bench::split_commas(value());
-    else if (a == "--m") { o.ms.clear(); for (auto& m : bench::split_commas(value())) o.ms.push_back(std::stoll(m)); }
-    else if (a == "--threads") { o.threads.clear(); for (auto& t : bench::split_commas(value())) o.threads.push_back(std::stoi(t)); }
-    else if (a == "--ops") o.ops = bench::split_commas(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else if (a == "--min-time") o.min_time = std::stod(value());
-    else if (a == "--probe-gib") o.probe_gib = std::stod(value());
-    else if (a == "--pool-gib") o.pool_gib = std::stod(value());
-    else if (a == "--clock") o.cpu_clock = value() == "cpu";
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_bf16_gemm.cpp)\n", a.c_str()); std::exit(2); }
+    if (a == "--shapes")
+      o.shapes = bench::split_commas(value());
+    else if (a == "--m") {
+      o.ms.clear();
+      for (auto& m : bench::split_commas(value())) o.ms.push_back(std::stoll(m));
+    } else if (a == "--threads") {
+      o.threads.clear();
+      for (auto& t : bench::split_commas(value())) o.threads.push_back(std::stoi(t));
+    } else if (a == "--ops")
+      o.ops = bench::split_commas(value());
+    else if (a == "--reps")
+      o.reps = std::stoi(value());
+    else if (a == "--min-time")
+      o.min_time = std::stod(value());
+    else if (a == "--probe-gib")
+      o.probe_gib = std::stod(value());
+    else if (a == "--pool-gib")
+      o.pool_gib = std::stod(value());
+    else if (a == "--clock")
+      o.cpu_clock = value() == "cpu";
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_bf16_gemm.cpp)\n", a.c_str());
+      std::exit(2);
+    }
   }
   return o;
 }
 
 double now(const Options& o) {
   if (!o.cpu_clock)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec)) / o.threads_now;
@@ -124,16 +139,18 @@ double probe_gbs(double gib, int threads, Options o) {
   set_max_threads(threads);
   const int64_t chunks = 256;
   std::vector<uint64_t> sums(chunks);
-  const double s = best_seconds([&] {
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const uint64_t* p = buf.data() + c * (n / chunks);
-        uint64_t a = 0;
-        for (int64_t i = 0; i < n / chunks; ++i) a += p[i];
-        sums[size_t(c)] = a;
-      }
-    });
-  }, o);
+  const double s = best_seconds(
+      [&] {
+        parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const uint64_t* p = buf.data() + c * (n / chunks);
+            uint64_t a = 0;
+            for (int64_t i = 0; i < n / chunks; ++i) a += p[i];
+            sums[size_t(c)] = a;
+          }
+        });
+      },
+      o);
   uint64_t total = 0;
   for (uint64_t v : sums) total += v;
   if (total != uint64_t(n / chunks * chunks)) std::fprintf(stderr, "probe: bad sum\n");
@@ -153,7 +170,8 @@ class DnnlMatmul {
     const dnnl::memory::desc src({M, red}, dt::bf16, tag::ab);
     const dnnl::memory::desc plain = fwd ? dnnl::memory::desc({K, N}, dt::bf16, tag::ba)
                                          : dnnl::memory::desc({N, K}, dt::bf16, tag::ab);
-    const dnnl::memory::desc wei = packed ? dnnl::memory::desc({red, out}, dt::bf16, tag::any) : plain;
+    const dnnl::memory::desc wei =
+        packed ? dnnl::memory::desc({red, out}, dt::bf16, tag::any) : plain;
     const dnnl::memory::desc dst({M, out}, dt::f32, tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), eng_);
     impl_ = pd.impl_info_str();
@@ -215,12 +233,15 @@ int main(int argc, char** argv) {
   for (Bf16Kernel k : variants) std::printf(" %s", kernels::bf16_kernel_name(k));
   std::printf("%s\n", variants.empty() ? " none" : "");
   std::printf("# clock: %s\n", o.cpu_clock ? "process CPU time / threads" : "wall");
-  std::printf("# GFLOP/s = 2 M N K / time (M > 4); GB/s = weight bytes / time (M <= 4, cold weights)\n");
+  std::printf(
+      "# GFLOP/s = 2 M N K / time (M > 4); GB/s = weight bytes / time (M <= 4, cold weights)\n");
   std::printf("# f32 = today's path (bf16 weights widened per tile, fp32 products)\n");
 #ifdef GLM4_HAVE_DNNL
-  std::printf("# onednn = oneDNN %d.%d bare bf16 matmul (bf16 activations, plain weights); "
-              "onednn-pk = weights reordered once to its layout; dnnl-det = 1 and N threads bit-identical\n",
-              DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
+  std::printf(
+      "# onednn = oneDNN %d.%d bare bf16 matmul (bf16 activations, plain weights); "
+      "onednn-pk = weights reordered once to its layout; dnnl-det = 1 and N threads "
+      "bit-identical\n",
+      DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
 #else
   std::printf("# oneDNN not linked (install libdnnl-dev and reconfigure)\n");
 #endif
@@ -273,19 +294,28 @@ int main(int argc, char** argv) {
           set_max_threads(t);
           o.threads_now = t;
           for (Bf16Kernel k : variants)
-            row.add(kernels::bf16_kernel_name(k), rate(best_seconds([&] {
-              if (fwd) kernels::bf16_linear_forward(k, a.data(), M, s.K, weight(), s.N, c.data(), false);
-              else kernels::bf16_linear_input_grad(k, a.data(), M, s.N, weight(), s.K, c.data(), false);
-            }, o)));
+            row.add(kernels::bf16_kernel_name(k),
+                    rate(best_seconds(
+                        [&] {
+                          if (fwd)
+                            kernels::bf16_linear_forward(k, a.data(), M, s.K, weight(), s.N,
+                                                         c.data(), false);
+                          else
+                            kernels::bf16_linear_input_grad(k, a.data(), M, s.N, weight(), s.K,
+                                                            c.data(), false);
+                        },
+                        o)));
 #ifdef GLM4_HAVE_DNNL
           for (bool packed : {false, true}) {
             if (packed && decode) continue;  // one packed copy only: it would be hot
             omp_set_num_threads(t);
             DnnlMatmul mm(fwd, M, s.N, s.K, packed, wb);
-            const double sec = best_seconds([&] {
-              if (!packed) mm.set_weight(weight());
-              mm.run(a16.data(), c.data());
-            }, o);
+            const double sec = best_seconds(
+                [&] {
+                  if (!packed) mm.set_weight(weight());
+                  mm.run(a16.data(), c.data());
+                },
+                o);
             row.add(packed ? "onednn-pk" : "onednn", rate(sec));
             if (!packed) {  // the same product on one OpenMP thread
               mm.set_weight(wb);
@@ -299,11 +329,15 @@ int main(int argc, char** argv) {
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(200));  // OpenMP workers idle
 #endif
-          const double f32 = best_seconds([&] {
-            const Weight w = Weight::view(DType::BF16, weight(), s.N, s.K, nullptr);
-            if (fwd) linear_forward(a.data(), M, s.K, w, c.data(), false, kF32Compute);
-            else linear_input_grad(a.data(), M, s.N, w, c.data(), false, kF32Compute);
-          }, o);
+          const double f32 = best_seconds(
+              [&] {
+                const Weight w = Weight::view(DType::BF16, weight(), s.N, s.K, nullptr);
+                if (fwd)
+                  linear_forward(a.data(), M, s.K, w, c.data(), false, kF32Compute);
+                else
+                  linear_input_grad(a.data(), M, s.N, w, c.data(), false, kF32Compute);
+              },
+              o);
           row.add("f32", rate(f32));
           if (decode) row.add("probe", probe[ti]);
           if (!header) {
@@ -314,8 +348,9 @@ int main(int argc, char** argv) {
           }
           char kxn[32];
           std::snprintf(kxn, sizeof kxn, "%ldx%ld", long(s.K), long(s.N));
-          std::printf("%-12s %-11s %5ld %-5s %3d %-5s", (std::string(s.group) + "." + s.name).c_str(),
-                      kxn, long(M), op.c_str(), t, decode ? "GB/s" : "GF/s");
+          std::printf("%-12s %-11s %5ld %-5s %3d %-5s",
+                      (std::string(s.group) + "." + s.name).c_str(), kxn, long(M), op.c_str(), t,
+                      decode ? "GB/s" : "GF/s");
           for (const std::string& n : columns) std::printf(" %10s", row.get(n).c_str());
           std::printf("\n");
           std::fflush(stdout);

@@ -1,6 +1,6 @@
-// GFLOP/s of the linear-layer products (autograd/kernels/gemm.h) on GLM-4 shapes, f32 and bf16 weights,
-// forward (X W^T) and input gradient (dY W), next to the best plain fp32 sgemm on the same shape:
-// OpenBLAS single-threaded per TBB panel, OpenBLAS's own threads, and Eigen per TBB panel.
+// GFLOP/s of the linear-layer products (autograd/kernels/gemm.h) on GLM-4 shapes, f32 and bf16
+// weights, forward (X W^T) and input gradient (dY W), next to the best plain fp32 sgemm on the same
+// shape: OpenBLAS single-threaded per TBB panel, OpenBLAS's own threads, and Eigen per TBB panel.
 // Usage: bench_gemm [--big] [--threads 1,2] [--dtypes f32,bf16,f16] [--ops fwd,dgrad]
 //                   [--shapes small|large|all] [--min-time S] [--reps N]
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 headers under GCC 12
@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "base/dtype.h"
 #include "autograd/kernels/gemm.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
+#include "base/dtype.h"
+#include "base/parallel.h"
 #include "benchmarks/bench_flags.h"
 
 using namespace glm4;
@@ -55,14 +55,25 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--big") o.big = true;
-    else if (a == "--threads") { o.threads.clear(); for (auto& t : split_commas(value())) o.threads.push_back(std::stoi(t)); }
-    else if (a == "--dtypes") o.dtypes = split_commas(value());
-    else if (a == "--ops") o.ops = split_commas(value());
-    else if (a == "--shapes") o.shapes = value();
-    else if (a == "--min-time") o.min_time = std::stod(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_gemm.cpp)\n", a.c_str()); std::exit(2); }
+    if (a == "--big")
+      o.big = true;
+    else if (a == "--threads") {
+      o.threads.clear();
+      for (auto& t : split_commas(value())) o.threads.push_back(std::stoi(t));
+    } else if (a == "--dtypes")
+      o.dtypes = split_commas(value());
+    else if (a == "--ops")
+      o.ops = split_commas(value());
+    else if (a == "--shapes")
+      o.shapes = value();
+    else if (a == "--min-time")
+      o.min_time = std::stod(value());
+    else if (a == "--reps")
+      o.reps = std::stoi(value());
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_gemm.cpp)\n", a.c_str());
+      std::exit(2);
+    }
   }
   return o;
 }
@@ -103,14 +114,16 @@ struct Product {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(c1 - c0), int(K), 1.0f, A,
                   int(K), W + c0 * K, int(K), 0.0f, C + c0, int(N));
     else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(c1 - c0), int(N), 1.0f,
-                  A, int(N), W + c0, int(K), 0.0f, C + c0, int(K));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(c1 - c0), int(N), 1.0f, A,
+                  int(N), W + c0, int(K), 0.0f, C + c0, int(K));
   }
   void eigen_panel(int64_t c0, int64_t c1) const {
     CMap a(A, M, red()), w(W, N, K);
     MMap c(C, M, cols());
-    if (fwd) c.middleCols(c0, c1 - c0).noalias() = a * w.middleRows(c0, c1 - c0).transpose();
-    else c.middleCols(c0, c1 - c0).noalias() = a * w.middleCols(c0, c1 - c0);
+    if (fwd)
+      c.middleCols(c0, c1 - c0).noalias() = a * w.middleRows(c0, c1 - c0).transpose();
+    else
+      c.middleCols(c0, c1 - c0).noalias() = a * w.middleCols(c0, c1 - c0);
   }
 };
 
@@ -144,10 +157,12 @@ void fill_random(std::vector<float>& v, uint64_t seed, bool bf16_exact) {
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   init_blas();
-  std::printf("# bench_gemm: GFLOP/s = 2*M*N*K / best time of >= %d runs (>= %.1f s); OpenBLAS %s\n",
-              o.reps, o.min_time, blas_core_name());
-  std::printf("# glm4 = linear_forward / linear_input_grad; blas-tiles = 1-thread cblas_sgemm per TBB "
-              "panel; blas-mt = OpenBLAS threads; eigen = Eigen per TBB panel; ratio = glm4 / best\n");
+  std::printf(
+      "# bench_gemm: GFLOP/s = 2*M*N*K / best time of >= %d runs (>= %.1f s); OpenBLAS %s\n",
+      o.reps, o.min_time, blas_core_name());
+  std::printf(
+      "# glm4 = linear_forward / linear_input_grad; blas-tiles = 1-thread cblas_sgemm per TBB "
+      "panel; blas-mt = OpenBLAS threads; eigen = Eigen per TBB panel; ratio = glm4 / best\n");
   std::printf("%-22s %-5s %3s %-5s %7s %10s %8s %7s %7s %6s %7s %8s\n", "shape MxK.KxN", "op",
               "thr", "dtype", "glm4", "blas-tiles", "blas-mt", "eigen", "best", "ratio", "target",
               "rel.err");
@@ -160,11 +175,15 @@ int main(int argc, char** argv) {
     std::vector<Weight> weights;
     for (const std::string& d : o.dtypes) {
       DType dt;
-      if (!parse_dtype(d, &dt)) { std::fprintf(stderr, "unknown dtype %s\n", d.c_str()); return 2; }
+      if (!parse_dtype(d, &dt)) {
+        std::fprintf(stderr, "unknown dtype %s\n", d.c_str());
+        return 2;
+      }
       weights.push_back(Weight::from_f32(w.data(), s.N, s.K, dt));
     }
     char shape[64];
-    std::snprintf(shape, sizeof shape, "%ldx%ld.%ldx%ld", long(s.M), long(s.K), long(s.K), long(s.N));
+    std::snprintf(shape, sizeof shape, "%ldx%ld.%ldx%ld", long(s.M), long(s.K), long(s.K),
+                  long(s.N));
     for (const std::string& op : o.ops) {
       const bool fwd = op == "fwd";
       const int64_t cols = fwd ? s.N : s.K;
@@ -173,23 +192,34 @@ int main(int argc, char** argv) {
       const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
       for (int t : o.threads) {
         set_max_threads(t);
-        double tiles = flop / best_seconds([&] { panels(cols, t, [&](int64_t a, int64_t b) { p.blas_panel(a, b); }); }, o);
-        double eigen = flop / best_seconds([&] { panels(cols, t, [&](int64_t a, int64_t b) { p.eigen_panel(a, b); }); }, o);
+        double tiles =
+            flop /
+            best_seconds(
+                [&] { panels(cols, t, [&](int64_t a, int64_t b) { p.blas_panel(a, b); }); }, o);
+        double eigen =
+            flop /
+            best_seconds(
+                [&] { panels(cols, t, [&](int64_t a, int64_t b) { p.eigen_panel(a, b); }); }, o);
         openblas_set_num_threads(t);
         double mt = flop / best_seconds([&] { p.blas_panel(0, cols); }, o);
         openblas_set_num_threads(1);  // ref now holds OpenBLAS's own result
         const double best = std::max({tiles, mt, eigen});
         for (size_t i = 0; i < weights.size(); ++i) {
           const Weight& W = weights[i];
-          double sec = best_seconds([&] {
-            if (fwd) linear_forward(x.data(), s.M, s.K, W, out.data(), false, kF32Compute);
-            else linear_input_grad(x.data(), s.M, s.N, W, out.data(), false, kF32Compute);
-          }, o);
+          double sec = best_seconds(
+              [&] {
+                if (fwd)
+                  linear_forward(x.data(), s.M, s.K, W, out.data(), false, kF32Compute);
+                else
+                  linear_input_grad(x.data(), s.M, s.N, W, out.data(), false, kF32Compute);
+              },
+              o);
           const double rate = flop / sec, target = W.dtype() == DType::F32 ? 0.9 : 0.8;
-          std::printf("%-22s %-5s %3d %-5s %7.1f %10.1f %8.1f %7.1f %7.1f %5.0f%% %6.0f%%%s %8.1e\n",
-                      shape, op.c_str(), t, o.dtypes[i].c_str(), rate / 1e9, tiles / 1e9, mt / 1e9,
-                      eigen / 1e9, best / 1e9, 100 * rate / best, 100 * target,
-                      rate >= target * best ? " " : "!", rel_diff(out, ref));
+          std::printf(
+              "%-22s %-5s %3d %-5s %7.1f %10.1f %8.1f %7.1f %7.1f %5.0f%% %6.0f%%%s %8.1e\n", shape,
+              op.c_str(), t, o.dtypes[i].c_str(), rate / 1e9, tiles / 1e9, mt / 1e9, eigen / 1e9,
+              best / 1e9, 100 * rate / best, 100 * target, rate >= target * best ? " " : "!",
+              rel_diff(out, ref));
           std::fflush(stdout);
         }
       }

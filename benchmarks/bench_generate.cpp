@@ -15,18 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "autograd/weight.h"
 #include "base/dtype.h"
 #include "base/parallel.h"
-#include "autograd/weight.h"
+#include "base/peak_rss.h"
+#include "benchmarks/bandwidth_probe.h"
+#include "benchmarks/bench_flags.h"
+#include "benchmarks/bench_model.h"
 #include "infer/generator.h"
 #include "model/compute_choice.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
-#include "benchmarks/bandwidth_probe.h"
-#include "benchmarks/bench_flags.h"
-#include "benchmarks/bench_model.h"
-#include "base/peak_rss.h"
 
 using namespace glm4;
 
@@ -59,15 +59,26 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--config") o.config = value();
-    else if (a == "--dtypes") o.dtypes = split_commas(value());
-    else if (a == "--prompt") o.prompt = std::stoll(value());
-    else if (a == "--tokens") o.tokens = std::stoi(value());
-    else if (a == "--compute") o.compute = value();
-    else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));
-    else if (a == "--threads") o.threads = std::stoi(value());
-    else if (a == "--model") o.model = value();
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str()); return 2; }
+    if (a == "--config")
+      o.config = value();
+    else if (a == "--dtypes")
+      o.dtypes = split_commas(value());
+    else if (a == "--prompt")
+      o.prompt = std::stoll(value());
+    else if (a == "--tokens")
+      o.tokens = std::stoi(value());
+    else if (a == "--compute")
+      o.compute = value();
+    else if (a == "--reps")
+      o.reps = std::max(1, std::stoi(value()));
+    else if (a == "--threads")
+      o.threads = std::stoi(value());
+    else if (a == "--model")
+      o.model = value();
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str());
+      return 2;
+    }
   }
   set_max_threads(o.threads);
   try {
@@ -81,16 +92,21 @@ int main(int argc, char** argv) {
     for (int32_t& t : prompt) t = int32_t(2 + rng() % uint64_t(config.vocab_size - 2));
 
     const double bandwidth = bench::bandwidth_probe_gbs() * 1e9;
-    std::printf("# bench_generate: %s, random weights, prompt %ld tokens, %d greedy tokens, %d threads,"
-                " best of %d runs, --compute %s\n# decode tok/s = forward passes / s (the first token comes"
-                " from the prefill logits); floor = %.1f GB/s (measured now) / weight bytes per token\n",
-                o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, o.compute.c_str(), bandwidth / 1e9);
-    std::printf("# cpu t/s: the same per CPU second of this process (one core's rate with --threads 1)\n");
-    std::printf("%-5s %11s %11s %9s %11s %8s %10s %8s %12s %11s  %s\n", "dtype", "prefill t/s", "decode t/s",
-                "ms/token", "floor t/s", "%floor", "weight MB", "RSS MB", "prefill cpu", "decode cpu", "kernels");
+    std::printf(
+        "# bench_generate: %s, random weights, prompt %ld tokens, %d greedy tokens, %d threads,"
+        " best of %d runs, --compute %s\n# decode tok/s = forward passes / s (the first token comes"
+        " from the prefill logits); floor = %.1f GB/s (measured now) / weight bytes per token\n",
+        o.config.c_str(), long(o.prompt), o.tokens, o.threads, o.reps, o.compute.c_str(),
+        bandwidth / 1e9);
+    std::printf(
+        "# cpu t/s: the same per CPU second of this process (one core's rate with --threads 1)\n");
+    std::printf("%-5s %11s %11s %9s %11s %8s %10s %8s %12s %11s  %s\n", "dtype", "prefill t/s",
+                "decode t/s", "ms/token", "floor t/s", "%floor", "weight MB", "RSS MB",
+                "prefill cpu", "decode cpu", "kernels");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
-      std::unique_ptr<Glm4Model> owned = name == "file" ? load_model(o.model) : bench::make_model(config, name);
+      std::unique_ptr<Glm4Model> owned =
+          name == "file" ? load_model(o.model) : bench::make_model(config, name);
       Glm4Model& model = *owned;
       const ComputeChoice compute = apply_compute_flag(model, o.compute);
       GenerationConfig gc;
@@ -113,9 +129,10 @@ int main(int argc, char** argv) {
           decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
       }
       const double floor = bandwidth / bench::decode_weight_bytes(model);
-      std::printf("%-5s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n", name.c_str(),
-                  prefill, decode, 1e3 / decode, floor, 100 * decode / floor, bench::matrix_bytes(model) / 1048576.0,
-                  peak_rss_mb(), prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
+      std::printf("%-5s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
+                  name.c_str(), prefill, decode, 1e3 / decode, floor, 100 * decode / floor,
+                  bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(), prefill_cpu, decode_cpu,
+                  kernel_report(compute).describe().c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -4,7 +4,8 @@
 // q,k,v,o,gate_up,down: tokens/s, peak tensor memory and peak RSS, with and without gradient
 // checkpointing. Each case runs in a child process of its own, so that its peak RSS is its own.
 // Usage: bench_lora_step [--config configs/mid.json] [--shapes 4x256,1x512] [--checkpoint 0,1]
-//                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16|q4|q8] [--compute auto|f32|bf16]
+//                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16|q4|q8] [--compute
+//                        auto|f32|bf16]
 //                        [--model DIR]
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,19 +22,19 @@
 #include <string>
 #include <vector>
 
-#include "base/parallel.h"
 #include "autograd/tensor.h"
 #include "autograd/weight.h"
-#include "model/config.h"
 #include "base/check.h"
+#include "base/parallel.h"
+#include "benchmarks/bench_flags.h"
+#include "benchmarks/bench_model.h"
+#include "dataset/batch.h"
 #include "model/compute_choice.h"
+#include "model/config.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "train/adamw.h"
-#include "dataset/batch.h"
 #include "train/train_step.h"
-#include "benchmarks/bench_flags.h"
-#include "benchmarks/bench_model.h"
 
 extern char** environ;
 using namespace glm4;
@@ -102,7 +103,8 @@ Batch random_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
 int run_case(const Options& o, const Case& c) {
   set_max_threads(o.threads);
   ModelConfig config = load_model_config(o.model.empty() ? o.config : o.model);
-  std::unique_ptr<Glm4Model> owned = o.model.empty() ? bench::make_model(config, o.dtype) : load_model(o.model);
+  std::unique_ptr<Glm4Model> owned =
+      o.model.empty() ? bench::make_model(config, o.dtype) : load_model(o.model);
   Glm4Model& model = *owned;
   apply_compute_flag(model, o.compute);
   LoraConfig lora;
@@ -110,7 +112,8 @@ int run_case(const Options& o, const Case& c) {
   lora.alpha = 32;
   lora.targets = resolve_lora_targets({"all-linear"});
   model.add_lora(lora, 0);
-  AdamW optimizer(model.lora_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  AdamW optimizer(model.lora_parameters(),
+                  {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   StepOptions so;
   so.lr = 1e-4;
   so.recompute_layers = c.checkpoint;
@@ -144,8 +147,8 @@ int run_case(const Options& o, const Case& c) {
   const double tokens = double(c.B * c.T);
   const double flops = (c.checkpoint ? 6.0 : 4.0) * matmul_params * tokens;
   const std::string shape = std::to_string(c.B) + "x" + std::to_string(c.T);
-  std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %10.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n", shape.c_str(),
-              c.checkpoint ? "yes" : "no", o.steps, median, seconds.front(),
+  std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %10.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n",
+              shape.c_str(), c.checkpoint ? "yes" : "no", o.steps, median, seconds.front(),
               tokens / median, tokens / cpu[cpu.size() / 2], flops / median / 1e9,
               double(TensorMemory::peak_bytes()) / 1048576.0, vm_hwm_mb(),
               bench::matrix_bytes(model) / 1048576.0, loss);
@@ -154,12 +157,14 @@ int run_case(const Options& o, const Case& c) {
 }
 
 int spawn_case(const Options& o, const Case& c, const char* self) {
-  std::vector<std::string> args{self, "--child", "--config", o.config,
-                                "--shapes", std::to_string(c.B) + "x" + std::to_string(c.T),
+  std::vector<std::string> args{self,           "--child",
+                                "--config",     o.config,
+                                "--shapes",     std::to_string(c.B) + "x" + std::to_string(c.T),
                                 "--checkpoint", c.checkpoint ? "1" : "0",
-                                "--steps", std::to_string(o.steps),
-                                "--threads", std::to_string(o.threads),
-                                "--dtype", o.dtype, "--compute", o.compute};
+                                "--steps",      std::to_string(o.steps),
+                                "--threads",    std::to_string(o.threads),
+                                "--dtype",      o.dtype,
+                                "--compute",    o.compute};
   if (!o.model.empty()) {
     args.push_back("--model");
     args.push_back(o.model);
@@ -182,16 +187,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--config") o.config = value();
-    else if (a == "--shapes") shapes = value();
-    else if (a == "--checkpoint") ckpt = value();
-    else if (a == "--steps") o.steps = std::max(1, std::stoi(value()));
-    else if (a == "--threads") o.threads = std::stoi(value());
-    else if (a == "--dtype") o.dtype = value();
-    else if (a == "--compute") o.compute = value();
-    else if (a == "--child") o.child = true;
-    else if (a == "--model") o.model = value();
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_lora_step.cpp)\n", a.c_str()); return 2; }
+    if (a == "--config")
+      o.config = value();
+    else if (a == "--shapes")
+      shapes = value();
+    else if (a == "--checkpoint")
+      ckpt = value();
+    else if (a == "--steps")
+      o.steps = std::max(1, std::stoi(value()));
+    else if (a == "--threads")
+      o.threads = std::stoi(value());
+    else if (a == "--dtype")
+      o.dtype = value();
+    else if (a == "--compute")
+      o.compute = value();
+    else if (a == "--child")
+      o.child = true;
+    else if (a == "--model")
+      o.model = value();
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_lora_step.cpp)\n", a.c_str());
+      return 2;
+    }
   }
   o.cases = make_cases(shapes, ckpt);
   try {
@@ -204,13 +221,20 @@ int main(int argc, char** argv) {
     o.config = o.model;
     o.dtype = "file";
   }
-  std::printf("# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on q,k,v,o,gate_up,down, AdamW; %d threads;\n"
-              "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
-              "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen Weights\n",
-              o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), o.threads, o.steps, "4 (6 with checkpointing) FLOPs/token per matmul parameter");
-  std::printf("# tok/cpu-s: tokens per CPU second of the process (median step), which other processes' load does not inflate\n");
-  std::printf("%11s %4s %5s %8s %8s %9s %10s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps", "s/step",
-              "best", "tokens/s", "tok/cpu-s", "GF/s", "tensor MB", "RSS MB", "weight MB", "loss");
+  std::printf(
+      "# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on "
+      "q,k,v,o,gate_up,down, AdamW; %d threads;\n"
+      "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
+      "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen "
+      "Weights\n",
+      o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), o.threads, o.steps,
+      "4 (6 with checkpointing) FLOPs/token per matmul parameter");
+  std::printf(
+      "# tok/cpu-s: tokens per CPU second of the process (median step), which other processes' "
+      "load does not inflate\n");
+  std::printf("%11s %4s %5s %8s %8s %9s %10s %9s %10s %9s %9s %7s\n", "BxT", "ckpt", "steps",
+              "s/step", "best", "tokens/s", "tok/cpu-s", "GF/s", "tensor MB", "RSS MB", "weight MB",
+              "loss");
   std::fflush(stdout);
   int rc = 0;
   for (const Case& c : o.cases) rc |= spawn_case(o, c, argv[0]);

@@ -20,7 +20,8 @@ inline std::unique_ptr<Glm4Model> make_model(const ModelConfig& config, const st
     init_random(*model, 0, dtype);
     return model;
   }
-  GLM4_CHECK(form == "q4" || form == "q8", "unknown weight form ", form, ": expected f32, bf16, f16, q4 or q8");
+  GLM4_CHECK(form == "q4" || form == "q8", "unknown weight form ", form,
+             ": expected f32, bf16, f16, q4 or q8");
   const QuantFormat f{form == "q4" ? 4 : 8, 64};
   model->visit([&](const std::string& name, Param& p) {
     Weight w = random_param(config, 0, name, p.shape, DType::BF16);
@@ -33,7 +34,8 @@ inline std::unique_ptr<Glm4Model> make_model(const ModelConfig& config, const st
 // embedding gives one row).
 inline double decode_weight_bytes(Glm4Model& model) {
   double bytes = 0;
-  model.visit_linears([&](const LinearSite&, Linear& l) { bytes += double(l.weight.frozen.bytes()); });
+  model.visit_linears(
+      [&](const LinearSite&, Linear& l) { bytes += double(l.weight.frozen.bytes()); });
   if (!model.lm_head) bytes += double(model.embed_tokens.weight.frozen.bytes());
   return bytes;
 }

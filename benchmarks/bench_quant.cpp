@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/affine_pack.h"
 #include "autograd/kernels/affine_quant.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/quant_linear.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
+#include "base/parallel.h"
 #include "benchmarks/bench_flags.h"
 
 using namespace glm4;
@@ -43,14 +43,25 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--bits") { o.bits.clear(); for (auto& b : bench::split_commas(value())) o.bits.push_back(std::stoi(b)); }
-    else if (a == "--group") o.group = std::stoi(value());
-    else if (a == "--threads") o.threads = std::stoi(value());
-    else if (a == "--kernels") o.kernels = bench::split_commas(value());
-    else if (a == "--reps") o.reps = std::stoi(value());
-    else if (a == "--probe-gib") o.probe_gib = std::stod(value());
-    else if (a == "--no-prefill") o.prefill = false;
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_quant.cpp)\n", a.c_str()); std::exit(2); }
+    if (a == "--bits") {
+      o.bits.clear();
+      for (auto& b : bench::split_commas(value())) o.bits.push_back(std::stoi(b));
+    } else if (a == "--group")
+      o.group = std::stoi(value());
+    else if (a == "--threads")
+      o.threads = std::stoi(value());
+    else if (a == "--kernels")
+      o.kernels = bench::split_commas(value());
+    else if (a == "--reps")
+      o.reps = std::stoi(value());
+    else if (a == "--probe-gib")
+      o.probe_gib = std::stod(value());
+    else if (a == "--no-prefill")
+      o.prefill = false;
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_quant.cpp)\n", a.c_str());
+      std::exit(2);
+    }
   }
   if (o.kernels.empty()) {
     o.kernels = quant_kernels_supported();
@@ -76,8 +87,9 @@ double best_seconds(Fn&& fn, int reps, double* median = nullptr, bool cpu_time =
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = thread_cpu_seconds();
     fn();
-    t.push_back(cpu_time ? thread_cpu_seconds() - c0
-                         : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(cpu_time
+                    ? thread_cpu_seconds() - c0
+                    : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   if (median) *median = t[t.size() / 2];
@@ -95,18 +107,20 @@ double bandwidth_probe(size_t bytes, int reps, bool cpu_time = false) {
   constexpr int64_t kChunk = 1 << 18;
   const int64_t chunks = int64_t(words) / kChunk;
   volatile uint64_t sink = 0;
-  const double sec = best_seconds([&] {
-    std::vector<uint64_t> sums(static_cast<size_t>(chunks));
-    parallel_for(chunks, 8, [&](int64_t a, int64_t b) {
-      for (int64_t c = a; c < b; ++c) {
-        const uint64_t* p = buf.get() + c * kChunk;
-        uint64_t s = 0;
-        for (int64_t i = 0; i < kChunk; ++i) s += p[i];
-        sums[size_t(c)] = s;
-      }
-    });
-    for (uint64_t s : sums) sink = sink + s;
-  }, reps, nullptr, cpu_time);
+  const double sec = best_seconds(
+      [&] {
+        std::vector<uint64_t> sums(static_cast<size_t>(chunks));
+        parallel_for(chunks, 8, [&](int64_t a, int64_t b) {
+          for (int64_t c = a; c < b; ++c) {
+            const uint64_t* p = buf.get() + c * kChunk;
+            uint64_t s = 0;
+            for (int64_t i = 0; i < kChunk; ++i) s += p[i];
+            sums[size_t(c)] = s;
+          }
+        });
+        for (uint64_t s : sums) sink = sink + s;
+      },
+      reps, nullptr, cpu_time);
   return double(chunks * kChunk * 8) / sec / 1e9;
 }
 
@@ -117,8 +131,8 @@ struct Linear {
 
 // One decoder layer of configs/mid.json (hidden 1024, 16 x 64 query heads, 2 kv heads, MLP
 // 2816 with fused gate_up), then the lm_head.
-const Linear kLayer[] = {{"q", 1024, 1024},      {"k", 128, 1024},  {"v", 128, 1024},
-                         {"o", 1024, 1024},      {"gate_up", 5632, 1024}, {"down", 1024, 2816}};
+const Linear kLayer[] = {{"q", 1024, 1024}, {"k", 128, 1024},        {"v", 128, 1024},
+                         {"o", 1024, 1024}, {"gate_up", 5632, 1024}, {"down", 1024, 2816}};
 const Linear kHead = {"lm_head", 32000, 1024};
 constexpr int kLayers = 8;
 
@@ -148,7 +162,8 @@ Weight dense_weight(const Linear& s, uint64_t seed) {
 // bf16, 4 and 8 bits), the others quant_linear_forward with that kernel table.
 void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
                   const QuantizedMatrix& q, float* y) {
-  if (k == "int8" && (q.bits == 4 || q.bits == 8)) return quant_linear_forward_int8(x, M, K, q, y, false);
+  if (k == "int8" && (q.bits == 4 || q.bits == 8))
+    return quant_linear_forward_int8(x, M, K, q, y, false);
   if (k != "int8") set_quant_kernel(k);
   quant_linear_forward(x, M, K, q, y, false);
 }
@@ -163,12 +178,16 @@ struct Token {
 
 double token_seconds(Token& t, const std::vector<const Linear*>& ls, const std::string& kernel,
                      int reps, double* median, bool cpu_time = false) {
-  return best_seconds([&] {
-    for (size_t i = 0; i < ls.size(); ++i) {
-      if (!kernel.empty()) forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data());
-      else linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false, kF32Compute);
-    }
-  }, reps, median, cpu_time);
+  return best_seconds(
+      [&] {
+        for (size_t i = 0; i < ls.size(); ++i) {
+          if (!kernel.empty())
+            forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data());
+          else
+            linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false, kF32Compute);
+        }
+      },
+      reps, median, cpu_time);
 }
 
 // Tokens/s one core sustains: the token on one thread, timed by that thread's CPU time.
@@ -181,8 +200,8 @@ double core_tokens_per_second(Token& t, const std::vector<const Linear*>& ls,
 }
 
 // y = X W^T in fp64 for X [M, K] and W given as doubles [N, K].
-std::vector<double> fp64_product(const std::vector<float>& X, const std::vector<double>& W, int64_t M,
-                                 int64_t N, int64_t K) {
+std::vector<double> fp64_product(const std::vector<float>& X, const std::vector<double>& W,
+                                 int64_t M, int64_t N, int64_t K) {
   std::vector<double> y(size_t(M * N));
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < M; ++m)
@@ -218,7 +237,8 @@ double rel_rms(const std::vector<T>& got, const std::vector<double>& ref) {
   return std::sqrt(e / r);
 }
 
-// llama.cpp-style int8 activations: per block of 32, scale = max|x| / 127, x ~ scale * round(x / scale).
+// llama.cpp-style int8 activations: per block of 32, scale = max|x| / 127, x ~ scale * round(x /
+// scale).
 std::vector<float> int8_activations(const std::vector<float>& x) {
   std::vector<float> out(x.size());
   for (size_t b = 0; b < x.size(); b += 32) {
@@ -243,7 +263,8 @@ void error_report(const Options& o, int bits) {
     const std::vector<double> ref = fp64_product(x, exact, M, s.N, s.K);
     std::vector<float> y(size_t(M * s.N));
     linear_forward(x.data(), M, s.K, fp32, y.data(), false, kF32Compute);
-    std::printf("error M=%-3ld %d-bit 1024x1024: fp32 GEMM on deq %.2e", long(M), bits, rel_rms(y, ref));
+    std::printf("error M=%-3ld %d-bit 1024x1024: fp32 GEMM on deq %.2e", long(M), bits,
+                rel_rms(y, ref));
     for (const std::string& k : o.kernels) {
       if (k == "int8" && M > kQuantStreamRows) continue;
       forward_with(k, x.data(), M, s.K, q.view(), y.data());
@@ -273,12 +294,16 @@ int main(int argc, char** argv) {
   set_max_threads(1);
   const double dram_core = bandwidth_probe(size_t(o.probe_gib * double(1ull << 30)), 5, true);
   set_max_threads(o.threads);
-  std::printf("bandwidth probe: %.2f GiB streaming read %.1f GB/s (one core by CPU time %.1f GB/s); "
-              "64 MiB %.1f GB/s\n", o.probe_gib, dram, dram_core, cached);
+  std::printf(
+      "bandwidth probe: %.2f GiB streaming read %.1f GB/s (one core by CPU time %.1f GB/s); "
+      "64 MiB %.1f GB/s\n",
+      o.probe_gib, dram, dram_core, cached);
 
   const std::vector<const Linear*> ls = token_linears();
-  std::printf("\n# decode: one token = %d layers x (q, k, v, o, gate_up, down) + lm_head, M = 1, "
-              "distinct weights\n", kLayers);
+  std::printf(
+      "\n# decode: one token = %d layers x (q, k, v, o, gate_up, down) + lm_head, M = 1, "
+      "distinct weights\n",
+      kLayers);
   std::printf("# 1-core CPU = tokens/s of one thread by its CPU time (immune to other load)\n");
   std::printf("%-14s %-7s %9s %9s %9s %7s %12s\n", "weights", "kernel", "MB/token", "tokens/s",
               "(median)", "GB/s", "1-core CPU");
@@ -292,9 +317,8 @@ int main(int argc, char** argv) {
     }
     double median;
     const double sec = token_seconds(t, ls, "", o.reps, &median);
-    std::printf("%-14s %-7s %9.1f %9.1f %9.1f %7.1f %12.1f\n", "bf16 dense", "today",
-                t.bytes / 1e6, 1 / sec, 1 / median, t.bytes / sec / 1e9,
-                core_tokens_per_second(t, ls, "", o));
+    std::printf("%-14s %-7s %9.1f %9.1f %9.1f %7.1f %12.1f\n", "bf16 dense", "today", t.bytes / 1e6,
+                1 / sec, 1 / median, t.bytes / sec / 1e9, core_tokens_per_second(t, ls, "", o));
     for (int bits : o.bits) {
       Token q;
       q.x = t.x;
@@ -322,11 +346,17 @@ int main(int argc, char** argv) {
     const std::vector<float> x = normal_vec(s.K, 5, 1.0f);
     std::vector<float> y(size_t(s.N));
     set_max_threads(1);
-    auto ns = [&](auto&& fn) { return 1e9 * best_seconds(fn, o.reps * 2, nullptr, true) / double(s.N * s.K); };
-    std::printf("\n# compute ceiling: M = 1, one core, a 2048 x 1024 weight in L2, ns per weight by CPU time\n");
-    std::printf("bf16 dense %.4f", ns([&] { linear_forward(x.data(), 1, s.K, dense, y.data(), false, kF32Compute); }));
+    auto ns = [&](auto&& fn) {
+      return 1e9 * best_seconds(fn, o.reps * 2, nullptr, true) / double(s.N * s.K);
+    };
+    std::printf(
+        "\n# compute ceiling: M = 1, one core, a 2048 x 1024 weight in L2, ns per weight by CPU "
+        "time\n");
+    std::printf("bf16 dense %.4f",
+                ns([&] { linear_forward(x.data(), 1, s.K, dense, y.data(), false, kF32Compute); }));
     for (int bits : o.bits) {
-      QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s.N, s.K, {bits, o.group}, "l2");
+      QuantizedStorage q =
+          quantize_affine(DType::BF16, dense.data(), s.N, s.K, {bits, o.group}, "l2");
       for (const std::string& k : o.kernels) {
         std::printf(" | %d-bit %s %.4f", bits, k.c_str(),
                     ns([&] { forward_with(k, x.data(), 1, s.K, q.view(), y.data()); }));
@@ -337,8 +367,10 @@ int main(int argc, char** argv) {
     set_max_threads(o.threads);
   }
 
-  std::printf("\n# decode per linear (M = 1, the same weights every call, so cache-resident when "
-              "they fit): GB/s of weight bytes, kernel %s\n", default_kernel.c_str());
+  std::printf(
+      "\n# decode per linear (M = 1, the same weights every call, so cache-resident when "
+      "they fit): GB/s of weight bytes, kernel %s\n",
+      default_kernel.c_str());
   std::printf("%-10s %-12s %10s", "linear", "N x K", "bf16 GB/s");
   for (int bits : o.bits) std::printf("  %d-bit GB/s (us)", bits);
   std::printf("\n");
@@ -346,21 +378,27 @@ int main(int argc, char** argv) {
     const Weight dense = dense_weight(*s, 13);
     const std::vector<float> x = normal_vec(s->K, 5, 1.0f);
     std::vector<float> y(size_t(s->N));
-    const double tb = best_seconds([&] { linear_forward(x.data(), 1, s->K, dense, y.data(), false, kF32Compute); }, o.reps * 5);
+    const double tb = best_seconds(
+        [&] { linear_forward(x.data(), 1, s->K, dense, y.data(), false, kF32Compute); },
+        o.reps * 5);
     char shape[32];
     std::snprintf(shape, sizeof shape, "%ldx%ld", long(s->N), long(s->K));
     std::printf("%-10s %-12s %10.1f", s->name, shape, dense.bytes() / tb / 1e9);
     for (int bits : o.bits) {
-      QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s->N, s->K, {bits, o.group}, s->name);
-      const double tq = best_seconds([&] { quant_linear_forward(x.data(), 1, s->K, q.view(), y.data(), false); }, o.reps * 5);
+      QuantizedStorage q =
+          quantize_affine(DType::BF16, dense.data(), s->N, s->K, {bits, o.group}, s->name);
+      const double tq = best_seconds(
+          [&] { quant_linear_forward(x.data(), 1, s->K, q.view(), y.data(), false); }, o.reps * 5);
       std::printf("  %9.1f (%6.1f)", q.view().bytes() / tq / 1e9, tq * 1e6);
     }
     std::printf("\n");
   }
 
   if (o.prefill) {
-    std::printf("\n# prefill: M = 512, GFLOP/s = 2 M N K / best time (kernel %s for the tiles' "
-                "dequantization)\n", default_kernel.c_str());
+    std::printf(
+        "\n# prefill: M = 512, GFLOP/s = 2 M N K / best time (kernel %s for the tiles' "
+        "dequantization)\n",
+        default_kernel.c_str());
     std::printf("%-10s %-12s %9s", "linear", "N x K", "bf16");
     for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad", bits);
     std::printf("\n");
@@ -370,14 +408,24 @@ int main(int argc, char** argv) {
     for (const Linear* s : {&kLayer[0], &kLayer[4], &kLayer[5], &kHead}) {
       const Weight dense = dense_weight(*s, 9);
       const double flop = 2.0 * M * s->N * s->K;
-      const double bf16 = flop / best_seconds([&] { linear_forward(x.data(), M, s->K, dense, y.data(), false, kF32Compute); }, 3);
+      const double bf16 =
+          flop /
+          best_seconds(
+              [&] { linear_forward(x.data(), M, s->K, dense, y.data(), false, kF32Compute); }, 3);
       char shape[32];
       std::snprintf(shape, sizeof shape, "%ldx%ld", long(s->N), long(s->K));
       std::printf("%-10s %-12s %9.1f", s->name, shape, bf16 / 1e9);
       for (int bits : o.bits) {
-        QuantizedStorage q = quantize_affine(DType::BF16, dense.data(), s->N, s->K, {bits, o.group}, s->name);
-        const double fwd = flop / best_seconds([&] { quant_linear_forward(x.data(), M, s->K, q.view(), y.data(), false); }, 3);
-        const double dgrad = flop / best_seconds([&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
+        QuantizedStorage q =
+            quantize_affine(DType::BF16, dense.data(), s->N, s->K, {bits, o.group}, s->name);
+        const double fwd =
+            flop /
+            best_seconds(
+                [&] { quant_linear_forward(x.data(), M, s->K, q.view(), y.data(), false); }, 3);
+        const double dgrad =
+            flop /
+            best_seconds(
+                [&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
         std::printf("  %9.1f %6.1f", fwd / 1e9, dgrad / 1e9);
       }
       std::printf("\n");

@@ -37,7 +37,8 @@ int g_threads = 2;
 // Seconds on the chosen clock.
 double now() {
   if (!g_cpu_clock)
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec)) / g_threads;
@@ -60,7 +61,8 @@ struct Stream {
   int64_t tokens = 0;
 };
 
-double wall_seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double wall_seconds(std::chrono::steady_clock::time_point a,
+                    std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
@@ -72,8 +74,9 @@ std::vector<Stream> run(Scheduler& s, const std::vector<std::vector<int32_t>>& p
   std::vector<std::thread> waiters;
   const auto start = std::chrono::steady_clock::now();  // arrivals follow the wall clock
   for (size_t i = 0; i < prompts.size(); ++i) {
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                              std::chrono::duration<double>(at[i])));
+    std::this_thread::sleep_until(start +
+                                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(at[i])));
     SlotRequest r;
     r.prompt = prompts[i];
     r.max_tokens = tokens;  // greedy, no stop ids: exactly `tokens` tokens
@@ -108,37 +111,55 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] { return bench::flag_value(argc, argv, i); };
-    if (a == "--config") o.config = value();
-    else if (a == "--dtype") o.dtype = value();
-    else if (a == "--streams") o.streams = std::max(1, std::stoi(value()));
-    else if (a == "--prompt") o.prompt = std::max<int64_t>(1, std::stoll(value()));
-    else if (a == "--tokens") o.tokens = std::max(2, std::stoi(value()));
-    else if (a == "--reps") o.reps = std::max(1, std::stoi(value()));
-    else if (a == "--threads") o.threads = std::stoi(value());
-    else if (a == "--clock") g_cpu_clock = value() == "cpu";
-    else { std::fprintf(stderr, "unknown flag %s (see the header of bench_serve.cpp)\n", a.c_str()); return 2; }
+    if (a == "--config")
+      o.config = value();
+    else if (a == "--dtype")
+      o.dtype = value();
+    else if (a == "--streams")
+      o.streams = std::max(1, std::stoi(value()));
+    else if (a == "--prompt")
+      o.prompt = std::max<int64_t>(1, std::stoll(value()));
+    else if (a == "--tokens")
+      o.tokens = std::max(2, std::stoi(value()));
+    else if (a == "--reps")
+      o.reps = std::max(1, std::stoi(value()));
+    else if (a == "--threads")
+      o.threads = std::stoi(value());
+    else if (a == "--clock")
+      g_cpu_clock = value() == "cpu";
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_serve.cpp)\n", a.c_str());
+      return 2;
+    }
   }
   set_max_threads(o.threads);
   g_threads = std::max(1, o.threads);
   try {
     ModelConfig config = load_model_config(o.config);
     DType dtype;
-    if (!parse_dtype(o.dtype, &dtype)) { std::fprintf(stderr, "unknown dtype %s\n", o.dtype.c_str()); return 2; }
+    if (!parse_dtype(o.dtype, &dtype)) {
+      std::fprintf(stderr, "unknown dtype %s\n", o.dtype.c_str());
+      return 2;
+    }
     Glm4Model model(config);
     init_random(model, 0, dtype);
     std::mt19937_64 rng(1);
     std::vector<std::vector<int32_t>> prompts(size_t(o.streams));
     for (auto& p : prompts)
-      for (int64_t t = 0; t < o.prompt; ++t) p.push_back(int32_t(2 + rng() % uint64_t(config.vocab_size - 2)));
+      for (int64_t t = 0; t < o.prompt; ++t)
+        p.push_back(int32_t(2 + rng() % uint64_t(config.vocab_size - 2)));
     SchedulerConfig sc;
     sc.max_batch = o.streams;
     Scheduler s(model, nullptr, sc);
 
-    std::printf("# bench_serve: %s (%s), random weights, %d threads, prompts of %ld tokens, %d greedy tokens "
-                "each, best of %d, clock: %s\n# decode t/s = tokens after each stream's first / time from the last "
-                "first token to the last token (aggregate over streams)\n",
-                o.config.c_str(), o.dtype.c_str(), o.threads, long(o.prompt), o.tokens, o.reps,
-                g_cpu_clock ? "process CPU time / threads" : "wall");
+    std::printf(
+        "# bench_serve: %s (%s), random weights, %d threads, prompts of %ld tokens, %d greedy "
+        "tokens "
+        "each, best of %d, clock: %s\n# decode t/s = tokens after each stream's first / time from "
+        "the last "
+        "first token to the last token (aggregate over streams)\n",
+        o.config.c_str(), o.dtype.c_str(), o.threads, long(o.prompt), o.tokens, o.reps,
+        g_cpu_clock ? "process CPU time / threads" : "wall");
     std::fflush(stdout);
     double one = 0, many = 0, ttft_one = 1e9, ttft_mean = 1e9, ttft_max = 1e9, join = 1e9;
     for (int rep = 0; rep < o.reps; ++rep) {
@@ -170,10 +191,14 @@ int main(int argc, char** argv) {
     }
     std::printf("%-28s %10s %10s\n", "", "decode t/s", "TTFT ms");
     std::printf("%-28s %10.1f %10.1f\n", "1 stream", one, 1e3 * ttft_one);
-    std::printf("%-28s %10.1f %10.1f (max %.1f)\n", (std::to_string(o.streams) + " streams, arriving together").c_str(),
-                many, 1e3 * ttft_mean, 1e3 * ttft_max);
-    std::printf("%-28s %10s %10.1f\n", ("1 joining " + std::to_string(o.streams - 1) + " decoding").c_str(), "", 1e3 * join);
-    std::printf("aggregate speed-up: %.2fx one stream (%d rows per forward pass)\n", many / one, o.streams);
+    std::printf("%-28s %10.1f %10.1f (max %.1f)\n",
+                (std::to_string(o.streams) + " streams, arriving together").c_str(), many,
+                1e3 * ttft_mean, 1e3 * ttft_max);
+    std::printf("%-28s %10s %10.1f\n",
+                ("1 joining " + std::to_string(o.streams - 1) + " decoding").c_str(), "",
+                1e3 * join);
+    std::printf("aggregate speed-up: %.2fx one stream (%d rows per forward pass)\n", many / one,
+                o.streams);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_serve: %s\n", e.what());
     return 1;

@@ -15,8 +15,9 @@ namespace glm4 {
 namespace {
 
 std::string pseudo_english(size_t bytes) {
-  const std::vector<std::string> common = {"the", "of", "and", "to", "in", "is", "that", "for",
-                                           "it", "with", "as", "was", "on", "model", "training"};
+  const std::vector<std::string> common = {"the", "of",   "and", "to",    "in",
+                                           "is",  "that", "for", "it",    "with",
+                                           "as",  "was",  "on",  "model", "training"};
   const std::vector<std::string> syll = {"ka", "tor", "mi", "zen", "qua", "lin", "dro", "pex"};
   std::mt19937 rng(11);
   std::string text;
@@ -45,7 +46,8 @@ int run(int argc, char** argv) {
   };
   std::vector<Case> cases;
   cases.push_back({"glm4 tiktoken ranks", load_tokenizer(data + "/glm4-tiktoken")});
-  cases.push_back({"glm4 tokenizer.json", load_tokenizer_json(data + "/glm4-0414/tokenizer.derived.json")});
+  cases.push_back(
+      {"glm4 tokenizer.json", load_tokenizer_json(data + "/glm4-0414/tokenizer.derived.json")});
   std::printf("| tokenizer | bytes | tokens | best s | MB/s |\n|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     double best = 1e30;
@@ -53,9 +55,11 @@ int run(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       tokens = c.tok->encode(text).size();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    std::printf("| %s | %zu | %zu | %.3f | %.1f |\n", c.name, text.size(), tokens, best, text.size() / best / 1e6);
+    std::printf("| %s | %zu | %zu | %.3f | %.1f |\n", c.name, text.size(), tokens, best,
+                text.size() / best / 1e6);
   }
   return 0;
 }

@@ -1,11 +1,11 @@
 // Flag parsing shared by the subcommands.
 #include "cli/cli_common.h"
 
-#include "base/strings.h"
-
 #include <cctype>
 #include <charconv>
 #include <cmath>
+
+#include "base/strings.h"
 
 namespace glm4::cli {
 namespace fs = std::filesystem;
@@ -17,12 +17,14 @@ std::string upper(std::string s) {
 }
 }  // namespace
 
-std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag, int64_t vocab) {
+std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
+                                      int64_t vocab) {
   std::vector<int32_t> ids;
   size_t start = 0;
   while (true) {
     size_t comma = text.find(',', start);
-    std::string item = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    std::string item =
+        trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     int64_t v = -1;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     GLM4_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size() && v >= 0 &&
@@ -46,15 +48,24 @@ size_t parse_size(const std::string& text, const std::string& flag) {
   auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   bool ok = !number.empty() && ec == std::errc() && end == number.data() + number.size();
   double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "TB") mult = 1e12;
-  else if (unit == "KIB") mult = 1024.0;
-  else if (unit == "MIB") mult = 1024.0 * 1024;
-  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "TIB") mult = 1024.0 * 1024 * 1024 * 1024;
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KB")
+    mult = 1e3;
+  else if (unit == "MB")
+    mult = 1e6;
+  else if (unit == "GB")
+    mult = 1e9;
+  else if (unit == "TB")
+    mult = 1e12;
+  else if (unit == "KIB")
+    mult = 1024.0;
+  else if (unit == "MIB")
+    mult = 1024.0 * 1024;
+  else if (unit == "GIB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TIB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
   double bytes = value * mult;
   GLM4_CHECK(ok && mult > 0 && std::isfinite(bytes) && bytes < 9e18, flag, ": \"", text,
              "\" is not a size (examples: 2GB, 500MB, 1.5GiB, 0 for no limit)");
@@ -63,16 +74,18 @@ size_t parse_size(const std::string& text, const std::string& flag) {
 
 DType parse_dtype_flag(const std::string& text, const std::string& flag) {
   DType d;
-  GLM4_CHECK(parse_dtype(text, &d), flag, ": \"", text, "\" is not a dtype (expected f32, bf16 or f16)");
+  GLM4_CHECK(parse_dtype(text, &d), flag, ": \"", text,
+             "\" is not a dtype (expected f32, bf16 or f16)");
   return d;
 }
 
 void check_output_file(const fs::path& path, const std::string& flag) {
   std::error_code ec;
-  GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(), ": is a directory, expected a file name");
+  GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(),
+             ": is a directory, expected a file name");
   fs::path parent = path.parent_path();
-  GLM4_CHECK(parent.empty() || fs::is_directory(parent, ec), flag, " ", path.string(), ": directory ",
-             parent.string(), " does not exist");
+  GLM4_CHECK(parent.empty() || fs::is_directory(parent, ec), flag, " ", path.string(),
+             ": directory ", parent.string(), " does not exist");
 }
 
 void check_output_dir(const fs::path& dir, const std::string& flag, bool force) {
@@ -84,9 +97,12 @@ void check_output_dir(const fs::path& dir, const std::string& flag, bool force) 
 }
 
 const char* const kComputeFlagHelp =
-    "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or AVX512-BF16, "
+    "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or "
+    "AVX512-BF16, "
     "on Intel's AVX512-BF16 alone for decode sizes only; else f32), f32 or bf16 (default auto)";
 
-void add_compute_flag(CLI::App* app, std::string& value) { app->add_option("--compute", value, kComputeFlagHelp); }
+void add_compute_flag(CLI::App* app, std::string& value) {
+  app->add_option("--compute", value, kComputeFlagHelp);
+}
 
 }  // namespace glm4::cli

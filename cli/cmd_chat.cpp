@@ -37,8 +37,10 @@ void run_chat(const ChatFlags& f) {
     const auto& history = gen.history();
     bool extends = !history.empty() && history.size() < ids.size() &&
                    std::equal(history.begin(), history.end(), ids.begin());
-    if (extends) gen.append(std::span<const int32_t>(ids).subspan(history.size()));
-    else gen.start(ids);
+    if (extends)
+      gen.append(std::span<const int32_t>(ids).subspan(history.size()));
+    else
+      gen.start(ids);
     StreamDecoder stream(*s.tokenizer, true);
     std::vector<int32_t> reply;
     while (auto id = gen.next()) {
@@ -54,7 +56,8 @@ void run_chat(const ChatFlags& f) {
 }  // namespace
 
 void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("chat", "Interactive multi-turn chat (empty line or /exit quits)");
+  CLI::App* app =
+      parent.add_subcommand("chat", "Interactive multi-turn chat (empty line or /exit quits)");
   auto f = std::make_shared<ChatFlags>();
   f->model.add(app);
   f->adapter.add(app);

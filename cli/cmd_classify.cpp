@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/strings.h"
 #include "cli/cli_common.h"
@@ -33,7 +32,8 @@ std::vector<std::string> parse_labels(const std::string& text) {
   size_t at = 0;
   while (true) {
     size_t comma = text.find(',', at);
-    std::string label = trim(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    std::string label =
+        trim(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
     GLM4_CHECK(!label.empty(), "--labels \"", text, "\": an empty label (write them as A,B,...)");
     GLM4_CHECK(seen.insert(label).second, "--labels \"", text, "\": \"", label, "\" appears twice");
     labels.push_back(label);
@@ -70,7 +70,8 @@ void run_classify(const ClassifyFlags& f) {
     RecordAnswer a{-1, r.task, 0};
     if (answer) {
       auto it = std::find(labels.begin(), labels.end(), trim(*answer));
-      GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ", f.labels);
+      GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ",
+                 f.labels);
       a.label = it - labels.begin();
     }
     candidates.push_back(candidate_examples(r, labels, encoder));
@@ -78,7 +79,8 @@ void run_classify(const ClassifyFlags& f) {
     lines.push_back(line);
     answers.push_back(a);
   });
-  GLM4_CHECK(!lines.empty(), "--data ", f.data.file, ": no records", f.task.empty() ? "" : " of --task " + f.task);
+  GLM4_CHECK(!lines.empty(), "--data ", f.data.file, ": no records",
+             f.task.empty() ? "" : " of --task " + f.task);
 
   std::vector<Classification> results = classify(*s.model, candidates, f.data.batch_size);
   const ClassifyReport report = summarize(results, answers, labels.size());
@@ -126,18 +128,23 @@ void run_classify(const ClassifyFlags& f) {
 
 void add_classify_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app = parent.add_subcommand(
-      "classify", "Choose each record's answer among --labels by log-probability (one forward, no decoding)");
+      "classify",
+      "Choose each record's answer among --labels by log-probability (one forward, no decoding)");
   auto f = std::make_shared<ClassifyFlags>();
   f->model.add(app);
   f->adapter.add(app);
-  f->data.add(app,
-              "JSONL of {\"messages\": [...]} ending with the assistant turn to classify (or a user turn: no "
-              "answer), or {\"prompt\", \"completion\"}",
-              "Records per forward pass, each with every label")
+  f->data
+      .add(app,
+           "JSONL of {\"messages\": [...]} ending with the assistant turn to classify (or a user "
+           "turn: no "
+           "answer), or {\"prompt\", \"completion\"}",
+           "Records per forward pass, each with every label")
       ->required();
-  app->add_option("--labels", f->labels, "The candidate answers, comma-separated: A,B,...")->required();
+  app->add_option("--labels", f->labels, "The candidate answers, comma-separated: A,B,...")
+      ->required();
   app->add_option("--task", f->task, "Classify only the records whose \"task\" is this");
-  app->add_option("--predictions", f->predictions, "Write one JSON line per record: its label log-probabilities");
+  app->add_option("--predictions", f->predictions,
+                  "Write one JSON line per record: its label log-probabilities");
   add_compute_flag(app, f->compute);
   out.push_back({app, [f] { run_classify(*f); }});
 }

@@ -3,7 +3,6 @@
 // answers. Prints one JSON object (with exact match and answer loss per "task" when the records
 // name one).
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
@@ -11,10 +10,10 @@
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
-#include "infer/score.h"
 #include "dataset/dataset.h"
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
+#include "infer/score.h"
 
 namespace glm4::cli {
 
@@ -41,12 +40,14 @@ void run_evaluate(const EvaluateFlags& f) {
     examples.push_back({s.render(context), r.messages.back().content, r.task});
   });
   GLM4_CHECK(!examples.empty(), "--data ", f.data.file, ": no examples");
-  ExactMatchScore em = score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f.data.batch_size);
+  ExactMatchScore em =
+      score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f.data.batch_size);
   if (f.show)
     for (size_t i = 0; i < examples.size(); ++i) {
       const std::string reference = trim(examples[i].reference);
-      std::fprintf(stderr, "%s %s  |  expected: %s\n", em.answers[i] == reference ? "[ok]  " : "[miss]",
-                   em.answers[i].c_str(), reference.c_str());
+      std::fprintf(stderr, "%s %s  |  expected: %s\n",
+                   em.answers[i] == reference ? "[ok]  " : "[miss]", em.answers[i].c_str(),
+                   reference.c_str());
     }
   DatasetOptions o;
   o.mask_prompt = true;
@@ -54,18 +55,20 @@ void run_evaluate(const EvaluateFlags& f) {
   Dataset d = load_dataset(f.data.file, make_text_encoder(f.model.dir), o);
   d.examples.resize(std::min(d.examples.size(), examples.size()));
   LossScore p = score_loss(*s.model, d.examples, 8);
-  nlohmann::json j{{"label", f.label.empty() ? (f.adapter.dir.empty() ? "base" : "adapted") : f.label},
-                   {"examples", examples.size()},
-                   {"exact_match", em.rate()},
-                   {"answer_loss", p.loss},
-                   {"answer_tokens", p.tokens}};
+  nlohmann::json j{
+      {"label", f.label.empty() ? (f.adapter.dir.empty() ? "base" : "adapted") : f.label},
+      {"examples", examples.size()},
+      {"exact_match", em.rate()},
+      {"answer_loss", p.loss},
+      {"answer_tokens", p.tokens}};
   j.update(kernel_report(s.compute).fields());
   if (!em.by_task.empty()) {
     j["exact_match_by_task"] = em.rate_by_task();
     std::vector<std::string> tasks;
     for (const AnswerExample& e : examples) tasks.push_back(e.task);
     nlohmann::json l = nlohmann::json::object();
-    for (const auto& [task, loss] : score_loss_by_task(*s.model, d.examples, tasks, 8)) l[task] = loss.loss;
+    for (const auto& [task, loss] : score_loss_by_task(*s.model, d.examples, tasks, 8))
+      l[task] = loss.loss;
     j["answer_loss_by_task"] = l;
   }
   std::printf("%s\n", j.dump().c_str());
@@ -73,11 +76,14 @@ void run_evaluate(const EvaluateFlags& f) {
 }  // namespace
 
 void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");
+  CLI::App* app =
+      parent.add_subcommand("evaluate", "Exact match and answer loss on held-out chat examples");
   auto f = std::make_shared<EvaluateFlags>();
   f->model.add(app);
   f->adapter.add(app);
-  f->data.add(app, "JSONL of {\"messages\": [...]} ending with an assistant turn", "Prompts generated together")
+  f->data
+      .add(app, "JSONL of {\"messages\": [...]} ending with an assistant turn",
+           "Prompts generated together")
       ->required();
   app->add_option("--label", f->label, "Name for this run in the output");
   app->add_option("--max-examples", f->max_examples, "Score only the first N examples");

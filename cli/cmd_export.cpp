@@ -24,8 +24,8 @@ struct ExportFlags {
 
 GgmlType parse_type_flag(const std::string& text, bool adapter) {
   GgmlType t;
-  const bool ok = parse_ggml_type(text, &t) && (!adapter || t == GgmlType::F32 || t == GgmlType::F16 ||
-                                                t == GgmlType::BF16);
+  const bool ok = parse_ggml_type(text, &t) &&
+                  (!adapter || t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16);
   GLM4_CHECK(ok, "--type ", text, ": unknown type; expected ",
              adapter ? "f32, f16 or bf16" : "f32, f16, bf16, q8_0 or q4_0");
   return t;
@@ -38,33 +38,42 @@ void print_notes(const std::vector<std::string>& notes) {
 void run_gguf(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, false);
   check_output_file(f.out, "--out");
-  std::unique_ptr<Glm4Model> model = with_flag("--model", f.model.dir, [&] { return load_model(f.model.dir); });
+  std::unique_ptr<Glm4Model> model =
+      with_flag("--model", f.model.dir, [&] { return load_model(f.model.dir); });
   if (!f.adapter.dir.empty()) {
-    const std::string warning = with_flag("--adapter", f.adapter.dir, [&] { return load_adapter(*model, f.adapter.dir, f.model.dir); });
+    const std::string warning = with_flag("--adapter", f.adapter.dir, [&] {
+      return load_adapter(*model, f.adapter.dir, f.model.dir);
+    });
     if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
     const int64_t merged = merge_adapters(*model, DType::F32);  // one rounding: to --type, below
     std::fprintf(stderr, "merged %lld adapted modules\n", static_cast<long long>(merged));
   }
-  const GgufExportResult r =
-      with_flag("--out", f.out, [&] { return export_gguf_model(*model, f.model.dir, f.out, type); });
+  const GgufExportResult r = with_flag(
+      "--out", f.out, [&] { return export_gguf_model(*model, f.model.dir, f.out, type); });
   print_notes(r.notes);
   std::printf("wrote %s: %s, %lld tensors, %lld parameters, %s\n", f.out.c_str(), r.arch.c_str(),
-              static_cast<long long>(r.tensors), static_cast<long long>(r.parameters), f.type.c_str());
+              static_cast<long long>(r.tensors), static_cast<long long>(r.parameters),
+              f.type.c_str());
 }
 
 void run_gguf_lora(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, true);
   check_output_file(f.out, "--out");
-  const ModelConfig config = with_flag("--model", f.model.dir, [&] { return load_model_config(f.model.dir); });
-  AdapterFile adapter = with_flag("--adapter", f.adapter.dir, [&] { return read_adapter_file(f.adapter.dir); });
-  GLM4_CHECK(!adapter.info.lora.dora, "--adapter ", f.adapter.dir, ": a DoRA adapter has no llama.cpp LoRA form (its ",
-             "magnitude rescales whole rows); merge it instead: glm4 export gguf --model M --adapter A");
+  const ModelConfig config =
+      with_flag("--model", f.model.dir, [&] { return load_model_config(f.model.dir); });
+  AdapterFile adapter =
+      with_flag("--adapter", f.adapter.dir, [&] { return read_adapter_file(f.adapter.dir); });
+  GLM4_CHECK(
+      !adapter.info.lora.dora, "--adapter ", f.adapter.dir,
+      ": a DoRA adapter has no llama.cpp LoRA form (its ",
+      "magnitude rescales whole rows); merge it instead: glm4 export gguf --model M --adapter A");
   if (config.family == ModelConfig::Family::ChatGlm) adapter.qkv_rows = qkv_rows_of(config);
-  with_flag("--adapter", f.adapter.dir, [&] { split_fused_qkv(adapter, "adapter " + f.adapter.dir); });
+  with_flag("--adapter", f.adapter.dir,
+            [&] { split_fused_qkv(adapter, "adapter " + f.adapter.dir); });
   std::vector<GgufLoraModule> modules;
   for (const auto& [path, m] : adapter.modules) {
-    GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter.dir, ": module ", path,
-               " has A or B that is not a matrix");
+    GLM4_CHECK(m.a_shape.size() == 2 && m.b_shape.size() == 2, "--adapter ", f.adapter.dir,
+               ": module ", path, " has A or B that is not a matrix");
     modules.push_back({path, m.a_shape[0], m.a_shape[1], m.b_shape[0], m.a, m.b});
   }
   const std::string name = fs::weakly_canonical(fs::path(f.adapter.dir)).filename().string();
@@ -73,14 +82,15 @@ void run_gguf_lora(const ExportFlags& f) {
   });
   print_notes(r.notes);
   std::printf("wrote %s: LoRA for %s, %lld tensors, alpha %g, %s\n", f.out.c_str(),
-              config.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm", static_cast<long long>(r.tensors),
-              r.alpha, f.type.c_str());
+              config.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm",
+              static_cast<long long>(r.tensors), r.alpha, f.type.c_str());
 }
 
 }  // namespace
 
 void add_export_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* exp = parent.add_subcommand("export", "Write files for other runtimes (GGUF for llama.cpp)");
+  CLI::App* exp =
+      parent.add_subcommand("export", "Write files for other runtimes (GGUF for llama.cpp)");
   exp->require_subcommand(1);
 
   auto g = std::make_shared<ExportFlags>();
@@ -88,16 +98,20 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
   g->model.add(gguf, "Model directory (config.json, safetensors, tokenizer)");
   g->adapter.add(gguf, " to merge in first");
   gguf->add_option("--out", g->out, "GGUF file to write")->required();
-  gguf->add_option("--type", g->type, "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
+  gguf->add_option("--type", g->type,
+                   "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
   gguf->footer(
-      "Architecture glm4 (GLM-4-0414) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), tensor\n"
-      "names and metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms and biases stay f32;\n"
+      "Architecture glm4 (GLM-4-0414) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), "
+      "tensor\n"
+      "names and metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms and biases stay "
+      "f32;\n"
       "a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is asked.\n"
       "Example: glm4 export gguf --model ~/GLM-4-9B-0414 --out glm4-9b-q8_0.gguf --type q8_0");
   out.push_back({gguf, [g] { run_gguf(*g); }});
 
   auto l = std::make_shared<ExportFlags>();
-  CLI::App* lora = exp->add_subcommand("gguf-lora", "Write a LoRA adapter in llama.cpp's GGUF adapter format");
+  CLI::App* lora =
+      exp->add_subcommand("gguf-lora", "Write a LoRA adapter in llama.cpp's GGUF adapter format");
   l->model.add(lora, "Base model directory (its config.json is read)");
   l->adapter.add(lora, "")->required();
   lora->add_option("--out", l->out, "GGUF file to write")->required();

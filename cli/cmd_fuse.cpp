@@ -7,17 +7,17 @@
 #include <map>
 #include <memory>
 
+#include "autograd/kernels/gemm.h"
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
-#include "autograd/kernels/gemm.h"
+#include "dataset/dataset.h"
+#include "dataset/text_encoder.h"
 #include "infer/merge.h"
 #include "infer/merge_quantized.h"
 #include "infer/score.h"
 #include "model/dora.h"
 #include "model/save.h"
-#include "dataset/dataset.h"
-#include "dataset/text_encoder.h"
 
 namespace fs = std::filesystem;
 
@@ -37,7 +37,8 @@ struct FuseFlags {
 
 bool has_quantized_weights(Glm4Model& model) {
   bool any = false;
-  model.visit([&](const std::string&, Param& p) { any |= !p.value.defined() && p.frozen.is_quantized(); });
+  model.visit(
+      [&](const std::string&, Param& p) { any |= !p.value.defined() && p.frozen.is_quantized(); });
   return any;
 }
 
@@ -64,7 +65,8 @@ Weight merged_weight(const Param& weight, const LoraWeights& lora) {
 
 void run_fuse(const FuseFlags& f) {
   check_output_dir(f.out, "--out", f.force);
-  GLM4_CHECK(f.min_kept > 0 && f.min_kept <= 1, "--min-kept ", f.min_kept, ": expected a share in (0, 1]");
+  GLM4_CHECK(f.min_kept > 0 && f.min_kept <= 1, "--min-kept ", f.min_kept,
+             ": expected a share in (0, 1]");
   SaveOptions save;
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
   ModelSession s = open_session(f.model.dir, f.adapter.dir, "f32");
@@ -99,7 +101,8 @@ void run_fuse(const FuseFlags& f) {
     what = "re-quantized";
   } else if (quantized) {  // --dequantize, or no adapter: each module merged as it is written
     save.dequantize = f.dequantize;
-    auto adapters = std::make_shared<std::map<std::string, std::unique_ptr<LoraWeights>>>(take_adapters(model));
+    auto adapters =
+        std::make_shared<std::map<std::string, std::unique_ptr<LoraWeights>>>(take_adapters(model));
     save.source = [adapters](const std::string& name, const Param& p) {
       auto it = adapters->find(name.substr(0, name.size() - 7));
       if (p.is_matrix() && it != adapters->end()) return merged_weight(p, *it->second);
@@ -120,17 +123,19 @@ void run_fuse(const FuseFlags& f) {
     auto written = load_model(f.out);
     const LossScore fused = score_loss(*written, data->examples, f.data.batch_size);
     const double gain = base_loss->loss - adapter_loss->loss;
-    std::printf("{\"base_loss\": %.6f, \"adapter_loss\": %.6f, \"fused_loss\": %.6f, "
-                "\"gain_kept\": %.4f, \"tokens\": %lld}\n",
-                base_loss->loss, adapter_loss->loss, fused.loss,
-                gain != 0 ? (base_loss->loss - fused.loss) / gain : 1.0, (long long)fused.tokens);
+    std::printf(
+        "{\"base_loss\": %.6f, \"adapter_loss\": %.6f, \"fused_loss\": %.6f, "
+        "\"gain_kept\": %.4f, \"tokens\": %lld}\n",
+        base_loss->loss, adapter_loss->loss, fused.loss,
+        gain != 0 ? (base_loss->loss - fused.loss) / gain : 1.0, (long long)fused.tokens);
   }
 }
 
 }  // namespace
 
 void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("fuse", "Merge a LoRA adapter into the weights; write a model directory");
+  CLI::App* app = parent.add_subcommand(
+      "fuse", "Merge a LoRA adapter into the weights; write a model directory");
   auto f = std::make_shared<FuseFlags>();
   f->model.add(app, "Base model directory");
   f->adapter.add(app, " to merge in; omit to only convert the dtype");
@@ -140,18 +145,22 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_flag("--force", f->force, "Write into a non-empty --out");
   app->add_flag("--dequantize", f->dequantize,
                 "Quantized base: write every matrix dense in --dtype (the exact merge)");
-  app->add_flag("--keep-bits", f->keep_bits,
-                "Quantized base: re-quantize merged modules at the base's bits even where that erases "
-                "the adapter's delta (measured and reported as LOSSY)");
+  app->add_flag(
+      "--keep-bits", f->keep_bits,
+      "Quantized base: re-quantize merged modules at the base's bits even where that erases "
+      "the adapter's delta (measured and reported as LOSSY)");
   app->add_option("--min-kept", f->min_kept,
                   "Quantized base: share of a module's delta that must survive re-quantization, "
                   "else it gets more bits or stays dense (default 0.5)");
-  f->data.add(app, "JSONL file: report the loss of the base, the live adapter and the written model on it",
-              "With --data: examples per forward pass");
-  app->add_option("--max-seq-length", f->max_seq_length, "With --data: longer examples are truncated (default 2048)");
+  f->data.add(
+      app, "JSONL file: report the loss of the base, the live adapter and the written model on it",
+      "With --data: examples per forward pass");
+  app->add_option("--max-seq-length", f->max_seq_length,
+                  "With --data: longer examples are truncated (default 2048)");
   app->footer(
       "On a quantized base the merged modules are re-quantized and measured: each keeps its base\n"
-      "format when at least --min-kept of its delta survives, else it is raised to 5, 6 or 8 bits,\n"
+      "format when at least --min-kept of its delta survives, else it is raised to 5, 6 or 8 "
+      "bits,\n"
       "else written dense; --keep-bits keeps the base format anyway, --dequantize writes dense.");
   out.push_back({app, [f] { run_fuse(*f); }});
 }

@@ -2,16 +2,15 @@
 // file in one batch.
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
+#include "base/peak_rss.h"
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "infer/generator.h"
 #include "io/tokenizer/stream_decoder.h"
-#include "base/peak_rss.h"
 
 namespace glm4::cli {
 
@@ -35,9 +34,11 @@ std::vector<int32_t> prompt_ids(const ModelSession& s, const std::string& prompt
 }
 
 void print_stats(const GenerationStats& st) {
-  std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | peak memory %.0f MB\n",
-               (long long)st.prompt_tokens, st.prefill_tokens_per_second(), (long long)st.generated_tokens,
-               st.decode_tokens_per_second(), peak_rss_mb());
+  std::fprintf(stderr,
+               "\nprompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | "
+               "peak memory %.0f MB\n",
+               (long long)st.prompt_tokens, st.prefill_tokens_per_second(),
+               (long long)st.generated_tokens, st.decode_tokens_per_second(), peak_rss_mb());
 }
 
 void run_generate(const GenerateFlags& f) {
@@ -56,8 +57,8 @@ void run_generate(const GenerateFlags& f) {
       std::string text = line;
       if (line[0] == '{') {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        GLM4_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(), "--prompts-file ",
-                   f.prompts_file, ":", n, ": expected {\"prompt\": \"...\"}");
+        GLM4_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
+                   "--prompts-file ", f.prompts_file, ":", n, ": expected {\"prompt\": \"...\"}");
         text = j["prompt"].get<std::string>();
       }
       prompts.push_back(prompt_ids(s, text, f.chat, f.system));
@@ -76,9 +77,9 @@ void run_generate(const GenerateFlags& f) {
     }
     return;
   }
-  std::vector<int32_t> prompt = !f.tokens.empty()
-      ? parse_token_list(f.tokens, "--tokens", s.model->config.vocab_size)
-      : prompt_ids(s, f.prompt, f.chat, f.system);
+  std::vector<int32_t> prompt =
+      !f.tokens.empty() ? parse_token_list(f.tokens, "--tokens", s.model->config.vocab_size)
+                        : prompt_ids(s, f.prompt, f.chat, f.system);
   Generator gen(*s.model, cfg);
   gen.start(prompt);
   std::vector<int32_t> ids;
@@ -102,7 +103,9 @@ void run_generate(const GenerateFlags& f) {
   }
   GenerationStats st = gen.stats();
   if (f.json) {
-    nlohmann::json line = {{"prompt_ids", prompt}, {"ids", ids}, {"text", text},
+    nlohmann::json line = {{"prompt_ids", prompt},
+                           {"ids", ids},
+                           {"text", text},
                            {"prefill_tps", st.prefill_tokens_per_second()},
                            {"decode_tps", st.decode_tokens_per_second()},
                            {"peak_rss_mb", peak_rss_mb()}};
@@ -121,11 +124,13 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   f->model.add(app);
   auto* p = app->add_option("--prompt", f->prompt, "Prompt text");
   auto* t = app->add_option("--tokens", f->tokens, "Prompt as token ids: 1,2,3");
-  auto* pf = app->add_option("--prompts-file", f->prompts_file, "One prompt a line (text or {\"prompt\":...}); batched");
+  auto* pf = app->add_option("--prompts-file", f->prompts_file,
+                             "One prompt a line (text or {\"prompt\":...}); batched");
   p->excludes(t)->excludes(pf);
   t->excludes(pf);
   app->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat template");
-  app->add_flag("--json", f->json, "Print one JSON object (ids, text, speeds) instead of streaming");
+  app->add_flag("--json", f->json,
+                "Print one JSON object (ids, text, speeds) instead of streaming");
   f->adapter.add(app);
   f->sampling.add(app);
   app->add_option("--system", f->system, "System message (with --chat)");

@@ -37,12 +37,15 @@ void run_init(const InitFlags& f) {
     // Each matrix is generated (the values init_random gives it, in --dtype) and quantized when
     // the writer reaches it: the same bits as init followed by glm4 quantize.
     const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
-    GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm, "--bits: quantized chatglm models are not supported");
+    GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm,
+               "--bits: quantized chatglm models are not supported");
     SaveOptions save;
     save.dtype = dtype;
     save.max_shard_bytes = shard;
     save.progress_label = "init";
-    save.quantize = [&](const std::string& module, const Param& p) { return plan.format_for(module, p.shape[1]); };
+    save.quantize = [&](const std::string& module, const Param& p) {
+      return plan.format_for(module, p.shape[1]);
+    };
     save.source = [&](const std::string& name, const Param& p) {
       return random_param(config, f.seed, name, p.shape, dtype);
     };
@@ -51,7 +54,10 @@ void run_init(const InitFlags& f) {
   }
   std::printf("wrote %s: %s model, %lld parameters, %s%s, seed %llu\n", f.out.c_str(),
               family_name(config.family), static_cast<long long>(params), dtype_name(dtype),
-              f.bits ? (", " + std::to_string(f.bits) + "-bit affine groups of " + std::to_string(f.group_size)).c_str() : "",
+              f.bits ? (", " + std::to_string(f.bits) + "-bit affine groups of " +
+                        std::to_string(f.group_size))
+                           .c_str()
+                     : "",
               static_cast<unsigned long long>(f.seed));
 }
 }  // namespace
@@ -61,23 +67,31 @@ void add_init_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* sub = parent.add_subcommand(
       "init", "Create a model directory with random weights from a config file");
   sub->add_option("--config", f->config,
-                  "Model config: a Hugging Face config.json (glm4, glm, chatglm or glm4_moe), e.g. configs/tiny.json")
+                  "Model config: a Hugging Face config.json (glm4, glm, chatglm or glm4_moe), e.g. "
+                  "configs/tiny.json")
       ->required();
   sub->add_option("--out", f->out, "Directory to write (must be missing or empty)")->required();
   sub->add_option("--seed", f->seed, "Random seed; the same seed gives the same weights everywhere")
       ->capture_default_str();
-  sub->add_option("--dtype", f->dtype, "Weight dtype: f32, bf16 or f16 (with --bits: of the scales, biases and vectors)")
+  sub->add_option("--dtype", f->dtype,
+                  "Weight dtype: f32, bf16 or f16 (with --bits: of the scales, biases and vectors)")
       ->capture_default_str();
-  sub->add_option("--bits", f->bits, "Write the matrices quantized (mlx affine): 2, 3, 4, 5, 6 or 8 bits");
-  sub->add_option("--group-size", f->group_size, "With --bits: columns per scale and bias (32, 64, 128)")
+  sub->add_option("--bits", f->bits,
+                  "Write the matrices quantized (mlx affine): 2, 3, 4, 5, 6 or 8 bits");
+  sub->add_option("--group-size", f->group_size,
+                  "With --bits: columns per scale and bias (32, 64, 128)")
       ->capture_default_str();
-  sub->add_option("--keep", f->keep, "With --bits: MODULE:BITS[/GROUP] or MODULE:none, e.g. lm_head:8 (repeatable; see glm4 quantize --help)");
+  sub->add_option("--keep", f->keep,
+                  "With --bits: MODULE:BITS[/GROUP] or MODULE:none, e.g. lm_head:8 (repeatable; "
+                  "see glm4 quantize --help)");
   sub->add_option("--shard-size", f->shard_size,
                   "Largest weight file, e.g. 2GB, 500MB, 1GiB; 0 = one file")
       ->capture_default_str();
   sub->add_flag("--force", f->force, "Write into a non-empty --out directory");
-  sub->footer("Example: glm4 init --config configs/tiny.json --out models/tiny --seed 1\n"
-              "         glm4 init --config configs/glm-4-32b-0414.json --out models/32b-q4 --dtype bf16 --bits 4");
+  sub->footer(
+      "Example: glm4 init --config configs/tiny.json --out models/tiny --seed 1\n"
+      "         glm4 init --config configs/glm-4-32b-0414.json --out models/32b-q4 --dtype bf16 "
+      "--bits 4");
   out.push_back({sub, [f] { run_init(*f); }});
 }
 

@@ -22,14 +22,17 @@ struct LogitsFlags {
 };
 
 void run_logits(const LogitsFlags& f) {
-  GLM4_CHECK(!f.tokens.empty() || !f.text.empty(), "give the input as --tokens 1,2,3 or --text \"...\"");
+  GLM4_CHECK(!f.tokens.empty() || !f.text.empty(),
+             "give the input as --tokens 1,2,3 or --text \"...\"");
   check_output_file(f.out, "--out");
   GLM4_CHECK(f.tokens.empty() || f.text.empty(), "give either --tokens or --text, not both");
-  GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir, ": not a directory");
+  GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir,
+             ": not a directory");
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
   const ModelConfig& c = s.model->config;
-  std::vector<int32_t> ids = f.text.empty() ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
-                                            : (s.require_tokenizer("--text"), s.encode_prompt(f.text));
+  std::vector<int32_t> ids = f.text.empty()
+                                 ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
+                                 : (s.require_tokenizer("--text"), s.encode_prompt(f.text));
   const Glm4Model* model = s.model.get();
 
   NoGradGuard no_grad;
@@ -47,7 +50,8 @@ void run_logits(const LogitsFlags& f) {
   tensors.push_back(f32_tensor("logits", {T, c.vocab_size}, logits.data()));
   if (f.dump_layers) {
     for (size_t l = 0; l < layers.size(); ++l)
-      tensors.push_back(f32_tensor("hidden." + std::to_string(l), {T, c.hidden_size}, layers[l].data()));
+      tensors.push_back(
+          f32_tensor("hidden." + std::to_string(l), {T, c.hidden_size}, layers[l].data()));
     tensors.push_back(f32_tensor("hidden.final", {T, c.hidden_size}, hidden.data()));
   }
   tensors.push_back({"input_ids", "I32", {T}, ids.data(), ids.size() * sizeof(int32_t)});
@@ -68,8 +72,9 @@ void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
   sub->add_option("--out", f->out, "Output .safetensors file")->required();
   f->adapter.add(sub);
   add_compute_flag(sub, f->compute);
-  sub->add_flag("--dump-layers", f->dump_layers,
-                "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");
+  sub->add_flag(
+      "--dump-layers", f->dump_layers,
+      "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");
   sub->footer(
       "Writes logits [T, vocab] (F32) and input_ids [T] (I32).\n"
       "Example: glm4 logits --model models/tiny --tokens 1,2,3 --out logits.safetensors");

@@ -27,22 +27,27 @@ void run_perplexity(const PerplexityFlags& f) {
   o.mask_prompt = f.mask_prompt;
   o.max_seq_length = f.max_seq_length;
   o.vocab_size = s.model->config.vocab_size;
-  Dataset d = with_flag("--data", f.data.file,
-                        [&] { return load_dataset(f.data.file, make_text_encoder(f.model.dir), o); });
+  Dataset d = with_flag("--data", f.data.file, [&] {
+    return load_dataset(f.data.file, make_text_encoder(f.model.dir), o);
+  });
   LossScore r = score_loss(*s.model, d.examples, f.data.batch_size);
-  std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n", r.loss, r.perplexity,
-              (long long)r.tokens, compute_dtype_name(s.compute.dtype));
+  std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n",
+              r.loss, r.perplexity, (long long)r.tokens, compute_dtype_name(s.compute.dtype));
 }
 }  // namespace
 
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on a JSONL file");
+  CLI::App* app =
+      parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on a JSONL file");
   auto f = std::make_shared<PerplexityFlags>();
   f->model.add(app);
   f->adapter.add(app);
-  f->data.add(app, "JSONL file (text, prompt/completion, messages or input_ids records)", "Examples per forward pass")
+  f->data
+      .add(app, "JSONL file (text, prompt/completion, messages or input_ids records)",
+           "Examples per forward pass")
       ->required();
-  app->add_option("--max-seq-length", f->max_seq_length, "Longer examples are truncated (default 2048)");
+  app->add_option("--max-seq-length", f->max_seq_length,
+                  "Longer examples are truncated (default 2048)");
   app->add_flag("--mask-prompt", f->mask_prompt, "Score only completions / assistant turns");
   add_compute_flag(app, f->compute);
   out.push_back({app, [f] { run_perplexity(*f); }});

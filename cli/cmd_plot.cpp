@@ -3,9 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/cli_common.h"
 #include "io/file/atomic_file.h"
@@ -39,7 +38,10 @@ std::string render_svg(const Series& train, const Series& val, const std::string
       y0 = std::min(y0, s->y[i]);
       y1 = std::max(y1, s->y[i]);
     }
-  if (!(y1 > y0)) { y0 -= 1; y1 += 1; }
+  if (!(y1 > y0)) {
+    y0 -= 1;
+    y1 += 1;
+  }
   double pad = (y1 - y0) * 0.05;
   y0 -= pad;
   y1 += pad;
@@ -47,20 +49,23 @@ std::string render_svg(const Series& train, const Series& val, const std::string
   auto py = [&](double y) { return top + (y1 - y) / (y1 - y0) * (H - top - bottom); };
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+       "fill=\"white\"/>\n";
+  o << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title
+    << "</text>\n";
   double xs = tick_step(x1 - x0, 8), ys = tick_step(y1 - y0, 6);
   for (double t = std::ceil(x0 / xs) * xs; t <= x1 + 1e-9; t += xs)
-    o << "<line x1=\"" << px(t) << "\" y1=\"" << top << "\" x2=\"" << px(t) << "\" y2=\"" << H - bottom
-      << "\" stroke=\"#eee\"/><text x=\"" << px(t) << "\" y=\"" << H - bottom + 16
+    o << "<line x1=\"" << px(t) << "\" y1=\"" << top << "\" x2=\"" << px(t) << "\" y2=\""
+      << H - bottom << "\" stroke=\"#eee\"/><text x=\"" << px(t) << "\" y=\"" << H - bottom + 16
       << "\" text-anchor=\"middle\">" << format_tick(t) << "</text>\n";
   for (double t = std::ceil(y0 / ys) * ys; t <= y1 + 1e-12; t += ys)
-    o << "<line x1=\"" << left << "\" y1=\"" << py(t) << "\" x2=\"" << W - right << "\" y2=\"" << py(t)
-      << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << py(t) + 4
+    o << "<line x1=\"" << left << "\" y1=\"" << py(t) << "\" x2=\"" << W - right << "\" y2=\""
+      << py(t) << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << py(t) + 4
       << "\" text-anchor=\"end\">" << format_tick(t) << "</text>\n";
-  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << W - left - right << "\" height=\""
-    << H - top - bottom << "\" fill=\"none\" stroke=\"black\"/>\n";
-  o << "<text x=\"" << (left + W - right) / 2 << "\" y=\"" << H - 18 << "\" text-anchor=\"middle\">step</text>\n";
+  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << W - left - right
+    << "\" height=\"" << H - top - bottom << "\" fill=\"none\" stroke=\"black\"/>\n";
+  o << "<text x=\"" << (left + W - right) / 2 << "\" y=\"" << H - 18
+    << "\" text-anchor=\"middle\">step</text>\n";
   o << "<text transform=\"translate(18," << (top + H - bottom) / 2
     << ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n";
   auto polyline = [&](const Series& s, const char* color, bool dots) {
@@ -70,7 +75,8 @@ std::string render_svg(const Series& train, const Series& val, const std::string
     o << "\"/>\n";
     if (dots)
       for (size_t i = 0; i < s.x.size(); ++i)
-        o << "<circle cx=\"" << px(s.x[i]) << "\" cy=\"" << py(s.y[i]) << "\" r=\"3\" fill=\"" << color << "\"/>\n";
+        o << "<circle cx=\"" << px(s.x[i]) << "\" cy=\"" << py(s.y[i]) << "\" r=\"3\" fill=\""
+          << color << "\"/>\n";
   };
   polyline(train, "#1f77b4", false);
   polyline(val, "#d62728", true);
@@ -79,9 +85,9 @@ std::string render_svg(const Series& train, const Series& val, const std::string
     << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 26 << "\" y=\"" << ly + 4
     << "\">train loss</text>\n";
   if (!val.x.empty())
-    o << "<line x1=\"" << lx << "\" y1=\"" << ly + 18 << "\" x2=\"" << lx + 20 << "\" y2=\"" << ly + 18
-      << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 26 << "\" y=\"" << ly + 22
-      << "\">validation loss</text>\n";
+    o << "<line x1=\"" << lx << "\" y1=\"" << ly + 18 << "\" x2=\"" << lx + 20 << "\" y2=\""
+      << ly + 18 << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 26 << "\" y=\""
+      << ly + 22 << "\">validation loss</text>\n";
   o << "</svg>\n";
   return o.str();
 }
@@ -124,7 +130,8 @@ void run_plot(const PlotFlags& f) {
 }  // namespace
 
 void add_plot_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("plot", "Plot train and validation loss of a metrics.jsonl as SVG");
+  CLI::App* app =
+      parent.add_subcommand("plot", "Plot train and validation loss of a metrics.jsonl as SVG");
   auto f = std::make_shared<PlotFlags>();
   app->add_option("metrics", f->metrics, "OUT/metrics.jsonl of a training run")->required();
   app->add_option("--out", f->out, "SVG file to write")->required();

@@ -50,8 +50,9 @@ AdapterFlag parse_adapter_flag(const std::string& text) {
              ": expected NAME=DIR (the name clients send as \"model\")");
   AdapterFlag a{text.substr(0, eq), text.substr(eq + 1)};
   for (char c : a.name)
-    GLM4_CHECK(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '/',
-               "--adapter ", text, ": the name may hold letters, digits and - _ . : / only");
+    GLM4_CHECK(
+        std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '/',
+        "--adapter ", text, ": the name may hold letters, digits and - _ . : / only");
   return a;
 }
 
@@ -77,7 +78,8 @@ void run_serve(const ServeFlags& f) {
   http.host = f.host;
   http.port = f.port;
   http.api_key = f.api_key;
-  if (const char* key = std::getenv("GLM4_API_KEY"); http.api_key.empty() && key) http.api_key = key;
+  if (const char* key = std::getenv("GLM4_API_KEY"); http.api_key.empty() && key)
+    http.api_key = key;
   http.max_body_bytes = parse_size(f.max_body, "--max-body");
   GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
 
@@ -93,8 +95,8 @@ void run_serve(const ServeFlags& f) {
   served.created = int64_t(std::time(nullptr));
   for (const std::string& text : f.adapters) {
     AdapterFlag a = parse_adapter_flag(text);
-    GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text, ": the name \"",
-               a.name, "\" is taken");
+    GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text,
+               ": the name \"", a.name, "\" is taken");
     std::string warning = with_flag("--adapter", text, [&] {
       return load_resident_adapter(*s.model, a.dir, served.adapter_names.size(), f.model.dir);
     });
@@ -110,9 +112,13 @@ void run_serve(const ServeFlags& f) {
   serve::HttpServer server(served, scheduler, http, stdout);
   const int port = server.bind();
   nlohmann::json adapters = served.adapter_names;
-  std::printf("%s\n", serve::dump({{"event", "listening"}, {"host", f.host}, {"port", port},
-                                   {"model", served.base_name}, {"adapters", adapters},
-                                   {"max_batch", sc.max_batch}, {"max_queue", sc.max_queue},
+  std::printf("%s\n", serve::dump({{"event", "listening"},
+                                   {"host", f.host},
+                                   {"port", port},
+                                   {"model", served.base_name},
+                                   {"adapters", adapters},
+                                   {"max_batch", sc.max_batch},
+                                   {"max_queue", sc.max_queue},
                                    {"compute", s.compute.describe()}})
                           .c_str());
   std::fflush(stdout);
@@ -122,7 +128,9 @@ void run_serve(const ServeFlags& f) {
     while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig == 0) return;  // run() ended on its own
-    std::printf("%s\n", serve::dump({{"event", "shutdown"}, {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}}).c_str());
+    std::printf("%s\n", serve::dump({{"event", "shutdown"},
+                                     {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}})
+                            .c_str());
     std::fflush(stdout);
     server.shutdown();
   });
@@ -136,19 +144,27 @@ void run_serve(const ServeFlags& f) {
 }  // namespace
 
 void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  CLI::App* app =
+      parent.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
   auto f = std::make_shared<ServeFlags>();
   f->model.add(app, "Model directory (with tokenizer files)");
-  app->add_option("--adapter", f->adapters, "NAME=DIR: a LoRA adapter clients choose with \"model\": NAME (repeatable)");
-  app->add_option("--model-name", f->model_name, "The base model's name in the API (default: the directory's name)");
+  app->add_option("--adapter", f->adapters,
+                  "NAME=DIR: a LoRA adapter clients choose with \"model\": NAME (repeatable)");
+  app->add_option("--model-name", f->model_name,
+                  "The base model's name in the API (default: the directory's name)");
   app->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
   app->add_option("--port", f->port, "Port (default 8080; 0 = any free port, printed at start)");
-  app->add_option("--api-key", f->api_key,
-                  "Require 'Authorization: Bearer KEY' on /v1/ requests (or set GLM4_API_KEY, kept out of ps)");
-  app->add_option("--max-batch", f->max_batch, "Requests decoded together (slots, rows per forward pass; default 8)");
-  app->add_option("--max-queue", f->max_queue, "Requests waiting for a slot before 429 (default 64)");
-  app->add_option("--max-kv-size", f->max_kv_size, "Keep at most N cached tokens per request (first 4 + most recent)");
-  app->add_option("--max-body", f->max_body, "Largest request body (default 1MB; larger ones get 413)");
+  app->add_option(
+      "--api-key", f->api_key,
+      "Require 'Authorization: Bearer KEY' on /v1/ requests (or set GLM4_API_KEY, kept out of ps)");
+  app->add_option("--max-batch", f->max_batch,
+                  "Requests decoded together (slots, rows per forward pass; default 8)");
+  app->add_option("--max-queue", f->max_queue,
+                  "Requests waiting for a slot before 429 (default 64)");
+  app->add_option("--max-kv-size", f->max_kv_size,
+                  "Keep at most N cached tokens per request (first 4 + most recent)");
+  app->add_option("--max-body", f->max_body,
+                  "Largest request body (default 1MB; larger ones get 413)");
   add_compute_flag(app, f->compute);
   out.push_back({app, [f] { run_serve(*f); }});
 }

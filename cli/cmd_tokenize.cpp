@@ -60,11 +60,13 @@ void add_tokenize_command(CLI::App& parent, std::vector<Command>& out) {
 void add_tokenizer_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* group = parent.add_subcommand("tokenizer", "Tokenizer tools");
   group->require_subcommand(1);
-  CLI::App* app = group->add_subcommand("train", "Train a sentencepiece BPE tokenizer with GLM special tokens");
+  CLI::App* app =
+      group->add_subcommand("train", "Train a sentencepiece BPE tokenizer with GLM special tokens");
   auto f = std::make_shared<TokenizerTrainFlags>();
   app->add_option("--input", f->inputs, "Text files, one sentence or paragraph a line")->required();
   app->add_option("--vocab-size", f->vocab, "Vocabulary size (default 4000)");
-  app->add_option("--out", f->out, "Directory for tokenizer.model and tokenizer_config.json")->required();
+  app->add_option("--out", f->out, "Directory for tokenizer.model and tokenizer_config.json")
+      ->required();
   out.push_back({app, [f] { run_tokenizer_train(*f); }});
 }
 

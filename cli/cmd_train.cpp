@@ -28,9 +28,12 @@ void add_setting_flags(CLI::App* app, TrainFlags& f) {
     using T = std::remove_reference_t<decltype(f.values.*member)>;
     const std::string name = train_flag_name(key), text = help ? help : kComputeFlagHelp;
     CLI::Option* option;
-    if constexpr (std::is_same_v<T, bool>) option = app->add_flag(name, f.values.*member, text);
-    else if constexpr (std::is_same_v<T, std::vector<std::string>>) option = app->add_option(name, f.lists[key], text);
-    else option = app->add_option(name, f.values.*member, text);
+    if constexpr (std::is_same_v<T, bool>)
+      option = app->add_flag(name, f.values.*member, text);
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      option = app->add_option(name, f.lists[key], text);
+    else
+      option = app->add_option(name, f.values.*member, text);
     f.given.push_back({key, option});
   });
 }
@@ -39,7 +42,8 @@ void add_setting_flags(CLI::App* app, TrainFlags& f) {
 TrainConfig train_config(const TrainFlags& f) {
   TrainConfig config;
   if (!f.config_file.empty())
-    apply_json(config, with_flag("--config", f.config_file, [&] { return read_json_file(f.config_file); }),
+    apply_json(config,
+               with_flag("--config", f.config_file, [&] { return read_json_file(f.config_file); }),
                f.config_file);
   nlohmann::json from_flags = to_json(f.values);
   nlohmann::json passed = nlohmann::json::object();
@@ -59,15 +63,18 @@ void run_train(const TrainFlags& f) {
   std::fprintf(stderr, "trained %lld steps; last loss %.4f", (long long)s.steps, s.last_loss);
   if (s.best_val_loss >= 0) std::fprintf(stderr, "; best val loss %.4f", s.best_val_loss);
   std::fprintf(stderr, "\n%s: %s\n", config.full ? "model" : "adapter", config.out.c_str());
-  if (s.best_val_loss >= 0) std::fprintf(stderr, "lowest validation loss: %s/best\n", config.out.c_str());
+  if (s.best_val_loss >= 0)
+    std::fprintf(stderr, "lowest validation loss: %s/best\n", config.out.c_str());
 }
 
 }  // namespace
 
 void add_train_command(CLI::App& parent, std::vector<Command>& out) {
-  CLI::App* app = parent.add_subcommand("train", "Fine-tune a model with LoRA (or fully with --full)");
+  CLI::App* app =
+      parent.add_subcommand("train", "Fine-tune a model with LoRA (or fully with --full)");
   auto f = std::make_shared<TrainFlags>();
-  app->add_option("--config", f->config_file, "JSON file of settings (keys = flag names with underscores)");
+  app->add_option("--config", f->config_file,
+                  "JSON file of settings (keys = flag names with underscores)");
   add_setting_flags(app, *f);
   out.push_back({app, [f] { run_train(*f); }});
 }

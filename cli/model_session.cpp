@@ -10,18 +10,20 @@
 
 namespace glm4::cli {
 
-ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir, const std::string& compute) {
+ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir,
+                          const std::string& compute) {
   ModelSession s;
   s.model_dir = model_dir;
   s.model = with_flag("--model", model_dir, [&] { return load_model(model_dir); });
   if (!adapter_dir.empty()) {
-    std::string warning =
-        with_flag("--adapter", adapter_dir, [&] { return load_adapter(*s.model, adapter_dir, model_dir); });
+    std::string warning = with_flag("--adapter", adapter_dir,
+                                    [&] { return load_adapter(*s.model, adapter_dir, model_dir); });
     if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   }
   s.compute = apply_compute_flag(*s.model, compute);
   namespace fs = std::filesystem;
-  if (fs::exists(fs::path(model_dir) / "tokenizer.json") || fs::exists(fs::path(model_dir) / "tokenizer.model")) {
+  if (fs::exists(fs::path(model_dir) / "tokenizer.json") ||
+      fs::exists(fs::path(model_dir) / "tokenizer.model")) {
     s.tokenizer = with_flag("--model", model_dir, [&] { return load_tokenizer(model_dir); });
     s.format = detect_chat_format(*s.tokenizer);
   }
@@ -29,7 +31,8 @@ ModelSession open_session(const std::string& model_dir, const std::string& adapt
 }
 
 Tokenizer& ModelSession::require_tokenizer(const char* why) const {
-  GLM4_CHECK(tokenizer, "--model ", model_dir, ": no tokenizer.json or tokenizer.model, needed for ", why,
+  GLM4_CHECK(tokenizer, "--model ", model_dir,
+             ": no tokenizer.json or tokenizer.model, needed for ", why,
              " (pass token ids with --tokens instead)");
   return *tokenizer;
 }

@@ -63,9 +63,10 @@ Batch make_batch(const std::vector<Example>& examples,
   return b;
 }
 
-Batch make_batch(const std::vector<Example>& examples, int64_t first, int64_t last, int32_t pad_id) {
-  GLM4_CHECK(0 <= first && first < last && last <= int64_t(examples.size()), "[make_batch] rows [", first, ", ",
-             last, ") of ", examples.size(), " examples");
+Batch make_batch(const std::vector<Example>& examples, int64_t first, int64_t last,
+                 int32_t pad_id) {
+  GLM4_CHECK(0 <= first && first < last && last <= int64_t(examples.size()), "[make_batch] rows [",
+             first, ", ", last, ") of ", examples.size(), " examples");
   std::vector<std::vector<int64_t>> rows;
   for (int64_t i = first; i < last; ++i) rows.push_back({i});
   return make_batch(examples, rows, /*packed=*/false, pad_id);

@@ -100,7 +100,9 @@ void BatchIterator::set_cursor(DataCursor cursor) {
   cursor_ = cursor;
 }
 
-Batch BatchIterator::next() { return make_batch(*examples_, next_rows(), options_.pack, options_.pad_id); }
+Batch BatchIterator::next() {
+  return make_batch(*examples_, next_rows(), options_.pack, options_.pad_id);
+}
 
 std::vector<std::vector<int64_t>> BatchIterator::next_rows() {
   plan_epoch(cursor_.epoch);

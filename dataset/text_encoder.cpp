@@ -24,7 +24,8 @@ struct LazyTokenizer {
       format = detect_chat_format(*tok);
       prefix = prompt_prefix_ids(*tok);
       eos = end_of_text_id(*tok).value_or(-1);
-      GLM4_CHECK(eos >= 0, dir.string(), ": the tokenizer has no end-of-text token (<|endoftext|> or </s>)");
+      GLM4_CHECK(eos >= 0, dir.string(),
+                 ": the tokenizer has no end-of-text token (<|endoftext|> or </s>)");
     });
   }
 };

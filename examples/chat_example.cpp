@@ -10,9 +10,9 @@
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/stream_decoder.h"
 #include "io/tokenizer/tokenizer.h"
+#include "model/adapter/adapter_io.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
-#include "model/adapter/adapter_io.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     generator.start(prompt);
     while (std::optional<int32_t> id = generator.next()) std::fputs(text.push(*id).c_str(), stdout);
     std::printf("%s\n", text.flush().c_str());
-    std::fprintf(stderr, "%lld tokens, %.0f tokens/s\n", (long long)generator.stats().generated_tokens,
+    std::fprintf(stderr, "%lld tokens, %.0f tokens/s\n",
+                 (long long)generator.stats().generated_tokens,
                  generator.stats().decode_tokens_per_second());
     return 0;
   } catch (const std::exception& e) {

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "base/check.h"
-#include "export/gguf_tensor_map.h"
 #include "export/ggml_quants.h"
+#include "export/gguf_tensor_map.h"
 #include "export/gguf_vocab.h"
 #include "export/gguf_writer.h"
 
@@ -17,11 +17,13 @@ namespace glm4 {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void set_u32(GgufWriter& w, const std::string& key, int64_t v) {
-  GLM4_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), "gguf export: ", key, " = ", v, " does not fit uint32");
+  GLM4_CHECK(v >= 0 && v <= int64_t(UINT32_MAX), "gguf export: ", key, " = ", v,
+             " does not fit uint32");
   w.set(key, GgufValue::of_u32(uint32_t(v)));
 }
 
@@ -48,11 +50,14 @@ void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
 
 // ChatGLMModel.set_gguf_parameters (also used for GlmForCausalLM). We write the model's own
 // values; where the converter's ChatGLM-only lookups would give others, a note says so.
-void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type, std::vector<std::string>& notes) {
+void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
+                     std::vector<std::string>& notes) {
   const std::string a = "chatglm.";
-  GLM4_CHECK(c.num_attention_heads * c.head_dim == c.hidden_size, "gguf export: llama.cpp's chatglm "
-             "needs heads * head_dim == hidden_size (its attn_output is hidden x hidden); this model has ",
-             c.num_attention_heads, " * ", c.head_dim, " != ", c.hidden_size);
+  GLM4_CHECK(
+      c.num_attention_heads * c.head_dim == c.hidden_size,
+      "gguf export: llama.cpp's chatglm "
+      "needs heads * head_dim == hidden_size (its attn_output is hidden x hidden); this model has ",
+      c.num_attention_heads, " * ", c.head_dim, " != ", c.hidden_size);
   set_u32(w, a + "context_length", c.max_position_embeddings);
   set_u32(w, a + "embedding_length", c.hidden_size);
   set_u32(w, a + "feed_forward_length", c.intermediate_size);
@@ -67,18 +72,22 @@ void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type, std::ve
     const double converter_eps = c.raw.value("layernorm_epsilon", 1e-5);
     const double converter_base = 10000.0 * c.raw.value("rope_ratio", 1.0);
     const int64_t converter_ctx = c.raw.value("seq_length", c.hidden_size);
-    if (float(converter_eps) != float(c.rms_norm_eps) || float(converter_base) != float(c.rope_theta) ||
+    if (float(converter_eps) != float(c.rms_norm_eps) ||
+        float(converter_base) != float(c.rope_theta) ||
         converter_ctx != c.max_position_embeddings) {
-      notes.push_back(str_cat("GlmForCausalLM: llama.cpp's converter reads ChatGLM's config keys and would "
-                              "write eps ", converter_eps, ", rope base ", converter_base, ", context ",
-                              converter_ctx, "; written are the model's eps ", c.rms_norm_eps, ", rope base ",
-                              c.rope_theta, ", context ", c.max_position_embeddings));
+      notes.push_back(
+          str_cat("GlmForCausalLM: llama.cpp's converter reads ChatGLM's config keys and would "
+                  "write eps ",
+                  converter_eps, ", rope base ", converter_base, ", context ", converter_ctx,
+                  "; written are the model's eps ", c.rms_norm_eps, ", rope base ", c.rope_theta,
+                  ", context ", c.max_position_embeddings));
     }
   }
 }
 
 // Rows of several of our tensors stacked (ChatGLM's q|k|v) or one tensor, in fp32.
-std::vector<float> gather_f32(const GgufTensorPlan& t, const std::map<std::string, Param*>& params) {
+std::vector<float> gather_f32(const GgufTensorPlan& t,
+                              const std::map<std::string, Param*>& params) {
   std::vector<float> out;
   for (const std::string& src : t.sources) {
     const Tensor v = params.at(src)->to_f32();
@@ -92,12 +101,18 @@ std::vector<float> gather_f32(const GgufTensorPlan& t, const std::map<std::strin
 std::string gguf_size_label(int64_t n) {
   double scaled;
   const char* suffix;
-  if (n > 1e12) scaled = double(n) * 1e-12, suffix = "T";
-  else if (n > 1e9) scaled = double(n) * 1e-9, suffix = "B";
-  else if (n > 1e6) scaled = double(n) * 1e-6, suffix = "M";
-  else scaled = double(n) * 1e-3, suffix = "K";
-  std::string whole = std::to_string(int64_t(std::nearbyint(scaled)));  // Python's round: ties to even
-  whole.erase(0, whole.find_first_not_of('0') == std::string::npos ? whole.size() : whole.find_first_not_of('0'));
+  if (n > 1e12)
+    scaled = double(n) * 1e-12, suffix = "T";
+  else if (n > 1e9)
+    scaled = double(n) * 1e-9, suffix = "B";
+  else if (n > 1e6)
+    scaled = double(n) * 1e-6, suffix = "M";
+  else
+    scaled = double(n) * 1e-3, suffix = "K";
+  std::string whole =
+      std::to_string(int64_t(std::nearbyint(scaled)));  // Python's round: ties to even
+  whole.erase(0, whole.find_first_not_of('0') == std::string::npos ? whole.size()
+                                                                   : whole.find_first_not_of('0'));
   const int decimals = std::max(2 - int(whole.size()), 0);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f%s", decimals, scaled, suffix);
@@ -107,7 +122,8 @@ std::string gguf_size_label(int64_t n) {
 GgmlType gguf_tensor_type(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
                           bool* fell_back) {
   *fell_back = false;
-  if (shape.size() <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight")) return GgmlType::F32;
+  if (shape.size() <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight"))
+    return GgmlType::F32;
   if (shape.back() % ggml_block_size(type) != 0) {
     *fell_back = true;
     return GgmlType::F16;
@@ -148,7 +164,8 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
   set_u32(w, "general.quantization_version", kGgmlQuantVersion);
 
   const GgufVocab vocab = build_gguf_vocab(
-      model_dir, c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4 : GgufVocabStyle::ChatGlm,
+      model_dir,
+      c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4 : GgufVocabStyle::ChatGlm,
       c.vocab_size);
   add_vocab_metadata(vocab, w);
   // Without a token list llama.cpp takes the vocabulary size from here (it adds dummy tokens).
@@ -159,9 +176,10 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
     bool fell_back = false;
     const GgmlType tt = gguf_tensor_type(t.name, t.shape, type, &fell_back);
     if (fell_back) {
-      result.notes.push_back(str_cat(t.name, ": rows of ", t.shape.back(), " values are not a multiple of ",
-                                     ggml_block_size(type), ", so it is written f16 instead of ",
-                                     ggml_type_name(type), " (as llama.cpp's converter does)"));
+      result.notes.push_back(str_cat(t.name, ": rows of ", t.shape.back(),
+                                     " values are not a multiple of ", ggml_block_size(type),
+                                     ", so it is written f16 instead of ", ggml_type_name(type),
+                                     " (as llama.cpp's converter does)"));
     }
     std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
     w.add_tensor(t.name, ne, tt, [t, tt, &params] {

@@ -13,7 +13,7 @@
 namespace glm4 {
 
 struct GgufExportResult {
-  std::string arch;                // general.architecture
+  std::string arch;  // general.architecture
   int64_t tensors = 0;
   int64_t parameters = 0;
   std::vector<std::string> notes;  // fallbacks and deviations from the converter, for the user

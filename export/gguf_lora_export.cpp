@@ -6,15 +6,15 @@
 #include <map>
 
 #include "base/check.h"
-#include "export/gguf_tensor_map.h"
 #include "export/ggml_quants.h"
+#include "export/gguf_tensor_map.h"
 #include "export/gguf_writer.h"
 
 namespace glm4 {
 namespace {
 
 struct LoraPair {
-  std::string base;        // GGUF weight name
+  std::string base;  // GGUF weight name
   int64_t rank = 0, in = 0, out = 0;
   std::vector<float> a, b;
 };
@@ -22,8 +22,10 @@ struct LoraPair {
 // Output rows of our linear modules for config c.
 int64_t module_out(const ModelConfig& c, const std::string& module) {
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  auto has = [&](const char* s) { return module.size() >= std::string(s).size() &&
-                                         module.compare(module.size() - std::string(s).size(), std::string::npos, s) == 0; };
+  auto has = [&](const char* s) {
+    return module.size() >= std::string(s).size() &&
+           module.compare(module.size() - std::string(s).size(), std::string::npos, s) == 0;
+  };
   if (has("q_proj")) return q;
   if (has("k_proj") || has("v_proj")) return kv;
   if (has("o_proj") || has("down_proj")) return c.hidden_size;
@@ -39,8 +41,8 @@ int64_t module_in(const ModelConfig& c, const std::string& module) {
 
 // ChatGLM: one adapter over q|k|v. A = [A_q; A_k; A_v] (the parts present), B block-diagonal
 // with each part's rows at its offset in the fused output, multiplied by the number of parts.
-LoraPair fuse_qkv(const ModelConfig& c, const std::string& base, const std::vector<const GgufLoraModule*>& parts,
-                  const std::vector<int>& which) {
+LoraPair fuse_qkv(const ModelConfig& c, const std::string& base,
+                  const std::vector<const GgufLoraModule*>& parts, const std::vector<int>& which) {
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   const int64_t offsets[3] = {0, q, q + kv};
   LoraPair p;
@@ -56,7 +58,8 @@ LoraPair fuse_qkv(const ModelConfig& c, const std::string& base, const std::vect
     p.a.insert(p.a.end(), m.a.begin(), m.a.end());
     for (int64_t r = 0; r < m.out; ++r)
       for (int64_t j = 0; j < m.rank; ++j)
-        p.b[size_t((offsets[which[k]] + r) * p.rank + col + j)] = m.b[size_t(r * m.rank + j)] * factor;
+        p.b[size_t((offsets[which[k]] + r) * p.rank + col + j)] =
+            m.b[size_t(r * m.rank + j)] * factor;
     col += m.rank;
   }
   return p;
@@ -64,13 +67,16 @@ LoraPair fuse_qkv(const ModelConfig& c, const std::string& base, const std::vect
 
 }  // namespace
 
-GgufLoraExportResult export_gguf_lora(const ModelConfig& c, const std::vector<GgufLoraModule>& modules,
-                                      double scale, const std::string& name,
-                                      const std::filesystem::path& out, GgmlType type) {
+GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
+                                      const std::vector<GgufLoraModule>& modules, double scale,
+                                      const std::string& name, const std::filesystem::path& out,
+                                      GgmlType type) {
   GLM4_CHECK(type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16,
-             "gguf-lora export: --type ", ggml_type_name(type), " is not supported for adapters (f32, f16, bf16)");
+             "gguf-lora export: --type ", ggml_type_name(type),
+             " is not supported for adapters (f32, f16, bf16)");
   GLM4_CHECK(!modules.empty(), "gguf-lora export: the adapter has no modules");
-  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe, "gguf-lora export: glm4_moe adapters are not supported yet");
+  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe,
+             "gguf-lora export: glm4_moe adapters are not supported yet");
   const int64_t rank = modules.front().rank;
   GgufLoraExportResult result;
   result.alpha = scale * double(rank);
@@ -81,9 +87,9 @@ GgufLoraExportResult export_gguf_lora(const ModelConfig& c, const std::vector<Gg
   for (const GgufLoraModule& m : modules) {
     GLM4_CHECK(m.rank > 0 && m.in == module_in(c, m.module) && m.out == module_out(c, m.module) &&
                    int64_t(m.a.size()) == m.rank * m.in && int64_t(m.b.size()) == m.out * m.rank,
-               "gguf-lora export: '", m.module, "' has A [", m.rank, ", ", m.in, "] and B [", m.out, ", ",
-               m.rank, "], which do not fit the base model (in ", module_in(c, m.module), ", out ",
-               module_out(c, m.module), "): adapter made for another model?");
+               "gguf-lora export: '", m.module, "' has A [", m.rank, ", ", m.in, "] and B [", m.out,
+               ", ", m.rank, "], which do not fit the base model (in ", module_in(c, m.module),
+               ", out ", module_out(c, m.module), "): adapter made for another model?");
     int part = -1;
     const std::string base = gguf_weight_name(c, m.module, &part);
     if (part < 0) {
@@ -111,16 +117,22 @@ GgufLoraExportResult export_gguf_lora(const ModelConfig& c, const std::vector<Gg
     pairs.push_back(fuse_qkv(c, base, ms, which));
   }
   if (!fused.empty()) {
-    result.notes.push_back(str_cat("ChatGLM keeps q|k|v in one attn_qkv: its q/k/v adapters were written as one "
-                                   "block-diagonal adapter per layer (rank up to ", 3 * rank, ")"));
+    result.notes.push_back(
+        str_cat("ChatGLM keeps q|k|v in one attn_qkv: its q/k/v adapters were written as one "
+                "block-diagonal adapter per layer (rank up to ",
+                3 * rank, ")"));
   }
 
   if (c.family == ModelConfig::Family::Glm4) {
     for (const GgufLoraModule& m : modules) {
-      if (m.module.find("o_proj") == std::string::npos && m.module.find("down_proj") == std::string::npos) continue;
+      if (m.module.find("o_proj") == std::string::npos &&
+          m.module.find("down_proj") == std::string::npos)
+        continue;
       result.notes.push_back(
-          "llama.cpp's glm4 graph (checked at commit 81ff7abe) asserts in ggml_mul_mat_set_prec when a LoRA "
-          "adapts attn_output or ffn_down; if it stops there, merge the adapter instead: glm4 export gguf --adapter");
+          "llama.cpp's glm4 graph (checked at commit 81ff7abe) asserts in ggml_mul_mat_set_prec "
+          "when a LoRA "
+          "adapts attn_output or ffn_down; if it stops there, merge the adapter instead: glm4 "
+          "export gguf --adapter");
       break;
     }
   }

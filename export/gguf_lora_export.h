@@ -14,7 +14,7 @@ namespace glm4 {
 
 // One adapted linear module in PEFT orientation.
 struct GgufLoraModule {
-  std::string module;    // "model.layers.3.self_attn.q_proj"
+  std::string module;  // "model.layers.3.self_attn.q_proj"
   int64_t rank = 0;
   int64_t in = 0, out = 0;
   std::vector<float> a;  // [rank, in]
@@ -32,8 +32,9 @@ struct GgufLoraExportResult {
 // rsLoRA exact. ChatGLM keeps q|k|v in one attn_qkv: its q/k/v adapters become one adapter of
 // rank (parts * r) with A stacked and B block-diagonal (B scaled by the parts so the rank in
 // llama.cpp's divisor cancels). Throws naming the module whose shapes do not fit config `c`.
-GgufLoraExportResult export_gguf_lora(const ModelConfig& c, const std::vector<GgufLoraModule>& modules,
-                                      double scale, const std::string& name,
-                                      const std::filesystem::path& out, GgmlType type);
+GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
+                                      const std::vector<GgufLoraModule>& modules, double scale,
+                                      const std::string& name, const std::filesystem::path& out,
+                                      GgmlType type);
 
 }  // namespace glm4

@@ -56,13 +56,13 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
 }  // namespace
 
 const char* gguf_arch_name(const ModelConfig& c) {
-  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe, "gguf export: glm4_moe models (llama.cpp's glm4moe) ",
-             "are not supported yet");
+  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe,
+             "gguf export: glm4_moe models (llama.cpp's glm4moe) ", "are not supported yet");
   return c.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm";
 }
 
-std::vector<GgufTensorPlan> gguf_tensor_plan(const ModelConfig& c,
-                                             const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours) {
+std::vector<GgufTensorPlan> gguf_tensor_plan(
+    const ModelConfig& c, const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours) {
   std::vector<GgufTensorPlan> plan;
   std::map<std::string, size_t> index;
   std::map<std::string, std::vector<std::pair<int, std::string>>> parts;

@@ -25,8 +25,8 @@ struct GgufTensorPlan {
 
 // Every tensor of a model of config `c` in the converter's order; `our_names` are the names
 // Glm4Model::visit gives, with their shapes. Throws naming a tensor it cannot place.
-std::vector<GgufTensorPlan> gguf_tensor_plan(const ModelConfig& c,
-                                             const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours);
+std::vector<GgufTensorPlan> gguf_tensor_plan(
+    const ModelConfig& c, const std::vector<std::pair<std::string, std::vector<int64_t>>>& ours);
 
 // The GGUF name of our linear module's weight ("model.layers.3.mlp.down_proj" ->
 // "blk.3.ffn_down.weight") and, for ChatGLM's fused q/k/v, which part (0, 1, 2) it is; part -1

@@ -14,8 +14,8 @@
 namespace glm4 {
 namespace {
 
-using nlohmann::json;
 using gguf_vocab_detail::AddedToken;
+using nlohmann::json;
 
 // The special-token kinds SpecialVocab reads from tokenizer_config.json and config.json.
 const char* const kSpecialKinds[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
@@ -40,7 +40,8 @@ void apply_tokenizer_config(const std::filesystem::path& dir, const std::vector<
       v.chat_template = t.get<std::string>();
     } else if (t.is_array()) {  // [{name, template}, ...]: the default one
       for (const json& e : t)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string())
           v.chat_template = e["template"].get<std::string>();
       v.notes.push_back(where + ": only the default of its named chat templates is exported");
     } else {
@@ -54,7 +55,8 @@ void apply_tokenizer_config(const std::filesystem::path& dir, const std::vector<
   }
   for (const char* kind : kSpecialKinds) {
     const std::string add_key = str_cat("add_", kind, "_token");
-    if (config->contains(add_key) && (*config)[add_key].is_boolean()) v.set_add(kind, (*config)[add_key].get<bool>());
+    if (config->contains(add_key) && (*config)[add_key].is_boolean())
+      v.set_add(kind, (*config)[add_key].get<bool>());
     const std::string key = str_cat(kind, "_token");
     if (!config->contains(key)) continue;
     const json& entry = (*config)[key];
@@ -81,7 +83,8 @@ void apply_model_config(const std::filesystem::path& dir, GgufVocab& v) {
   if (!config) return;
   for (const char* kind : kSpecialKinds) {
     const std::string key = str_cat(kind, "_token_id");
-    if (config->contains(key) && (*config)[key].is_number_integer()) v.set_special(kind, (*config)[key].get<int32_t>());
+    if (config->contains(key) && (*config)[key].is_number_integer())
+      v.set_special(kind, (*config)[key].get<int32_t>());
   }
 }
 
@@ -142,7 +145,8 @@ void GgufVocab::set_add(const std::string& kind, bool value) {
   add_special.emplace_back(kind, value);
 }
 
-GgufVocab build_gguf_vocab(const std::filesystem::path& dir, GgufVocabStyle style, int64_t vocab_size) {
+GgufVocab build_gguf_vocab(const std::filesystem::path& dir, GgufVocabStyle style,
+                           int64_t vocab_size) {
   GgufVocab v;
   std::vector<AddedToken> added;
   const auto json_file = dir / "tokenizer.json";
@@ -155,8 +159,9 @@ GgufVocab build_gguf_vocab(const std::filesystem::path& dir, GgufVocabStyle styl
     gguf_vocab_detail::fill_from_sentencepiece(model_file, vocab_size, v);
   } else {  // the converter's _set_vocab_none: llama.cpp loads it and runs on token ids
     v.model = "none";
-    v.notes.push_back(str_cat("no tokenizer.json or tokenizer.model in ", dir.string(),
-                              ": tokenizer.ggml.model = none (llama.cpp can only run it on token ids)"));
+    v.notes.push_back(
+        str_cat("no tokenizer.json or tokenizer.model in ", dir.string(),
+                ": tokenizer.ggml.model = none (llama.cpp can only run it on token ids)"));
     return v;
   }
   apply_tokenizer_config(dir, added, v);
@@ -175,17 +180,19 @@ void add_vocab_metadata(const GgufVocab& v, GgufWriter& w) {
   if (!v.merges.empty()) w.set("tokenizer.ggml.merges", GgufValue::string_array(v.merges));
   // gguf-py's key names (sic: "seperator").
   const std::pair<const char*, const char*> keys[] = {
-      {"bos", "bos_token_id"}, {"eos", "eos_token_id"}, {"eot", "eot_token_id"},
-      {"eom", "eom_token_id"}, {"unk", "unknown_token_id"}, {"sep", "seperator_token_id"},
-      {"pad", "padding_token_id"}, {"cls", "cls_token_id"}, {"mask", "mask_token_id"}};
+      {"bos", "bos_token_id"},     {"eos", "eos_token_id"},     {"eot", "eot_token_id"},
+      {"eom", "eom_token_id"},     {"unk", "unknown_token_id"}, {"sep", "seperator_token_id"},
+      {"pad", "padding_token_id"}, {"cls", "cls_token_id"},     {"mask", "mask_token_id"}};
   for (const auto& [kind, id] : v.special_ids) {
     for (const auto& [k, key] : keys)
       if (kind == k) w.set(str_cat("tokenizer.ggml.", key), GgufValue::of_u32(uint32_t(id)));
   }
   for (const auto& [kind, value] : v.add_special)
     w.set(str_cat("tokenizer.ggml.add_", kind, "_token"), GgufValue::of_bool(value));
-  if (v.add_space_prefix) w.set("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(*v.add_space_prefix));
-  if (!v.chat_template.empty()) w.set("tokenizer.chat_template", GgufValue::of_string(v.chat_template));
+  if (v.add_space_prefix)
+    w.set("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(*v.add_space_prefix));
+  if (!v.chat_template.empty())
+    w.set("tokenizer.chat_template", GgufValue::of_string(v.chat_template));
 }
 
 }  // namespace glm4

@@ -18,7 +18,12 @@ class GgufWriter;
 
 // llama.cpp's token types (tokenizer.ggml.token_type).
 enum GgufTokenType : int32_t {
-  kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6,
+  kTokNormal = 1,
+  kTokUnknown = 2,
+  kTokControl = 3,
+  kTokUserDefined = 4,
+  kTokUnused = 5,
+  kTokByte = 6,
 };
 
 // Which converter class's special-token rules apply: Glm4 (Glm4ForCausalLM: eos, eot, unk and
@@ -33,8 +38,9 @@ struct GgufVocab {
   std::vector<int32_t> types;
   std::vector<float> scores;        // "llama" only
   std::vector<std::string> merges;  // "gpt2" only: "left right" in the byte-level alphabet
-  std::vector<std::pair<std::string, int32_t>> special_ids;  // "bos", "eos", "eot", "unk", "pad", ...
-  std::vector<std::pair<std::string, bool>> add_special;     // "bos" -> add_bos_token, ...
+  std::vector<std::pair<std::string, int32_t>>
+      special_ids;                                        // "bos", "eos", "eot", "unk", "pad", ...
+  std::vector<std::pair<std::string, bool>> add_special;  // "bos" -> add_bos_token, ...
   std::optional<bool> add_space_prefix;
   std::string chat_template;       // empty: none
   std::vector<std::string> notes;  // what was approximated or skipped, for the user

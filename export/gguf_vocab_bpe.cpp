@@ -54,8 +54,8 @@ bool looks_special(std::string_view t) {
 }
 
 void pad_to(GgufVocab& v, int64_t vocab_size, const std::string& source, float score) {
-  GLM4_CHECK(int64_t(v.tokens.size()) <= vocab_size, source, ": the tokenizer has ", v.tokens.size(),
-             " tokens but the model's vocab_size is ", vocab_size);
+  GLM4_CHECK(int64_t(v.tokens.size()) <= vocab_size, source, ": the tokenizer has ",
+             v.tokens.size(), " tokens but the model's vocab_size is ", vocab_size);
   while (int64_t(v.tokens.size()) < vocab_size) {
     v.tokens.push_back(str_cat("[PAD", v.tokens.size(), "]"));
     v.types.push_back(kTokUnused);
@@ -67,10 +67,13 @@ void fill_from_tokenizer_json(const std::filesystem::path& file, int64_t vocab_s
                               std::vector<AddedToken>* added) {
   const std::string where = file.string();
   const json j = read_json_file(file);
-  GLM4_CHECK(j.is_object() && j.contains("model") && j["model"].is_object(), where, ": no 'model' object");
+  GLM4_CHECK(j.is_object() && j.contains("model") && j["model"].is_object(), where,
+             ": no 'model' object");
   const json& model = j["model"];
-  GLM4_CHECK(model.contains("vocab") && model["vocab"].is_object(), where, ": model.vocab is not an object");
-  GLM4_CHECK(model.contains("merges") && model["merges"].is_array(), where, ": model.merges is not an array");
+  GLM4_CHECK(model.contains("vocab") && model["vocab"].is_object(), where,
+             ": model.vocab is not an object");
+  GLM4_CHECK(model.contains("merges") && model["merges"].is_array(), where,
+             ": model.merges is not an array");
   v.model = "gpt2";
   v.pre = "glm4";
 
@@ -93,8 +96,8 @@ void fill_from_tokenizer_json(const std::filesystem::path& file, int64_t vocab_s
     size_t k = 0;
     for (const json& t : j["added_tokens"]) {
       const std::string field = str_cat("added_tokens[", k++, "]");
-      GLM4_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
-                     t["content"].is_string(),
+      GLM4_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() &&
+                     t.contains("content") && t["content"].is_string(),
                  where, ": ", field, " needs an integer id and a string content");
       const bool special = t.value("special", false);
       const std::string content = t["content"].get<std::string>();
@@ -135,7 +138,8 @@ void fill_from_tokenizer_json(const std::filesystem::path& file, int64_t vocab_s
                ": model.merges[", k, "] is neither 'a b' nor [a, b]");
     std::string line;
     for (int side = 0; side < 2; ++side) {  // a space inside a part is written as U+0120
-      for (char c : m[side].get<std::string>()) line += c == ' ' ? std::string("\xC4\xA0") : std::string(1, c);
+      for (char c : m[side].get<std::string>())
+        line += c == ' ' ? std::string("\xC4\xA0") : std::string(1, c);
       if (side == 0) line += ' ';
     }
     v.merges.push_back(std::move(line));
@@ -164,7 +168,8 @@ void fill_from_tiktoken(const std::filesystem::path& file, int64_t vocab_size, G
   size_t unreachable = 0;
   v.merges = merges_from_ranks(ranks, &unreachable);
   if (unreachable > 0) {
-    v.notes.push_back(str_cat(unreachable, " tiktoken tokens cannot be reached by two-part merges of "
+    v.notes.push_back(str_cat(unreachable,
+                              " tiktoken tokens cannot be reached by two-part merges of "
                               "lower rank; like llama.cpp's converter, they get no merge"));
   }
 }
@@ -188,7 +193,8 @@ std::vector<std::string> merges_from_ranks(const std::vector<std::optional<std::
   *unreachable = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (!ranks[r] || ranks[r]->size() < 2) continue;
-    const std::vector<std::string> parts = gguf_vocab_detail::bpe_parts(rank, *ranks[r], int32_t(r));
+    const std::vector<std::string> parts =
+        gguf_vocab_detail::bpe_parts(rank, *ranks[r], int32_t(r));
     if (parts.size() != 2) {
       ++*unreachable;
       continue;

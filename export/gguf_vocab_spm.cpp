@@ -14,23 +14,30 @@ namespace {
 
 int32_t sp_token_type(int sp_type) {
   switch (sp_type) {
-    case SpPiece::kUnknown: return kTokUnknown;
-    case SpPiece::kControl: return kTokControl;
-    case SpPiece::kUnused: return kTokUnused;
-    case SpPiece::kByte: return kTokByte;
+    case SpPiece::kUnknown:
+      return kTokUnknown;
+    case SpPiece::kControl:
+      return kTokControl;
+    case SpPiece::kUnused:
+      return kTokUnused;
+    case SpPiece::kByte:
+      return kTokByte;
     // The converter's Python API cannot see user-defined pieces and writes them as normal;
     // llama.cpp then no longer matches them whole in text as sentencepiece does, so we keep
     // their type.
-    case SpPiece::kUserDefined: return kTokUserDefined;
-    default: return kTokNormal;
+    case SpPiece::kUserDefined:
+      return kTokUserDefined;
+    default:
+      return kTokNormal;
   }
 }
 
 // ChatGLM2/3: ids 0..2 renamed <unk>/<bos>/<eos>, the specials that follow the pieces are control
 // tokens (user-defined otherwise), empty ids become [PAD{id}]; scores only for pieces.
 void fill_chatglm(const std::vector<SpPiece>& pieces, const Tokenizer& tok, GgufVocab& v) {
-  static const char* const kSpecials[] = {"[MASK]", "[gMASK]", "[sMASK]", "sop", "eop",
-                                          "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"};
+  static const char* const kSpecials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
+                                          "sop",      "eop",           "<|system|>",
+                                          "<|user|>", "<|assistant|>", "<|observation|>"};
   v.pre = "chatglm-spm";
   for (size_t id = 0; id < pieces.size(); ++id) {
     std::string text = id == 0 ? "<unk>" : id == 1 ? "<bos>" : id == 2 ? "<eos>" : pieces[id].text;
@@ -51,7 +58,8 @@ void fill_chatglm(const std::vector<SpPiece>& pieces, const Tokenizer& tok, Gguf
 
 // tokenizer_config.json's added_tokens_decoder overrides pieces (score -1000), as the converter's
 // _create_vocab_sentencepiece does.
-void apply_added_tokens_decoder(const std::filesystem::path& dir, GgufVocab& v, int64_t vocab_size) {
+void apply_added_tokens_decoder(const std::filesystem::path& dir, GgufVocab& v,
+                                int64_t vocab_size) {
   const auto path = dir / "tokenizer_config.json";
   if (!std::filesystem::exists(path)) return;
   const nlohmann::json config = read_json_file(path);
@@ -75,7 +83,8 @@ void apply_added_tokens_decoder(const std::filesystem::path& dir, GgufVocab& v, 
     if (value.value("special", false) || looks_special(content)) {
       v.types[size_t(id)] = kTokControl;
     } else {
-      for (size_t p; (p = content.find("\xE2\x96\x81")) != std::string::npos;) content.replace(p, 3, 1, ' ');
+      for (size_t p; (p = content.find("\xE2\x96\x81")) != std::string::npos;)
+        content.replace(p, 3, 1, ' ');
       v.types[size_t(id)] = kTokUserDefined;
     }
     v.scores[size_t(id)] = -1000.0f;

@@ -1,12 +1,12 @@
 // GGUF serialisation: little-endian scalars, u64-length strings, typed arrays, aligned data.
 #include "export/gguf_writer.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 
 #include "base/check.h"
-#include "io/file/atomic_file.h"
 #include "export/ggml_quants.h"
+#include "io/file/atomic_file.h"
 
 namespace glm4 {
 namespace {
@@ -36,18 +36,42 @@ class Bytes {
 
 void put_value(Bytes& out, const GgufValue& v, const std::string& key) {
   switch (v.type) {
-    case GgufType::U8: out.put<uint8_t>(uint8_t(v.u)); return;
-    case GgufType::I8: out.put<int8_t>(int8_t(v.i)); return;
-    case GgufType::U16: out.put<uint16_t>(uint16_t(v.u)); return;
-    case GgufType::I16: out.put<int16_t>(int16_t(v.i)); return;
-    case GgufType::U32: out.put<uint32_t>(uint32_t(v.u)); return;
-    case GgufType::I32: out.put<int32_t>(int32_t(v.i)); return;
-    case GgufType::F32: out.put<float>(float(v.f)); return;
-    case GgufType::Bool: out.put<uint8_t>(v.b ? 1 : 0); return;
-    case GgufType::String: out.put_string(v.s); return;
-    case GgufType::U64: out.put<uint64_t>(v.u); return;
-    case GgufType::I64: out.put<int64_t>(v.i); return;
-    case GgufType::F64: out.put<double>(v.f); return;
+    case GgufType::U8:
+      out.put<uint8_t>(uint8_t(v.u));
+      return;
+    case GgufType::I8:
+      out.put<int8_t>(int8_t(v.i));
+      return;
+    case GgufType::U16:
+      out.put<uint16_t>(uint16_t(v.u));
+      return;
+    case GgufType::I16:
+      out.put<int16_t>(int16_t(v.i));
+      return;
+    case GgufType::U32:
+      out.put<uint32_t>(uint32_t(v.u));
+      return;
+    case GgufType::I32:
+      out.put<int32_t>(int32_t(v.i));
+      return;
+    case GgufType::F32:
+      out.put<float>(float(v.f));
+      return;
+    case GgufType::Bool:
+      out.put<uint8_t>(v.b ? 1 : 0);
+      return;
+    case GgufType::String:
+      out.put_string(v.s);
+      return;
+    case GgufType::U64:
+      out.put<uint64_t>(v.u);
+      return;
+    case GgufType::I64:
+      out.put<int64_t>(v.i);
+      return;
+    case GgufType::F64:
+      out.put<double>(v.f);
+      return;
     case GgufType::Array:
       out.put<uint32_t>(uint32_t(v.elem));
       out.put<uint64_t>(v.items.size());
@@ -61,7 +85,9 @@ void put_value(Bytes& out, const GgufValue& v, const std::string& key) {
   fail("gguf key '", key, "': unknown value type ", uint32_t(v.type));
 }
 
-uint64_t align_up(uint64_t n, uint32_t alignment) { return (n + alignment - 1) / alignment * alignment; }
+uint64_t align_up(uint64_t n, uint32_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
 
 }  // namespace
 
@@ -91,7 +117,8 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
 
 void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type,
                             Producer bytes) {
-  for (const Tensor& t : tensors_) GLM4_CHECK(t.name != name, "gguf: tensor '", name, "' added twice");
+  for (const Tensor& t : tensors_)
+    GLM4_CHECK(t.name != name, "gguf: tensor '", name, "' added twice");
   GLM4_CHECK(!ne.empty() && ne.size() <= size_t(kGgmlMaxDims), "gguf: tensor '", name, "' has ",
              ne.size(), " dims (1 to ", kGgmlMaxDims, " allowed)");
   for (int64_t d : ne) GLM4_CHECK(d >= 0, "gguf: tensor '", name, "' has a negative dim ", d);

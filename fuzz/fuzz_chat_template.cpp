@@ -12,13 +12,17 @@ namespace {
 
 const glm4::Tokenizer& tokenizer_for(glm4::ChatFormat format) {
   static const std::filesystem::path data = std::filesystem::path(GLM4_TEST_DATA) / "tokenizers";
-  static const std::unique_ptr<glm4::Tokenizer> glm4_tok = glm4::load_tokenizer(data / "glm4-tiktoken");
+  static const std::unique_ptr<glm4::Tokenizer> glm4_tok =
+      glm4::load_tokenizer(data / "glm4-tiktoken");
   static const std::unique_ptr<glm4::Tokenizer> chatglm3 = glm4::load_tokenizer(data / "chatglm3");
   static const std::unique_ptr<glm4::Tokenizer> chatglm2 = glm4::load_tokenizer(data / "chatglm2");
   switch (format) {
-    case glm4::ChatFormat::Glm4: return *glm4_tok;
-    case glm4::ChatFormat::ChatGlm3: return *chatglm3;
-    default: return *chatglm2;
+    case glm4::ChatFormat::Glm4:
+      return *glm4_tok;
+    case glm4::ChatFormat::ChatGlm3:
+      return *chatglm3;
+    default:
+      return *chatglm2;
   }
 }
 

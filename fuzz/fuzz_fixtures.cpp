@@ -5,8 +5,10 @@
 namespace glm4::fuzz {
 
 std::vector<std::pair<std::string, Tensor>> training_params() {
-  return {{"model.layers.0.self_attn.q_proj.lora_A", Tensor::full({2, 4}, 0.5f).set_requires_grad(true)},
-          {"model.layers.0.self_attn.q_proj.lora_B", Tensor::zeros({4, 2}).set_requires_grad(true)}};
+  return {
+      {"model.layers.0.self_attn.q_proj.lora_A",
+       Tensor::full({2, 4}, 0.5f).set_requires_grad(true)},
+      {"model.layers.0.self_attn.q_proj.lora_B", Tensor::zeros({4, 2}).set_requires_grad(true)}};
 }
 
 void write_adapter_fixture(const std::filesystem::path& dir, const std::string& format) {

@@ -10,7 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int64_t seen = 0;
     const int64_t n = glm4::for_each_record(file.string(), [&](const glm4::Record& r, int64_t) {
       ++seen;
-      if (r.has_labels && r.labels.size() != r.input_ids.size()) std::abort();  // records.h promises one label per id
+      if (r.has_labels && r.labels.size() != r.input_ids.size())
+        std::abort();  // records.h promises one label per id
     });
     if (n != seen) std::abort();
   });

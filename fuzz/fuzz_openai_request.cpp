@@ -5,7 +5,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto endpoint = data[0] % 2 ? glm4::serve::Endpoint::Completion : glm4::serve::Endpoint::Chat;
+  const auto endpoint =
+      data[0] % 2 ? glm4::serve::Endpoint::Completion : glm4::serve::Endpoint::Chat;
   try {
     (void)glm4::serve::parse_request(glm4::fuzz::as_text(data + 1, size - 1), endpoint);
   } catch (const glm4::serve::ApiError& e) {

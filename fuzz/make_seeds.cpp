@@ -3,12 +3,11 @@
 // the text seeds from tests/data and fuzz/seeds beside them.
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "fuzz/fuzz_fixtures.h"
 #include "export/gguf_writer.h"
+#include "fuzz/fuzz_fixtures.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
 #include "io/tokenizer/sp_trainer.h"
@@ -27,17 +26,18 @@ void copy_into(const fs::path& from, const fs::path& dir, const std::string& nam
 void safetensors_seeds(const fs::path& out, const fs::path& tmp) {
   const std::vector<float> v(12, 0.5f);
   const std::vector<uint16_t> h(4, 0x3f80);
-  write_safetensors(tmp / "a.safetensors",
-                    {f32_tensor("w", {3, 4}, v.data()),
-                     TensorToWrite{"h", "BF16", {4}, h.data(), h.size() * 2}},
-                    {{"format", "pt"}});
+  write_safetensors(
+      tmp / "a.safetensors",
+      {f32_tensor("w", {3, 4}, v.data()), TensorToWrite{"h", "BF16", {4}, h.data(), h.size() * 2}},
+      {{"format", "pt"}});
   copy_into(tmp / "a.safetensors", out / "fuzz_safetensors", "two_tensors");
   fuzz::write_shard_fixture(tmp);
   // The index of the shard fixture, as write_model_files writes one.
   nlohmann::json index = {{"metadata", {{"total_size", 60}}},
-                          {"weight_map", {{"a", "model-00001-of-00002.safetensors"},
-                                          {"b", "model-00001-of-00002.safetensors"},
-                                          {"c", "model-00002-of-00002.safetensors"}}}};
+                          {"weight_map",
+                           {{"a", "model-00001-of-00002.safetensors"},
+                            {"b", "model-00001-of-00002.safetensors"},
+                            {"c", "model-00002-of-00002.safetensors"}}}};
   fs::create_directories(out / "fuzz_safetensors_index");
   std::ofstream(out / "fuzz_safetensors_index" / "index.json") << index.dump(2);
 }
@@ -68,7 +68,8 @@ void training_state_seeds(const fs::path& out, const fs::path& tmp) {
 void adapter_seeds(const fs::path& out, const fs::path& tmp) {
   for (const std::string format : {"peft", "mlx"}) {
     fuzz::write_adapter_fixture(tmp / format, format);
-    copy_into(tmp / format / "adapter_config.json", out / ("fuzz_adapter_" + format), "adapter_config.json");
+    copy_into(tmp / format / "adapter_config.json", out / ("fuzz_adapter_" + format),
+              "adapter_config.json");
   }
 }
 
@@ -76,7 +77,8 @@ void adapter_seeds(const fs::path& out, const fs::path& tmp) {
 // mutate at useful speed.
 void sentencepiece_seeds(const fs::path& out, const fs::path& tmp) {
   std::ofstream corpus(tmp / "corpus.txt");
-  const char* words[] = {"the", "model", "learns", "to", "answer", "你好", "世界", "data", "cats", "7"};
+  const char* words[] = {"the",  "model", "learns", "to",   "answer",
+                         "你好", "世界",  "data",   "cats", "7"};
   for (int line = 0; line < 200; ++line) {
     for (int w = 0; w < 6; ++w) corpus << words[(line * 7 + w * 3) % 10] << (w < 5 ? " " : "\n");
   }

@@ -20,13 +20,14 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
   cached.offsets.push_back(0);
   for (int64_t r = 0; r < R; ++r) {
     const CachedRow& row = rows[size_t(r)];
-    GLM4_CHECK(row.cache && !row.tokens.empty(), "[generate] row ", r, " has no cache or no tokens");
-    GLM4_CHECK(row.first_position >= 0 &&
-                   row.first_position + int64_t(row.tokens.size()) <= std::numeric_limits<int32_t>::max(),
+    GLM4_CHECK(row.cache && !row.tokens.empty(), "[generate] row ", r,
+               " has no cache or no tokens");
+    GLM4_CHECK(row.first_position >= 0 && row.first_position + int64_t(row.tokens.size()) <=
+                                              std::numeric_limits<int32_t>::max(),
                "[generate] row ", r, ": position ", row.first_position, " out of range");
     for (size_t i = 0; i < row.tokens.size(); ++i) {
-      GLM4_CHECK(row.tokens[i] >= 0 && row.tokens[i] < vocab, "[generate] row ", r, ": token ", row.tokens[i],
-                 " at index ", i, " outside the vocabulary of ", vocab);
+      GLM4_CHECK(row.tokens[i] >= 0 && row.tokens[i] < vocab, "[generate] row ", r, ": token ",
+                 row.tokens[i], " at index ", i, " outside the vocabulary of ", vocab);
       ids.push_back(row.tokens[i]);
       ctx.positions.push_back(int32_t(row.first_position + int64_t(i)));
     }
@@ -34,7 +35,8 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
     GLM4_CHECK(row.adapter >= -1, "[generate] row ", r, ": adapter slot ", row.adapter);
     adapters.slots.push_back(row.adapter);
     any_adapter = any_adapter || row.adapter >= 0;
-    for (KvCache* seen : cached.caches) GLM4_CHECK(seen != row.cache, "[generate] row ", r, " shares a cache");
+    for (KvCache* seen : cached.caches)
+      GLM4_CHECK(seen != row.cache, "[generate] row ", r, " shares a cache");
     cached.caches.push_back(row.cache);
   }
   ctx.batch = 1;
@@ -43,21 +45,24 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
     adapters.offsets = cached.offsets;
     ctx.adapter_rows = &adapters;
   }
-  for (int64_t r = 0; r < R; ++r) rows[size_t(r)].cache->begin(int64_t(rows[size_t(r)].tokens.size()));
+  for (int64_t r = 0; r < R; ++r)
+    rows[size_t(r)].cache->begin(int64_t(rows[size_t(r)].tokens.size()));
   Tensor hidden = model.forward_hidden(ids, ctx, &cached);  // [1, N, hidden]
   for (KvCache* cache : cached.caches) cache->commit();
   if (!want_logits) return Tensor();
   const int64_t H = model.config.hidden_size;
   Tensor last = Tensor::empty({R, H});  // each row's last position
   for (int64_t r = 0; r < R; ++r)
-    std::memcpy(last.data() + r * H, hidden.data() + (cached.offsets[size_t(r) + 1] - 1) * H, size_t(H) * sizeof(float));
+    std::memcpy(last.data() + r * H, hidden.data() + (cached.offsets[size_t(r) + 1] - 1) * H,
+                size_t(H) * sizeof(float));
   return model.logits(last, ctx);  // [R, vocab]
 }
 
 void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t keep_first) {
   if (max_kv_size <= 0 || cache.length() + incoming <= max_kv_size) return;
   GLM4_CHECK(incoming <= max_kv_size - keep_first, "[generate] ", incoming,
-             " tokens at once do not fit a KV window of ", max_kv_size, " keeping the first ", keep_first);
+             " tokens at once do not fit a KV window of ", max_kv_size, " keeping the first ",
+             keep_first);
   cache.evict_middle(keep_first, max_kv_size - incoming - keep_first);
 }
 

@@ -15,7 +15,7 @@ struct CachedRow {
   KvCache* cache = nullptr;
   std::span<const int32_t> tokens;  // fed after what the cache holds; not empty
   int64_t first_position = 0;       // RoPE position of tokens[0]; the rest follow one by one
-  int32_t adapter = -1;             // resident adapter slot for these tokens (Linear::resident); -1 = none
+  int32_t adapter = -1;  // resident adapter slot for these tokens (Linear::resident); -1 = none
 };
 
 // Feeds every row; each cache grows by its row's tokens. Returns the logits of each row's last

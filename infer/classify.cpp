@@ -14,8 +14,9 @@ std::optional<std::string> record_answer(const Record& r) {
       GLM4_CHECK(!r.messages.empty(), "the record has no messages");
       const std::string& role = r.messages.back().role;
       if (role == "user") return std::nullopt;
-      GLM4_CHECK(role == "assistant", "the messages end with a \"", role,
-                 "\" turn; classify needs a final assistant turn (the answer) or user turn (no answer)");
+      GLM4_CHECK(
+          role == "assistant", "the messages end with a \"", role,
+          "\" turn; classify needs a final assistant turn (the answer) or user turn (no answer)");
       return r.messages.back().content;
     }
     case Record::Kind::kPromptCompletion:
@@ -38,7 +39,8 @@ void keep_final_answer(Example& ex) {
 }
 }  // namespace
 
-std::vector<Example> candidate_examples(const Record& record, const std::vector<std::string>& labels,
+std::vector<Example> candidate_examples(const Record& record,
+                                        const std::vector<std::string>& labels,
                                         const TextEncoder& encoder) {
   const bool has_answer = record_answer(record).has_value();
   DatasetOptions options;
@@ -59,7 +61,8 @@ std::vector<Example> candidate_examples(const Record& record, const std::vector<
   return out;
 }
 
-std::vector<Classification> classify(const Glm4Model& model, const std::vector<std::vector<Example>>& candidates,
+std::vector<Classification> classify(const Glm4Model& model,
+                                     const std::vector<std::vector<Example>>& candidates,
                                      int64_t batch_size) {
   GLM4_CHECK(batch_size > 0, "[classify] batch_size must be > 0, got ", batch_size);
   if (candidates.empty()) return {};
@@ -75,10 +78,12 @@ std::vector<Classification> classify(const Glm4Model& model, const std::vector<s
                  " candidates, record 0 has ", K);
       rows.insert(rows.end(), candidates[i].begin(), candidates[i].end());
     }
-    std::vector<double> lp = row_log_probs(model, make_batch(rows, 0, int64_t(rows.size()), pad_id));
+    std::vector<double> lp =
+        row_log_probs(model, make_batch(rows, 0, int64_t(rows.size()), pad_id));
     for (size_t i = 0; i < last - first; ++i) {
       Classification c;
-      c.log_probs.assign(lp.begin() + std::ptrdiff_t(i * K), lp.begin() + std::ptrdiff_t((i + 1) * K));
+      c.log_probs.assign(lp.begin() + std::ptrdiff_t(i * K),
+                         lp.begin() + std::ptrdiff_t((i + 1) * K));
       c.predicted = std::max_element(c.log_probs.begin(), c.log_probs.end()) - c.log_probs.begin();
       out.push_back(std::move(c));
     }

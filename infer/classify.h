@@ -22,7 +22,8 @@ std::optional<std::string> record_answer(const Record& record);
 // make_example with the prompt masked. Only the answer is a target: the label's tokens as the
 // template writes them and the token that ends the answer, so a label that is the start of
 // another does not score as high as it. Earlier assistant turns (few-shot examples) are prompt.
-std::vector<Example> candidate_examples(const Record& record, const std::vector<std::string>& labels,
+std::vector<Example> candidate_examples(const Record& record,
+                                        const std::vector<std::string>& labels,
                                         const TextEncoder& encoder);
 
 struct Classification {
@@ -33,7 +34,8 @@ struct Classification {
 // Scores each record's candidates (one example per label, as candidate_examples makes them,
 // every record the same count): `batch_size` records, so batch_size * labels rows, in one
 // right-padded forward without a tape (make_batch, row_log_probs).
-std::vector<Classification> classify(const Glm4Model& model, const std::vector<std::vector<Example>>& candidates,
+std::vector<Classification> classify(const Glm4Model& model,
+                                     const std::vector<std::vector<Example>>& candidates,
                                      int64_t batch_size);
 
 // What a record holds besides its candidates, for the summary: the index of its answer among

@@ -17,8 +17,8 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
   for (size_t b = 0; b < B; ++b) {
     GLM4_CHECK(!prompts[b].empty(), "[generate_batch] prompt ", b, " is empty");
     for (size_t i = 0; i < prompts[b].size(); ++i)
-      GLM4_CHECK(prompts[b][i] >= 0 && prompts[b][i] < vocab, "[generate_batch] prompt ", b, ": token ",
-                 prompts[b][i], " at index ", i, " outside the vocabulary of ", vocab);
+      GLM4_CHECK(prompts[b][i] >= 0 && prompts[b][i] < vocab, "[generate_batch] prompt ", b,
+                 ": token ", prompts[b][i], " at index ", i, " outside the vocabulary of ", vocab);
   }
   int64_t chunk = config.prefill_chunk;
   if (config.max_kv_size > 0) chunk = std::min(chunk, config.max_kv_size - config.keep_first);
@@ -33,7 +33,8 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
   };
   std::vector<Row> rows;
   rows.reserve(B);
-  for (size_t b = 0; b < B; ++b) rows.push_back({make_cache(model), Sampler(config.sampling), prompts[b], 0, {}, false});
+  for (size_t b = 0; b < B; ++b)
+    rows.push_back({make_cache(model), Sampler(config.sampling), prompts[b], 0, {}, false});
   std::vector<std::vector<int32_t>> out(B);
 
   // Feeds the unfed part of each listed row's history (at most `chunk` tokens each) in one pass.
@@ -43,7 +44,9 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
       Row& row = rows[b];
       const int64_t T = std::min<int64_t>(chunk, int64_t(row.history.size()) - row.fed);
       make_room(row.cache, T, config.max_kv_size, config.keep_first);
-      batch.push_back({&row.cache, std::span<const int32_t>(row.history).subspan(size_t(row.fed), size_t(T)), row.fed});
+      batch.push_back({&row.cache,
+                       std::span<const int32_t>(row.history).subspan(size_t(row.fed), size_t(T)),
+                       row.fed});
     }
     Tensor logits = cached_forward(model, batch, true);  // [rows, vocab]
     for (size_t i = 0; i < which.size(); ++i) {
@@ -69,7 +72,8 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
     for (size_t b : live) {
       Row& row = rows[b];
       const int32_t token = row.sampler.sample(row.logits, row.history);
-      if (std::find(config.stop_ids.begin(), config.stop_ids.end(), token) != config.stop_ids.end()) {
+      if (std::find(config.stop_ids.begin(), config.stop_ids.end(), token) !=
+          config.stop_ids.end()) {
         row.done = true;
         continue;
       }

@@ -25,7 +25,10 @@ void validate_generation_config(const GenerationConfig& c) {
 }
 
 Generator::Generator(const Glm4Model& model, GenerationConfig config)
-    : model_(model), config_(std::move(config)), sampler_(config_.sampling), cache_(make_cache(model)) {
+    : model_(model),
+      config_(std::move(config)),
+      sampler_(config_.sampling),
+      cache_(make_cache(model)) {
   validate_generation_config(config_);
 }
 
@@ -81,7 +84,8 @@ std::optional<int32_t> Generator::next() {
   int32_t token = sampler_.sample(logits_, history_);
   ++drawn_;
   stats_.decode_seconds += seconds_since(t0);
-  if (std::find(config_.stop_ids.begin(), config_.stop_ids.end(), token) != config_.stop_ids.end()) {
+  if (std::find(config_.stop_ids.begin(), config_.stop_ids.end(), token) !=
+      config_.stop_ids.end()) {
     done_ = true;
     stop_token_ = token;
     return std::nullopt;

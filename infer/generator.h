@@ -25,12 +25,16 @@ struct GenerationConfig {
 };
 
 struct GenerationStats {
-  int64_t prompt_tokens = 0;     // tokens fed by start() and append()
+  int64_t prompt_tokens = 0;  // tokens fed by start() and append()
   double prefill_seconds = 0;
   int64_t generated_tokens = 0;  // tokens returned by next()
   double decode_seconds = 0;
-  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
-  double decode_tokens_per_second() const { return decode_seconds > 0 ? generated_tokens / decode_seconds : 0; }
+  double prefill_tokens_per_second() const {
+    return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0;
+  }
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 ? generated_tokens / decode_seconds : 0;
+  }
 };
 
 // Throws glm4::Error naming the first invalid field.
@@ -71,13 +75,13 @@ class Generator {
   GenerationConfig config_;
   Sampler sampler_;
   KvCache cache_;
-  std::vector<float> logits_;       // [vocab]
+  std::vector<float> logits_;  // [vocab]
   std::vector<int32_t> history_;
   std::vector<int32_t> feed_buf_;   // pending token + appended tokens
   std::optional<int32_t> pending_;  // returned by next() but not yet in the cache
   std::optional<int32_t> stop_token_;
-  int64_t position_ = 0;            // absolute position of the next token fed
-  int drawn_ = 0;                   // tokens drawn since the last start()/append()
+  int64_t position_ = 0;  // absolute position of the next token fed
+  int drawn_ = 0;         // tokens drawn since the last start()/append()
   bool started_ = false, done_ = true;
   Stats stats_;
 };

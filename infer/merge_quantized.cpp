@@ -102,9 +102,8 @@ std::vector<ModuleMerge> merge_requantized(Glm4Model& model, const RequantizeOpt
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       if (bits < m.base.bits || (o.keep_bits && bits != m.base.bits)) continue;
       const QuantFormat f{bits, m.base.group_size};
-      Trial t = bits == m.base.bits
-                    ? on_base_grid(linear.weight.frozen.quant(), merged, w0, delta)
-                    : afresh(merged, w0, delta, rows, cols, f, o.dtype, site.path);
+      Trial t = bits == m.base.bits ? on_base_grid(linear.weight.frozen.quant(), merged, w0, delta)
+                                    : afresh(merged, w0, delta, rows, cols, f, o.dtype, site.path);
       if (bits == m.base.bits) m.kept_at_base = t.kept;
       if (t.kept >= o.min_kept || o.keep_bits) {
         m.written = f;
@@ -146,17 +145,20 @@ std::string describe_merge(const std::vector<ModuleMerge>& merges) {
       what = "ok";
     }
     char fmt[32] = "dense";
-    if (m.written) std::snprintf(fmt, sizeof fmt, "%d-bit/g%d", m.written->bits, m.written->group_size);
-    std::snprintf(line, sizeof line,
-                  "  %-40s |dW|/|W| %.2e  kept at %d bits %5.1f%%  -> %-11s kept %5.1f%% error %.2f  %s\n",
-                  m.path.c_str(), m.delta_ratio, m.base.bits, 100 * m.kept_at_base, fmt,
-                  100 * m.kept, m.error, what);
+    if (m.written)
+      std::snprintf(fmt, sizeof fmt, "%d-bit/g%d", m.written->bits, m.written->group_size);
+    std::snprintf(
+        line, sizeof line,
+        "  %-40s |dW|/|W| %.2e  kept at %d bits %5.1f%%  -> %-11s kept %5.1f%% error %.2f  %s\n",
+        m.path.c_str(), m.delta_ratio, m.base.bits, 100 * m.kept_at_base, fmt, 100 * m.kept,
+        m.error, what);
     text += line;
   }
-  std::snprintf(line, sizeof line,
-                "merged %zu modules onto the quantized base: %d raised to more bits, %d kept dense, "
-                "%d lossy\n",
-                merges.size(), raised, dense, lossy);
+  std::snprintf(
+      line, sizeof line,
+      "merged %zu modules onto the quantized base: %d raised to more bits, %d kept dense, "
+      "%d lossy\n",
+      merges.size(), raised, dense, lossy);
   return text + line;
 }
 

@@ -30,15 +30,15 @@ struct ModuleMerge {
   double kept = 0;                     // at the written format
   double kept_at_base = 0;             // what naive re-quantization at the base format keeps
   double error = 0;
-  bool lossy() const;                  // kept below the threshold it was merged with
+  bool lossy() const;  // kept below the threshold it was merged with
   double min_kept = 0.5;
 };
 
 // Merges every adapter of `model` whose base weight is quantized: re-rounds W0 + D on the
 // base's own grid (its scales and biases, so W0 stays exact; what naive re-quantization at the
 // same bits can keep at best), then (unless keep_bits) quantizes afresh at each wider supported
-// width (5, 6, 8 bits, same group) until kept >= min_kept, else keeps the module dense. Adapters on dense weights merge as
-// merge_adapters does (rounded to o.dtype). The adapters are dropped.
+// width (5, 6, 8 bits, same group) until kept >= min_kept, else keeps the module dense. Adapters on
+// dense weights merge as merge_adapters does (rounded to o.dtype). The adapters are dropped.
 std::vector<ModuleMerge> merge_requantized(Glm4Model& model, const RequantizeOptions& o);
 
 // The report, one line a module plus a summary: what was raised, kept dense or lost.

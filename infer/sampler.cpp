@@ -13,11 +13,14 @@ Sampler::Sampler(SamplerConfig config) : config_(config), rng_(config.seed) {
   GLM4_CHECK(std::isfinite(config.temperature) && config.temperature >= 0,
              "[sampler] temperature must be >= 0, got ", config.temperature);
   GLM4_CHECK(config.top_k >= 0, "[sampler] top_k must be >= 0, got ", config.top_k);
-  GLM4_CHECK(config.top_p > 0 && config.top_p <= 1, "[sampler] top_p must be in (0, 1], got ", config.top_p);
-  GLM4_CHECK(config.min_p >= 0 && config.min_p <= 1, "[sampler] min_p must be in [0, 1], got ", config.min_p);
+  GLM4_CHECK(config.top_p > 0 && config.top_p <= 1, "[sampler] top_p must be in (0, 1], got ",
+             config.top_p);
+  GLM4_CHECK(config.min_p >= 0 && config.min_p <= 1, "[sampler] min_p must be in [0, 1], got ",
+             config.min_p);
   GLM4_CHECK(std::isfinite(config.repeat_penalty) && config.repeat_penalty > 0,
              "[sampler] repeat_penalty must be > 0, got ", config.repeat_penalty);
-  GLM4_CHECK(config.repeat_last_n >= -1, "[sampler] repeat_last_n must be >= -1, got ", config.repeat_last_n);
+  GLM4_CHECK(config.repeat_last_n >= -1, "[sampler] repeat_last_n must be >= -1, got ",
+             config.repeat_last_n);
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * (1.0 / 9007199254740992.0); }
@@ -31,7 +34,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                                          : std::min(history.size(), size_t(config_.repeat_last_n));
     // From the raw logit, so a token is penalised once however often it occurs.
     for (int32_t id : history.subspan(history.size() - n)) {
-      GLM4_CHECK(id >= 0 && id < vocab, "[sampler] history token ", id, " outside the vocabulary of ", vocab);
+      GLM4_CHECK(id >= 0 && id < vocab, "[sampler] history token ", id,
+                 " outside the vocabulary of ", vocab);
       float raw = logits[size_t(id)];
       scratch_[size_t(id)] = raw > 0 ? raw / config_.repeat_penalty : raw * config_.repeat_penalty;
     }
@@ -40,8 +44,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   if (config_.temperature <= 0) {  // greedy: the first maximum (lowest id on ties)
     int64_t best = -1;
     for (int64_t i = 0; i < vocab; ++i)
-      if (!std::isnan(scratch_[size_t(i)]) && (best < 0 || scratch_[size_t(i)] > scratch_[size_t(best)])) best = i;
-    GLM4_CHECK(best >= 0 && scratch_[size_t(best)] > -INFINITY, "[sampler] no finite logit among ", vocab);
+      if (!std::isnan(scratch_[size_t(i)]) &&
+          (best < 0 || scratch_[size_t(i)] > scratch_[size_t(best)]))
+        best = i;
+    GLM4_CHECK(best >= 0 && scratch_[size_t(best)] > -INFINITY, "[sampler] no finite logit among ",
+               vocab);
     return int32_t(best);
   }
 
@@ -56,7 +63,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   size_t keep = candidates_.size();
   if (config_.top_k > 0 && size_t(config_.top_k) < keep) {
     keep = size_t(config_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + ptrdiff_t(keep), candidates_.end(), before);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + ptrdiff_t(keep), candidates_.end(),
+                      before);
     candidates_.resize(keep);
   } else {
     std::sort(candidates_.begin(), candidates_.end(), before);
@@ -70,7 +78,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   if (config_.top_p < 1) {  // keep token i while the mass before it is below top_p
     double before_mass = 0;
     size_t n = 0;
-    while (n < candidates_.size() && (n == 0 || before_mass < config_.top_p)) before_mass += candidates_[n++].prob;
+    while (n < candidates_.size() && (n == 0 || before_mass < config_.top_p))
+      before_mass += candidates_[n++].prob;
     candidates_.resize(n);
   }
   if (config_.min_p > 0) {  // relative to the most likely token; the first always survives

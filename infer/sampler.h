@@ -39,7 +39,7 @@ class Sampler {
 
   SamplerConfig config_;
   std::mt19937_64 rng_;
-  std::vector<float> scratch_;        // [vocab] penalised logits
+  std::vector<float> scratch_;         // [vocab] penalised logits
   std::vector<Candidate> candidates_;  // survivors of the filters, most likely first
 };
 

@@ -30,8 +30,8 @@ Tensor batch_hidden(const Glm4Model& model, const Batch& batch, const BatchLossO
 Tensor batch_loss(const Glm4Model& model, const Batch& batch, const BatchLossOptions& options) {
   Tensor hidden = batch_hidden(model, batch, options);
   const Param& head = model.lm_head_weight();
-  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets, options.divide_by,
-                                   model.compute);
+  return ops::linear_cross_entropy(hidden, head.frozen, head.value, batch.targets,
+                                   options.divide_by, model.compute);
 }
 
 std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
@@ -52,19 +52,23 @@ std::vector<double> row_log_probs(const Glm4Model& model, const Batch& batch) {
     Tensor rows = Tensor::empty({int64_t(at.size()), H});  // only the rows the loss reads
     for (size_t i = 0; i < at.size(); ++i)
       std::copy_n(hidden.data() + at[i] * H, H, rows.data() + int64_t(i) * H);
-    out[size_t(b)] = -double(ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0, model.compute).item());
+    out[size_t(b)] = -double(
+        ops::linear_cross_entropy(rows, head.frozen, head.value, targets, 1.0, model.compute)
+            .item());
   }
   return out;
 }
 
 std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<Example>& examples,
-                                      int64_t batch_size, int64_t max_batches, int64_t offset, int64_t stride) {
+                                      int64_t batch_size, int64_t max_batches, int64_t offset,
+                                      int64_t stride) {
   GLM4_CHECK(batch_size > 0, "[score_loss] batch_size must be > 0, got ", batch_size);
-  GLM4_CHECK(stride > 0 && offset >= 0 && offset < stride, "[score_loss] batches ", offset, " mod ", stride);
+  GLM4_CHECK(stride > 0 && offset >= 0 && offset < stride, "[score_loss] batches ", offset, " mod ",
+             stride);
   for (size_t e = 0; e < examples.size(); ++e) {
     GLM4_CHECK(!examples[e].ids.empty(), "[score_loss] example ", e, " is empty");
-    GLM4_CHECK(examples[e].labels.size() == examples[e].ids.size(), "[score_loss] example ", e, " has ",
-               examples[e].ids.size(), " ids but ", examples[e].labels.size(), " labels");
+    GLM4_CHECK(examples[e].labels.size() == examples[e].ids.size(), "[score_loss] example ", e,
+               " has ", examples[e].ids.size(), " ids but ", examples[e].labels.size(), " labels");
   }
   NoGradGuard no_grad;
   const int32_t pad_id = model.config.pad_token_id.value_or(0);
@@ -80,8 +84,8 @@ std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<
   return out;
 }
 
-LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
-                     int64_t max_batches) {
+LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples,
+                     int64_t batch_size, int64_t max_batches) {
   double total = 0;
   int64_t tokens = 0;
   for (const BatchScore& b : score_batches(model, examples, batch_size, max_batches)) {
@@ -110,7 +114,8 @@ ExactMatchScore score_exact_match(const Glm4Model& model, const Tokenizer& token
     g.max_tokens = 0;
     for (size_t i = at; i < end; ++i) {
       prompts.push_back(examples[i].prompt);
-      int64_t budget = int64_t(tokenizer.encode(trim(examples[i].reference), false).size()) + kExtraTokens;
+      int64_t budget =
+          int64_t(tokenizer.encode(trim(examples[i].reference), false).size()) + kExtraTokens;
       g.max_tokens = std::max<int>(g.max_tokens, int(budget));
     }
     std::vector<std::vector<int32_t>> answers = generate_batch(model, prompts, g);

@@ -1,5 +1,5 @@
-// Scoring a model on data, the one path the trainer's validation, `glm4 perplexity`, `glm4 evaluate`
-// and `glm4 classify` share: the loss of a batch (and its log-probability per row), the
+// Scoring a model on data, the one path the trainer's validation, `glm4 perplexity`, `glm4
+// evaluate` and `glm4 classify` share: the loss of a batch (and its log-probability per row), the
 // token-weighted loss (and perplexity) of a data set or of each of its tasks, and the exact
 // match of greedy answers.
 #pragma once
@@ -40,8 +40,8 @@ struct LossScore {
 // scored), `batch_size` examples a forward in order, right-padded, without a tape; only the
 // first `max_batches` batches when > 0. Throws naming the example for an empty one or labels
 // that do not match its ids.
-LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples, int64_t batch_size,
-                     int64_t max_batches = 0);
+LossScore score_loss(const Glm4Model& model, const std::vector<Example>& examples,
+                     int64_t batch_size, int64_t max_batches = 0);
 
 // One batch of score_loss's walk: its index, loss summed over its targets, and target count.
 struct BatchScore {
@@ -53,8 +53,8 @@ struct BatchScore {
 // The batches of score_loss's walk with index % stride == offset (all of them by default), so
 // data-parallel ranks can split an evaluation and add the totals in batch order afterwards.
 std::vector<BatchScore> score_batches(const Glm4Model& model, const std::vector<Example>& examples,
-                                      int64_t batch_size, int64_t max_batches = 0, int64_t offset = 0,
-                                      int64_t stride = 1);
+                                      int64_t batch_size, int64_t max_batches = 0,
+                                      int64_t offset = 0, int64_t stride = 1);
 
 // A prompt and the answer the model should give to it.
 struct AnswerExample {
@@ -66,7 +66,7 @@ struct AnswerExample {
 struct ExactMatchScore {
   int64_t correct = 0, total = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> by_task;  // task -> (correct, total)
-  std::vector<std::string> answers;                             // trimmed, one per example
+  std::vector<std::string> answers;                            // trimmed, one per example
   double rate() const { return total ? double(correct) / double(total) : 0.0; }
   std::map<std::string, double> rate_by_task() const;  // task -> correct / total
 };

@@ -34,7 +34,8 @@ class Checksum {
     length_ += n;
   }
   uint64_t finish() const {
-    uint64_t h = rotl(lanes_[0], 1) + rotl(lanes_[1], 7) + rotl(lanes_[2], 12) + rotl(lanes_[3], 18);
+    uint64_t h =
+        rotl(lanes_[0], 1) + rotl(lanes_[1], 7) + rotl(lanes_[2], 12) + rotl(lanes_[3], 18);
     h ^= (word_ + filled_) * kPrime1;
     h ^= length_ * kPrime2;
     h ^= h >> 33;
@@ -91,7 +92,8 @@ void check_hdf5_seal(const std::filesystem::path& file) {
   GLM4_CHECK(in && size >= kHdf5SealBytes && std::memcmp(seal.magic, kMagic, 8) == 0, "HDF5 ", file,
              ": not an HDF5 file written by glm4 (no checksum block; glm4 reads only its own)");
   GLM4_CHECK(seal.payload_bytes == size - kHdf5SealBytes, "HDF5 ", file, ": is ", size,
-             " bytes but was written with ", seal.payload_bytes + kHdf5SealBytes, ": truncated or extended");
+             " bytes but was written with ", seal.payload_bytes + kHdf5SealBytes,
+             ": truncated or extended");
   GLM4_CHECK(hdf5_payload_checksum(file) == seal.checksum, "HDF5 ", file,
              ": checksum mismatch: the file is corrupt");
 }

@@ -55,7 +55,7 @@ std::string normalize(const std::string& name) {
 bool dataset_exists(hid_t file, const std::string& name) {
   std::string path = normalize(name);
   if (path.empty()) return false;
-  for (size_t pos = path.find('/'); ; pos = path.find('/', pos + 1)) {
+  for (size_t pos = path.find('/');; pos = path.find('/', pos + 1)) {
     std::string prefix = path.substr(0, pos);
     if (prefix.empty() || H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) {
       H5Eclear2(H5E_DEFAULT);
@@ -107,17 +107,16 @@ void Hdf5Writer::write(const std::string& name, const std::vector<int64_t>& shap
   GLM4_CHECK(!normalize(name).empty(), "HDF5 ", path_, ": empty dataset name");
   int64_t n = numel_of(shape, path_, name);
   GLM4_CHECK(n == 0 || data != nullptr, "HDF5 ", path_, ": dataset '", name, "': data is null");
-  GLM4_CHECK(!dataset_exists(file_, name), "HDF5 ", path_, ": dataset '", name,
-             "' written twice");
+  GLM4_CHECK(!dataset_exists(file_, name), "HDF5 ", path_, ": dataset '", name, "' written twice");
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(shape.empty() ? H5Screate(H5S_SCALAR)
                              : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                H5Sclose);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  Handle ds(H5Dcreate2(file_, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT,
-                       H5P_DEFAULT),
-            H5Dclose);
+  Handle ds(
+      H5Dcreate2(file_, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
   GLM4_CHECK(space.ok() && ds.ok(), "HDF5 ", path_, ": cannot create dataset '", name, "'",
              hdf5_detail());
   if (n > 0) {
@@ -155,8 +154,9 @@ void Hdf5Writer::set_attr(const std::string& name, const std::string& value) {
              "' holds a NUL byte; store binary data with write_u8");
   // Fixed-length (the reader refuses variable-length strings: see Hdf5Reader::attr). An
   // attribute lives in its object's header, which holds at most 64 KiB.
-  GLM4_CHECK(value.size() < kMaxHdf5StringAttrBytes, "HDF5 ", path_, ": attribute '", name, "' holds ",
-             value.size(), " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes, ")");
+  GLM4_CHECK(value.size() < kMaxHdf5StringAttrBytes, "HDF5 ", path_, ": attribute '", name,
+             "' holds ", value.size(),
+             " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes, ")");
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.get(), value.size() + 1);
   H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
@@ -185,8 +185,7 @@ void Hdf5Writer::commit() {
 Hdf5Reader::Hdf5Reader(std::filesystem::path path) : path_(std::move(path)) {
   silence_hdf5();
   std::error_code ec;
-  GLM4_CHECK(std::filesystem::is_regular_file(path_, ec), "HDF5 ", path_,
-             ": no such file");
+  GLM4_CHECK(std::filesystem::is_regular_file(path_, ec), "HDF5 ", path_, ": no such file");
   check_hdf5_seal(path_);  // before libhdf5 reads anything: see hdf5_seal.h
   htri_t is_h5 = H5Fis_hdf5(path_.c_str());
   H5Eclear2(H5E_DEFAULT);
@@ -208,8 +207,7 @@ std::vector<int64_t> Hdf5Reader::shape(const std::string& name) const {
   Handle ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose);
   Handle space(ds.ok() ? H5Dget_space(ds.get()) : -1, H5Sclose);
   int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  GLM4_CHECK(rank >= 0, "HDF5 ", path_, ": cannot read the shape of '", name, "'",
-             hdf5_detail());
+  GLM4_CHECK(rank >= 0, "HDF5 ", path_, ": cannot read the shape of '", name, "'", hdf5_detail());
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return std::vector<int64_t>(dims.begin(), dims.end());
@@ -228,7 +226,8 @@ std::vector<T> Hdf5Reader::read(const std::string& name, int cls, size_t size, b
   uint64_t bytes = 0;
   GLM4_CHECK(!__builtin_mul_overflow(uint64_t(n), uint64_t(size), &bytes) && bytes <= file_bytes_,
              "HDF5 ", path_, ": dataset '", name, "' declares ", n, " elements of ", size,
-             " bytes, more than the file's ", file_bytes_, " bytes (datasets are stored uncompressed)");
+             " bytes, more than the file's ", file_bytes_,
+             " bytes (datasets are stored uncompressed)");
   std::vector<T> out(static_cast<size_t>(n));
   if (!out.empty()) {
     herr_t rc = H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
@@ -259,16 +258,17 @@ std::string Hdf5Reader::attr(const std::string& name) const {
   GLM4_CHECK(has_attr(name), "HDF5 ", path_, ": no attribute '", name, "'");
   Handle a(H5Aopen(file_, name.c_str(), H5P_DEFAULT), H5Aclose);
   Handle type(a.ok() ? H5Aget_type(a.get()) : -1, H5Tclose);
-  GLM4_CHECK(type.ok() && H5Tget_class(type.get()) == H5T_STRING, "HDF5 ", path_,
-             ": attribute '", name, "' is not a string");
+  GLM4_CHECK(type.ok() && H5Tget_class(type.get()) == H5T_STRING, "HDF5 ", path_, ": attribute '",
+             name, "' is not a string");
   Handle mem(H5Tcopy(type.get()), H5Tclose);
   // Variable-length strings live in the file's global heap, and libhdf5 (1.10) loops forever on
   // a corrupt one (found by fuzz_training_state): only fixed-length strings are read.
   GLM4_CHECK(H5Tis_variable_str(type.get()) == 0, "HDF5 ", path_, ": attribute '", name,
              "' is a variable-length string; glm4 reads only fixed-length strings");
   const size_t fixed = H5Tget_size(type.get());
-  GLM4_CHECK(fixed <= kMaxHdf5StringAttrBytes && fixed <= file_bytes_, "HDF5 ", path_, ": attribute '",
-             name, "' declares ", fixed, " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes,
+  GLM4_CHECK(fixed <= kMaxHdf5StringAttrBytes && fixed <= file_bytes_, "HDF5 ", path_,
+             ": attribute '", name, "' declares ", fixed,
+             " bytes (limit kMaxHdf5StringAttrBytes = ", kMaxHdf5StringAttrBytes,
              ", and at most the file's ", file_bytes_, ")");
   std::string s(fixed, '\0');
   GLM4_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, "HDF5 ", path_,
@@ -281,8 +281,8 @@ int64_t Hdf5Reader::attr_i64(const std::string& name) const {
   GLM4_CHECK(has_attr(name), "HDF5 ", path_, ": no attribute '", name, "'");
   Handle a(H5Aopen(file_, name.c_str(), H5P_DEFAULT), H5Aclose);
   Handle type(a.ok() ? H5Aget_type(a.get()) : -1, H5Tclose);
-  GLM4_CHECK(type.ok() && H5Tget_class(type.get()) == H5T_INTEGER, "HDF5 ", path_,
-             ": attribute '", name, "' is not an integer");
+  GLM4_CHECK(type.ok() && H5Tget_class(type.get()) == H5T_INTEGER, "HDF5 ", path_, ": attribute '",
+             name, "' is not an integer");
   int64_t v = 0;
   GLM4_CHECK(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0, "HDF5 ", path_,
              ": cannot read attribute '", name, "'", hdf5_detail());

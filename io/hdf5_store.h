@@ -17,7 +17,7 @@ constexpr size_t kMaxHdf5StringAttrBytes = 60'000;
 class Hdf5Writer {
  public:
   explicit Hdf5Writer(std::filesystem::path path);  // creates path.tmp
-  ~Hdf5Writer();                                     // without commit(): removes path.tmp
+  ~Hdf5Writer();                                    // without commit(): removes path.tmp
   Hdf5Writer(const Hdf5Writer&) = delete;
   Hdf5Writer& operator=(const Hdf5Writer&) = delete;
 

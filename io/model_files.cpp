@@ -45,8 +45,8 @@ ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
     return c;
   }
   const auto index_path = dir / kIndex;
-  GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir,
-             ": looked for ", kSingle, " and ", kIndex);
+  GLM4_CHECK(std::filesystem::exists(index_path, ec), "no model weights in ", dir, ": looked for ",
+             kSingle, " and ", kIndex);
   nlohmann::json index = read_json_file(index_path);
   GLM4_CHECK(index.is_object(), index_path, ": expected a JSON object");
   auto wm = index.find("weight_map");
@@ -162,7 +162,8 @@ void write_shards(const std::filesystem::path& dir, const std::vector<TensorToWr
   }
 }
 
-std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all, const std::vector<size_t>& idx) {
+std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all,
+                                const std::vector<size_t>& idx) {
   std::vector<TensorToWrite> out;
   for (size_t i : idx) out.push_back(all[i]);
   return out;
@@ -171,7 +172,7 @@ std::vector<TensorToWrite> pick(const std::vector<TensorToWrite>& all, const std
 }  // namespace
 
 void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
-                      size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+                       size_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
   write_shards(dir, tensors, max_shard_bytes,
                [&](const std::filesystem::path& path, const std::vector<size_t>& idx) {
                  write_safetensors(path, pick(tensors, idx), metadata);

@@ -20,7 +20,7 @@ class ModelFiles {
 
   const TensorInfo* find(const std::string& key) const;  // nullptr if absent
   const TensorInfo& at(const std::string& key) const;    // throws naming the directory and key
-  std::vector<std::string> keys() const;                  // sorted
+  std::vector<std::string> keys() const;                 // sorted
   // The mapping that holds `key`'s bytes (its SafetensorsFile); keep it to keep `data` valid.
   std::shared_ptr<const void> owner(const std::string& key) const;
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
@@ -47,8 +47,8 @@ std::string shard_file_name(size_t index, size_t count);
 // Each file is written atomically; weight files of an earlier save that are not part of this
 // one are removed afterwards, so the directory never mixes two checkpoints.
 void write_model_files(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
-                      size_t max_shard_bytes = 0,
-                      const std::map<std::string, std::string>& metadata = {});
+                       size_t max_shard_bytes = 0,
+                       const std::map<std::string, std::string>& metadata = {});
 
 // The same with each tensor's bytes produced when the writer reaches it (write_safetensors_
 // streamed): produce(i, sink) is called once per tensor, in the order given, across the shards.

@@ -40,8 +40,8 @@ QuantizedMatrix quantized_module_view(const TensorInfo* weight, const TensorInfo
              ".weight: packed codes must be U32 [out, in * bits / 32], got ", w.dtype, " ",
              shape_str(w.shape));
   const DType dt = s.float_dtype();
-  GLM4_CHECK(s.shape.size() == 2, "[quantized] ", where, ".scales must be 2-D [out, in / group], got ",
-             shape_str(s.shape));
+  GLM4_CHECK(s.shape.size() == 2, "[quantized] ", where,
+             ".scales must be 2-D [out, in / group], got ", shape_str(s.shape));
   GLM4_CHECK(b.dtype == s.dtype && b.shape == s.shape, "[quantized] ", where, ".biases ", b.dtype,
              " ", shape_str(b.shape), " must match scales ", s.dtype, " ", shape_str(s.shape));
   const int64_t rows = w.shape[0], words = w.shape[1];
@@ -80,7 +80,10 @@ std::vector<TensorToWrite> quantized_module_tensors(const std::string& module,
   const int64_t groups = q.groups();
   const size_t params = size_t(q.rows * groups) * dtype_size(q.scale_dtype);
   return {
-      {module + ".weight", "U32", {q.rows, q.cols * q.bits / 32}, q.packed,
+      {module + ".weight",
+       "U32",
+       {q.rows, q.cols * q.bits / 32},
+       q.packed,
        size_t(q.rows * q.row_bytes())},
       {module + ".scales", dtype_name(q.scale_dtype), {q.rows, groups}, q.scales, params},
       {module + ".biases", dtype_name(q.scale_dtype), {q.rows, groups}, q.biases, params},

@@ -68,10 +68,22 @@ class TopLevelKeys : public nlohmann::detail::json_sax_dom_parser<rjson> {
  public:
   TopLevelKeys(rjson& root, size_t max_keys, std::string where)
       : json_sax_dom_parser(root, true), max_keys_(max_keys), where_(std::move(where)) {}
-  bool start_object(std::size_t n) { ++depth_; return json_sax_dom_parser::start_object(n); }
-  bool end_object() { --depth_; return json_sax_dom_parser::end_object(); }
-  bool start_array(std::size_t n) { ++depth_; return json_sax_dom_parser::start_array(n); }
-  bool end_array() { --depth_; return json_sax_dom_parser::end_array(); }
+  bool start_object(std::size_t n) {
+    ++depth_;
+    return json_sax_dom_parser::start_object(n);
+  }
+  bool end_object() {
+    --depth_;
+    return json_sax_dom_parser::end_object();
+  }
+  bool start_array(std::size_t n) {
+    ++depth_;
+    return json_sax_dom_parser::start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return json_sax_dom_parser::end_array();
+  }
   bool key(std::string& k) {
     if (depth_ == 1) {
       if (!seen_.insert(k).second && duplicate.empty()) duplicate = k;
@@ -122,8 +134,7 @@ size_t safetensors_dtype_size(std::string_view d) {
   if (d == "F32" || d == "I32" || d == "U32") return 4;
   if (d == "BF16" || d == "F16" || d == "I16" || d == "U16") return 2;
   if (d == "F64" || d == "I64" || d == "U64") return 8;
-  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" || d == "F8_E5M2" ||
-      d == "F8_E8M0")
+  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" || d == "F8_E5M2" || d == "F8_E8M0")
     return 1;
   return 0;
 }
@@ -155,7 +166,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
 
   uint64_t header_len = read_le64(bytes);
   GLM4_CHECK(header_len <= kMaxSafetensorsHeaderBytes, where(""), "header length ", header_len,
-             " is absurd (limit kMaxSafetensorsHeaderBytes = ", kMaxSafetensorsHeaderBytes, " bytes)");
+             " is absurd (limit kMaxSafetensorsHeaderBytes = ", kMaxSafetensorsHeaderBytes,
+             " bytes)");
   GLM4_CHECK(header_len <= m.size - 8, where(""), "header length ", header_len,
              " runs past the end of the file (", m.size, " bytes): truncated or not safetensors");
   const char* header = reinterpret_cast<const char*>(bytes + 8);
@@ -164,7 +176,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
 
   // Parse, remembering top-level keys given twice (JSON allows it; we do not) and stopping as
   // soon as there are more than kMaxSafetensorsTensors of them.
-  check_json_depth(std::string_view(header, header_len), str_cat("safetensors ", path.string(), ": header"));
+  check_json_depth(std::string_view(header, header_len),
+                   str_cat("safetensors ", path.string(), ": header"));
   rjson root;
   TopLevelKeys top(root, kMaxSafetensorsTensors + 1, where(""));  // + 1: __metadata__
   try {
@@ -214,15 +227,14 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
       GLM4_CHECK(d.is_number_integer(), where(name), "'shape' holds ", d.dump(),
                  ", expected integers");
       int64_t v;
-      GLM4_CHECK(as_index(d, &v), where(name), "'shape' has negative or huge dimension ",
-                 d.dump());
+      GLM4_CHECK(as_index(d, &v), where(name), "'shape' has negative or huge dimension ", d.dump());
       t.shape.push_back(v);
     }
 
     auto off = entry.find("data_offsets");
     GLM4_CHECK(off != entry.end(), where(name), "missing 'data_offsets'");
-    GLM4_CHECK(off->is_array() && off->size() == 2, where(name), "'data_offsets' is ",
-               off->dump(), ", expected [begin, end]");
+    GLM4_CHECK(off->is_array() && off->size() == 2, where(name), "'data_offsets' is ", off->dump(),
+               ", expected [begin, end]");
     int64_t begin, end;
     GLM4_CHECK(as_index((*off)[0], &begin) && as_index((*off)[1], &end), where(name),
                "'data_offsets' ", off->dump(), " are not two non-negative 64-bit integers");
@@ -232,8 +244,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
 
     int64_t numel = checked_numel(t.shape);
     uint64_t want;
-    GLM4_CHECK(numel >= 0 && checked_nbytes(numel, elem, &want), where(name), "shape ",
-               sh->dump(), " is too large");
+    GLM4_CHECK(numel >= 0 && checked_nbytes(numel, elem, &want), where(name), "shape ", sh->dump(),
+               " is too large");
     GLM4_CHECK(want == uint64_t(end - begin), where(name), "holds ", end - begin,
                " bytes but shape ", sh->dump(), " of ", t.dtype, " needs ", want);
     t.data = data + begin;
@@ -257,8 +269,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   for (size_t i : order) {
     if (spans[i].second > spans[i].first) {
       GLM4_CHECK(prev == nullptr || spans[i].first >= prev_end, where(f->tensors_[i].name),
-                 "data [", spans[i].first, ", ", spans[i].second, ") overlaps tensor '",
-                 prev->name, "' which ends at ", prev_end);
+                 "data [", spans[i].first, ", ", spans[i].second, ") overlaps tensor '", prev->name,
+                 "' which ends at ", prev_end);
       prev = &f->tensors_[i];
       prev_end = spans[i].second;
     }
@@ -335,7 +347,8 @@ void write_ordered(const std::filesystem::path& path, const std::vector<TensorTo
   uint64_t offset = 0;
   for (size_t i : order) {
     const auto& t = tensors[i];
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
     offset += t.nbytes;
   }
   std::string text;
@@ -371,9 +384,10 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return safetensors_dtype_size(tensors[a].dtype) > safetensors_dtype_size(tensors[b].dtype);
   });
-  write_ordered(path, tensors, order,
-                [&](size_t i, TensorSink& sink) { sink.write(tensors[i].data, tensors[i].nbytes); },
-                metadata);
+  write_ordered(
+      path, tensors, order,
+      [&](size_t i, TensorSink& sink) { sink.write(tensors[i].data, tensors[i].nbytes); },
+      metadata);
 }
 
 void write_safetensors_streamed(const std::filesystem::path& path,

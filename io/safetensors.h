@@ -20,8 +20,8 @@ namespace glm4 {
 // the limit). The header's JSON is parsed whole, so its size bounds the memory spent on it; a
 // tensor's bytes must lie inside the file (checked per tensor, so no limit is needed there).
 constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;  // the reference implementation's
-constexpr size_t kMaxSafetensorsTensors = size_t(1) << 18;     // per file; real shards hold < 10,000
-constexpr size_t kMaxSafetensorsDims = 8;                      // real tensors have at most 5
+constexpr size_t kMaxSafetensorsTensors = size_t(1) << 18;    // per file; real shards hold < 10,000
+constexpr size_t kMaxSafetensorsDims = 8;                     // real tensors have at most 5
 
 // Bytes per element of a safetensors dtype ("F32", "BF16", "I64", "BOOL", ...); 0 if unknown.
 size_t safetensors_dtype_size(std::string_view dtype);
@@ -35,7 +35,7 @@ struct TensorInfo {
   const std::byte* data = nullptr;
   size_t nbytes = 0;
 
-  int64_t numel() const;  // product of shape (1 for 0-d)
+  int64_t numel() const;      // product of shape (1 for 0-d)
   DType float_dtype() const;  // F32/BF16/F16, else throws naming the tensor and its dtype
 };
 
@@ -48,8 +48,8 @@ class SafetensorsFile {
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // by data offset
-  const TensorInfo* find(std::string_view name) const;  // nullptr if absent
-  const TensorInfo& at(std::string_view name) const;    // throws naming the file and key
+  const TensorInfo* find(std::string_view name) const;                 // nullptr if absent
+  const TensorInfo& at(std::string_view name) const;  // throws naming the file and key
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::filesystem::path& path() const { return path_; }
 

@@ -31,10 +31,12 @@ int64_t auto_bf16_max_rows(kernels::Bf16Kernel kernel, bool intel) {
 }
 
 ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
-  GLM4_CHECK(flag == "auto" || flag == "f32" || flag == "bf16", "--compute ", flag, ": expected auto, f32 or bf16");
+  GLM4_CHECK(flag == "auto" || flag == "f32" || flag == "bf16", "--compute ", flag,
+             ": expected auto, f32 or bf16");
   const kernels::Bf16Kernel kernel = kernels::bf16_kernel();
   const bool native = kernel != kernels::Bf16Kernel::kNone;
-  GLM4_CHECK(flag != "bf16" || native, "--compute bf16: this CPU has no native bf16 dot products (AMX or ",
+  GLM4_CHECK(flag != "bf16" || native,
+             "--compute bf16: this CPU has no native bf16 dot products (AMX or ",
              "AVX512-BF16); use --compute auto or f32");
   ComputeChoice c = kF32Compute;
   if (flag == "bf16" || (flag == "auto" && native && mostly_bf16(model))) {

@@ -1,5 +1,6 @@
-// Reads config.json (glm4, glm, chatglm, glm4_moe) into ModelConfig, filling what a file leaves out with
-// the defaults of the reference config classes, and reads the stop set from generation_config.json.
+// Reads config.json (glm4, glm, chatglm, glm4_moe) into ModelConfig, filling what a file leaves out
+// with the defaults of the reference config classes, and reads the stop set from
+// generation_config.json.
 #include "model/config.h"
 
 #include <cmath>
@@ -260,7 +261,8 @@ void read_moe_fields(const Fields& f, ModelConfig& c) {
   for (const char* key : {"scoring_func", "topk_method"}) {
     const char* want = std::string(key) == "scoring_func" ? "sigmoid" : "noaux_tc";
     if (auto v = f.string(key); v && *v != want)
-      fail(f.source(), ": field \"", key, "\" is \"", *v, "\"; glm4_moe routes with \"", want, "\"");
+      fail(f.source(), ": field \"", key, "\" is \"", *v, "\"; glm4_moe routes with \"", want,
+           "\"");
   }
 }
 
@@ -303,7 +305,8 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   c.max_position_embeddings = f.integer("max_position_embeddings", 131072);
   // Glm4MoeConfig sets no eos or pad id (PretrainedConfig's None); the published checkpoints do.
   const std::vector<int32_t> no_ids;
-  c.eos_token_ids = f.token_ids("eos_token_id").value_or(moe ? no_ids : config_detail::kGlmDefaultEos);
+  c.eos_token_ids =
+      f.token_ids("eos_token_id").value_or(moe ? no_ids : config_detail::kGlmDefaultEos);
   if (!f.has("pad_token_id")) {
     if (!moe) c.pad_token_id = config_detail::kGlmDefaultPad;
   } else if (!f.find("pad_token_id")->is_null()) {
@@ -398,7 +401,8 @@ std::optional<QuantConfig> read_quantization(const json& j, const std::string& s
   }
   if (field == nullptr) return std::nullopt;
   if (family == Family::ChatGlm)
-    fail(src, ": field \"", field, "\": quantized chatglm checkpoints are not supported (glm4 and glm are)");
+    fail(src, ": field \"", field,
+         "\": quantized chatglm checkpoints are not supported (glm4 and glm are)");
   return parse_quant_config(j.at(field), src, field);
 }
 

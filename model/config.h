@@ -30,13 +30,13 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;  // leading dims of each head that RoPE rotates
+  int64_t rotary_dim = 0;                         // leading dims of each head that RoPE rotates
   RopeStyle rope_style = RopeStyle::Interleaved;  // rotate-half for glm4_moe
   double rope_theta = 10000.0;
   double rms_norm_eps = 1.5625e-07;
   bool attention_bias = true;  // bias on q/k/v (never on o_proj)
   bool tie_word_embeddings = false;
-  bool post_norms = true;  // post_self_attn_layernorm + post_mlp_layernorm: glm4 only
+  bool post_norms = true;    // post_self_attn_layernorm + post_mlp_layernorm: glm4 only
   bool use_qk_norm = false;  // per-head RMSNorm of q and k before RoPE (glm4_moe)
   // Mixture of Experts (glm4_moe only; zero for the dense families). Layers from
   // first_k_dense_replace on route each token to num_experts_per_tok of n_routed_experts SwiGLU

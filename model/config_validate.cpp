@@ -82,8 +82,7 @@ void validate_moe_fields(const ModelConfig& c, const std::string& src) {
          c.topk_group * per_group, " experts of the \"topk_group\" (", c.topk_group,
          ") groups kept (", per_group, " experts per group)");
   if (!(c.routed_scaling_factor > 0.0 && std::isfinite(c.routed_scaling_factor)))
-    fail(src, ": field \"routed_scaling_factor\" (", c.routed_scaling_factor,
-         ") must be positive");
+    fail(src, ": field \"routed_scaling_factor\" (", c.routed_scaling_factor, ") must be positive");
   if (c.first_k_dense_replace < 0 || c.first_k_dense_replace > c.num_hidden_layers)
     fail(src, ": field \"first_k_dense_replace\" (", c.first_k_dense_replace,
          ") must be in [0, \"num_hidden_layers\" (", c.num_hidden_layers, ")]");

@@ -105,9 +105,10 @@ json glm_json(const ModelConfig& c) {
   }
   // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51, glm4_moe
   // (GLM-4.5) in 4.54.
-  set_default(j, "transformers_version", c.family == Family::Glm4      ? "4.51.3"
-                                         : c.family == Family::Glm4Moe ? "4.54.0"
-                                                                       : "4.46.0");
+  set_default(j, "transformers_version",
+              c.family == Family::Glm4      ? "4.51.3"
+              : c.family == Family::Glm4Moe ? "4.54.0"
+                                            : "4.46.0");
   if (c.quantization) {  // as mlx-lm writes it: both keys, the same object
     j["quantization"] = quant_config_json(*c.quantization);
     j["quantization_config"] = j["quantization"];

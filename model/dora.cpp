@@ -65,7 +65,8 @@ Tensor adapted_weight(const Param& weight, const LoraWeights& lora) {
 std::vector<float> dora_weight_norm(const Param& weight, const LoraWeights& lora) {
   DoraNormCache* c = lora.norm_cache.get();
   const bool reuse = !GradMode::enabled();
-  if (reuse && c && same_values(c->a, lora.lora_A) && same_values(c->b, lora.lora_B)) return c->norm;
+  if (reuse && c && same_values(c->a, lora.lora_A) && same_values(c->b, lora.lora_B))
+    return c->norm;
   std::vector<float> norm = row_norms(delta_added(weight, lora));
   if (reuse) {
     if (!c) lora.norm_cache = std::make_shared<DoraNormCache>(), c = lora.norm_cache.get();
@@ -83,8 +84,8 @@ Tensor dora_initial_magnitude(const Param& weight) {
   return m;
 }
 
-Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight, const Tensor& bias,
-                    const LoraWeights& lora, const ComputeChoice& compute) {
+Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight,
+                    const Tensor& bias, const LoraWeights& lora, const ComputeChoice& compute) {
   const int64_t out = weight.shape[0];
   GLM4_CHECK(lora.magnitude.numel() == out, "[dora] magnitude has ", lora.magnitude.numel(),
              " values for a layer with ", out, " outputs");

@@ -19,7 +19,7 @@ std::vector<float> dora_weight_norm(const Param& weight, const LoraWeights& lora
 Tensor dora_initial_magnitude(const Param& weight);
 // The DoRA layer output above; `x_dropped` is x itself when dropout is off. The products with W
 // run as `compute` says.
-Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight, const Tensor& bias,
-                    const LoraWeights& lora, const ComputeChoice& compute);
+Tensor dora_forward(const Tensor& x, const Tensor& x_dropped, const Param& weight,
+                    const Tensor& bias, const LoraWeights& lora, const ComputeChoice& compute);
 
 }  // namespace glm4

@@ -15,13 +15,13 @@ struct AdapterRows;
 struct RouterTrace;
 
 struct ForwardContext {
-  int64_t batch = 1, seq = 1;       // B, T of this call
+  int64_t batch = 1, seq = 1;      // B, T of this call
   std::vector<int32_t> positions;  // [B * T] RoPE positions
   AttentionMask mask;
-  bool training = false;           // enables LoRA dropout
-  uint64_t dropout_seed = 0;       // with the layer and module, seeds each dropout mask
+  bool training = false;          // enables LoRA dropout
+  uint64_t dropout_seed = 0;      // with the layer and module, seeds each dropout mask
   bool recompute_layers = false;  // recompute each decoder layer in the backward pass
-  std::vector<Tensor>* layer_outputs = nullptr;  // when set, receives each layer's output
+  std::vector<Tensor>* layer_outputs = nullptr;       // when set, receives each layer's output
   std::vector<RouterTrace>* router_traces = nullptr;  // when set, each MoE layer's routing
 
   // Distinct, reproducible seeds for the dropout of each module call.

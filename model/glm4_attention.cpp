@@ -2,17 +2,21 @@
 
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "model/forward_context.h"
 #include "model/kv_cache.h"
 
 namespace glm4 {
 
 Glm4Attention::Glm4Attention(const ModelConfig& c)
-    : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.head_dim),
-      rotary_dim(c.rotary_dim), rope_theta(c.rope_theta), rope_style(c.rope_style),
+    : heads(c.num_attention_heads),
+      kv_heads(c.num_key_value_heads),
+      head_dim(c.head_dim),
+      rotary_dim(c.rotary_dim),
+      rope_theta(c.rope_theta),
+      rope_style(c.rope_style),
       q_proj(c.hidden_size, heads * head_dim, c.attention_bias, 0),
       k_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 1),
       v_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 2),
@@ -34,7 +38,8 @@ Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, Cached
   }
   q = ops::rope(q, ctx.positions, rotary_dim, rope_theta, rope_style);
   k = ops::rope(k, ctx.positions, rotary_dim, rope_theta, rope_style);
-  Tensor out = rows ? attend_cached(q, k, v, ctx, *rows) : ops::attention(q, k, v, ctx.mask, ctx.compute);
+  Tensor out =
+      rows ? attend_cached(q, k, v, ctx, *rows) : ops::attention(q, k, v, ctx.mask, ctx.compute);
   return o_proj.forward(ops::reshape(out, {B, T, heads * head_dim}), ctx);
 }
 
@@ -45,13 +50,14 @@ Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tens
   const size_t R = rows.caches.size();
   GLM4_CHECK(q.dim(0) == 1 && rows.offsets.size() == R + 1 && rows.offsets.front() == 0 &&
                  rows.offsets.back() == q.dim(1),
-             "[attention] ", R, " cached rows with offsets ending at ", rows.offsets.back(), " for q ",
-             shape_str(q.shape()));
+             "[attention] ", R, " cached rows with offsets ending at ", rows.offsets.back(),
+             " for q ", shape_str(q.shape()));
   std::vector<Tensor> outs;
   for (size_t r = 0; r < R; ++r) {
     const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     auto part = [&](const Tensor& t) { return R == 1 ? t : ops::slice(t, 1, begin, end); };
-    auto [keys, values] = rows.caches[r]->append(ctx.layer_index, part(k), part(v));  // [1, S, Hkv, D]
+    auto [keys, values] =
+        rows.caches[r]->append(ctx.layer_index, part(k), part(v));  // [1, S, Hkv, D]
     AttentionMask mask;
     mask.q_offset = keys.dim(1) - (end - begin);  // the row's new tokens follow what it cached
     outs.push_back(ops::attention(part(q), keys, values, mask, ctx.compute));
@@ -70,8 +76,11 @@ void Glm4Attention::visit(const std::string& prefix, const ParamVisitor& fn) {
   }
 }
 
-void Glm4Attention::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
-  for (auto [name, linear] : {std::pair{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj},
+void Glm4Attention::visit_linears(const std::string& prefix, int64_t layer,
+                                  const LinearVisitor& fn) {
+  for (auto [name, linear] : {std::pair{"q_proj", &q_proj},
+                              {"k_proj", &k_proj},
+                              {"v_proj", &v_proj},
                               {"o_proj", &o_proj}})
     fn({prefix + "." + name, layer, name}, *linear);
 }

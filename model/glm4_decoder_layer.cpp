@@ -13,15 +13,18 @@ DecoderMlp make_mlp(const ModelConfig& c, int64_t layer) {
 }  // namespace
 
 Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
-    : input_layernorm(c.hidden_size, c.rms_norm_eps), self_attn(c),
-      post_attention_layernorm(c.hidden_size, c.rms_norm_eps), mlp(make_mlp(c, layer)) {
+    : input_layernorm(c.hidden_size, c.rms_norm_eps),
+      self_attn(c),
+      post_attention_layernorm(c.hidden_size, c.rms_norm_eps),
+      mlp(make_mlp(c, layer)) {
   if (c.post_norms) {
     post_self_attn_layernorm.emplace(c.hidden_size, c.rms_norm_eps);
     post_mlp_layernorm.emplace(c.hidden_size, c.rms_norm_eps);
   }
 }
 
-Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
+Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
+                                 CachedRows* rows) const {
   Tensor a = self_attn.forward(input_layernorm.forward(x), ctx, rows);
   if (post_self_attn_layernorm) a = post_self_attn_layernorm->forward(a);
   Tensor h = ops::add(x, a);
@@ -34,13 +37,15 @@ Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx, Cac
 void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) {
   input_layernorm.visit(prefix + ".input_layernorm", fn);
   self_attn.visit(prefix + ".self_attn", fn);
-  if (post_self_attn_layernorm) post_self_attn_layernorm->visit(prefix + ".post_self_attn_layernorm", fn);
+  if (post_self_attn_layernorm)
+    post_self_attn_layernorm->visit(prefix + ".post_self_attn_layernorm", fn);
   post_attention_layernorm.visit(prefix + ".post_attention_layernorm", fn);
   std::visit([&](auto& mlp) { mlp.visit(prefix + ".mlp", fn); }, mlp);
   if (post_mlp_layernorm) post_mlp_layernorm->visit(prefix + ".post_mlp_layernorm", fn);
 }
 
-void Glm4DecoderLayer::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
+void Glm4DecoderLayer::visit_linears(const std::string& prefix, int64_t layer,
+                                     const LinearVisitor& fn) {
   self_attn.visit_linears(prefix + ".self_attn", layer, fn);
   std::visit([&](auto& mlp) { mlp.visit_linears(prefix + ".mlp", layer, fn); }, mlp);
 }

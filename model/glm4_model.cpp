@@ -4,9 +4,9 @@
 #include <random>
 #include <set>
 
+#include "autograd/ops.h"
 #include "autograd/recompute.h"
 #include "base/check.h"
-#include "autograd/ops.h"
 #include "model/dora.h"
 
 namespace glm4 {
@@ -20,7 +20,8 @@ Glm4Model::Glm4Model(const ModelConfig& c)
 
 Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
                                  CachedRows* rows) const {
-  GLM4_CHECK(int64_t(ids.size()) == ctx.batch * ctx.seq && int64_t(ctx.positions.size()) == ctx.batch * ctx.seq,
+  GLM4_CHECK(int64_t(ids.size()) == ctx.batch * ctx.seq &&
+                 int64_t(ctx.positions.size()) == ctx.batch * ctx.seq,
              "[model] ", ids.size(), " ids and ", ctx.positions.size(), " positions for batch ",
              ctx.batch, " x ", ctx.seq);
   Tensor h = ops::reshape(embed_tokens.forward(ids), {ctx.batch, ctx.seq, config.hidden_size});
@@ -34,9 +35,9 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     if (rows) {
       h = layer.forward(h, layer_ctx, rows);
     } else if (ctx.recompute_layers) {
-      h = recompute([&layer, layer_ctx](const std::vector<Tensor>& in) {
-            return layer.forward(in[0], layer_ctx);
-          }, {h});
+      h = recompute([&layer, layer_ctx](
+                        const std::vector<Tensor>& in) { return layer.forward(in[0], layer_ctx); },
+                    {h});
     } else {
       h = layer.forward(h, layer_ctx);
     }
@@ -51,7 +52,8 @@ Tensor Glm4Model::logits(const Tensor& hidden, const ForwardContext& ctx) const 
 
 void Glm4Model::visit(const ParamVisitor& fn) {
   embed_tokens.visit("model.embed_tokens", fn);
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].visit("model.layers." + std::to_string(i), fn);
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i].visit("model.layers." + std::to_string(i), fn);
   norm.visit("model.norm", fn);
   if (lm_head) lm_head->visit("lm_head", fn);
 }
@@ -90,12 +92,13 @@ int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
   int q_slot = -1;
   visit_linears([&](const LinearSite& site, Linear& linear) {
     if (site.layer < first || !targeted(site)) return;
-    GLM4_CHECK(!lora.dora || !moe || std::string(lora_module_parent(site.name)) != "mlp", "DoRA on glm4_moe's ",
-               "MLP and expert linears (", site.path, ") is not supported; target the attention projections ",
-               "only, or use plain LoRA");
+    GLM4_CHECK(!lora.dora || !moe || std::string(lora_module_parent(site.name)) != "mlp",
+               "DoRA on glm4_moe's ", "MLP and expert linears (", site.path,
+               ") is not supported; target the attention projections ", "only, or use plain LoRA");
     const bool shares = fused && (site.name == "k_proj" || site.name == "v_proj");
     if (shares) {
-      linear.lora = linear.make_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng, q_adapter);
+      linear.lora =
+          linear.make_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng, q_adapter);
       linear.lora->dropout_slot = q_slot;
     } else {
       linear.add_lora(lora.rank, float(lora.scale()), float(lora.dropout), rng);
@@ -112,7 +115,8 @@ std::vector<std::pair<std::string, Tensor>> Glm4Model::lora_parameters() {
   std::set<const TensorImpl*> seen;
   visit_linears([&](const LinearSite& site, Linear& linear) {
     if (!linear.lora) return;
-    if (seen.insert(linear.lora->lora_A.impl()).second) out.push_back({site.path + ".lora_A", linear.lora->lora_A});
+    if (seen.insert(linear.lora->lora_A.impl()).second)
+      out.push_back({site.path + ".lora_A", linear.lora->lora_A});
     out.push_back({site.path + ".lora_B", linear.lora->lora_B});
     if (linear.lora->dora()) out.push_back({site.path + ".lora_magnitude", linear.lora->magnitude});
   });

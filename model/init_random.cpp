@@ -53,12 +53,16 @@ Weight random_matrix(uint64_t key, int64_t rows, int64_t cols, double std, DType
   const int64_t n = rows * cols;
   std::vector<uint16_t> half;
   std::vector<float> full;
-  if (storage == DType::F32) full.resize(size_t(n));
-  else half.resize(size_t(n));
+  if (storage == DType::F32)
+    full.resize(size_t(n));
+  else
+    half.resize(size_t(n));
   fill_normal(key, n, std, [&](int64_t i, float v) {
     if (i / cols == zero_row) v = 0.0f;
-    if (storage == DType::F32) full[size_t(i)] = v;
-    else half[size_t(i)] = storage == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    if (storage == DType::F32)
+      full[size_t(i)] = v;
+    else
+      half[size_t(i)] = storage == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
   });
   return storage == DType::F32 ? Weight::copy_of(DType::F32, full.data(), rows, cols)
                                : Weight::copy_of(storage, half.data(), rows, cols);
@@ -73,7 +77,8 @@ double initializer_range(const ModelConfig& c) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 }  // namespace
 

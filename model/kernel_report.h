@@ -2,9 +2,8 @@
 // selected (autograd/kernels/kernel_selection.h), as a line for logs and as fields for the JSON
 // that train, generate, evaluate and classify write.
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "autograd/compute_dtype.h"
 

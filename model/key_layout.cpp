@@ -11,7 +11,8 @@ namespace glm4 {
 
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
@@ -23,7 +24,8 @@ FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
   GLM4_CHECK(std::regex_match(name, m, layer_key), "[chatglm] no ChatGLM key for ", name);
   std::string base = "transformer.encoder.layers." + m[1].str() + ".";
   std::string rest = m[2].str();
-  if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight") return {base + rest};
+  if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight")
+    return {base + rest};
   if (rest == "self_attn.o_proj.weight") return {base + "self_attention.dense.weight"};
   if (rest == "mlp.gate_up_proj.weight") return {base + "mlp.dense_h_to_4h.weight"};
   if (rest == "mlp.down_proj.weight") return {base + "mlp.dense_4h_to_h.weight"};
@@ -39,14 +41,17 @@ FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
 
 // model.layers.N.mlp.experts.E.X.weight -> rows of model.layers.N.mlp.switch_mlp.X.weight.
 FileSlice stacked_expert_source(const ModelConfig& c, const std::string& name) {
-  static const std::regex expert_key(R"((model\.layers\.\d+\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
+  static const std::regex expert_key(
+      R"((model\.layers\.\d+\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
   std::smatch m;
   if (!std::regex_match(name, m, expert_key)) return {name};
   const bool down = m[3].str() == "down_proj";
   const int64_t out = down ? c.hidden_size : c.moe_intermediate_size;
   const int64_t in = down ? c.moe_intermediate_size : c.hidden_size;
   const int64_t e = std::stoll(m[2].str());
-  return {m[1].str() + ".switch_mlp." + m[3].str() + ".weight", e * out, c.n_routed_experts * out,
+  return {m[1].str() + ".switch_mlp." + m[3].str() + ".weight",
+          e * out,
+          c.n_routed_experts * out,
           {c.n_routed_experts, out, in}};
 }
 
@@ -57,7 +62,9 @@ int64_t layer_of_key(const std::string& key) {
   int64_t n = 0;
   size_t i = prefix.size();
   if (i >= key.size() || !std::isdigit(static_cast<unsigned char>(key[i]))) return -1;
-  for (; i < key.size() && std::isdigit(static_cast<unsigned char>(key[i])) && n < (int64_t(1) << 40); ++i)
+  for (;
+       i < key.size() && std::isdigit(static_cast<unsigned char>(key[i])) && n < (int64_t(1) << 40);
+       ++i)
     n = n * 10 + (key[i] - '0');
   return i < key.size() && key[i] == '.' ? n : -1;
 }
@@ -69,7 +76,9 @@ FileSlice file_slice(const ModelConfig& c, const std::string& name, bool stacked
   return {name};
 }
 
-bool is_stacked_expert_key(const std::string& key) { return key.find(".mlp.switch_mlp.") != std::string::npos; }
+bool is_stacked_expert_key(const std::string& key) {
+  return key.find(".mlp.switch_mlp.") != std::string::npos;
+}
 
 bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
@@ -97,16 +106,19 @@ std::string chatglm_module_path(int64_t layer, const std::string& name) {
   GLM4_CHECK(name != "q_proj" && name != "k_proj" && name != "v_proj", "[chatglm] ", name,
              " has no module of its own in a ChatGLM checkpoint; its adapters go on the fused ",
              kFusedQkv);
-  const char* parent = std::string(lora_module_parent(name)) == "self_attn" ? "self_attention" : "mlp";
+  const char* parent =
+      std::string(lora_module_parent(name)) == "self_attn" ? "self_attention" : "mlp";
   return str_cat("transformer.encoder.layers.", layer, ".", parent, ".", chatglm_target_name(name));
 }
 
 bool parse_chatglm_module_path(const std::string& path, int64_t* layer, std::string* name) {
-  static const std::regex module(R"(transformer\.encoder\.layers\.(0|[1-9]\d{0,8})\.(self_attention|mlp)\.(\w+))");
+  static const std::regex module(
+      R"(transformer\.encoder\.layers\.(0|[1-9]\d{0,8})\.(self_attention|mlp)\.(\w+))");
   std::smatch m;
   if (!std::regex_match(path, m, module)) return false;
   const std::string leaf = m[3].str();
-  if (leaf != kFusedQkv && leaf != "dense" && leaf != "dense_h_to_4h" && leaf != "dense_4h_to_h") return false;
+  if (leaf != kFusedQkv && leaf != "dense" && leaf != "dense_h_to_4h" && leaf != "dense_4h_to_h")
+    return false;
   *layer = std::stoll(m[1].str());
   *name = resolve_lora_targets({leaf}).front();
   return chatglm_module_path(*layer, *name) == path;

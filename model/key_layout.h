@@ -13,8 +13,8 @@
 namespace glm4 {
 
 struct FileSlice {
-  std::string key;        // key in the model files
-  int64_t row_begin = 0;  // our tensor is rows [row_begin, row_begin + rows) of that tensor
+  std::string key;          // key in the model files
+  int64_t row_begin = 0;    // our tensor is rows [row_begin, row_begin + rows) of that tensor
   int64_t total_rows = -1;  // rows of the file tensor; -1 = same as ours (no slicing)
   Shape file_shape = {};    // the file tensor's shape when it is not 2-D (stacked experts)
 };

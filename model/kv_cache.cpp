@@ -7,10 +7,15 @@
 namespace glm4 {
 
 KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk)
-    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), chunk_(chunk), k_(size_t(layers)),
+    : layers_(layers),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      chunk_(chunk),
+      k_(size_t(layers)),
       v_(size_t(layers)) {
   GLM4_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0 && chunk > 0, "[kv_cache] layers ", layers,
-             ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk, " must be positive");
+             ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk,
+             " must be positive");
 }
 
 void KvCache::begin(int64_t tokens) {
@@ -37,8 +42,8 @@ std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& k, const 
   const int64_t row = kv_heads_ * head_dim_;
   GLM4_CHECK(k.shape() == v.shape() && k.numel() == pending_ * row && k.dim(-1) == head_dim_ &&
                  k.dim(-2) == kv_heads_,
-             "[kv_cache] keys ", shape_str(k.shape()), " and values ", shape_str(v.shape()), " for a step of ",
-             pending_, " tokens of ", kv_heads_, " heads of ", head_dim_);
+             "[kv_cache] keys ", shape_str(k.shape()), " and values ", shape_str(v.shape()),
+             " for a step of ", pending_, " tokens of ", kv_heads_, " heads of ", head_dim_);
   const size_t at = size_t(length_ * row), bytes = size_t(pending_ * row) * sizeof(float);
   std::memcpy(k_[size_t(layer)].data() + at, k.data(), bytes);
   std::memcpy(v_[size_t(layer)].data() + at, v.data(), bytes);

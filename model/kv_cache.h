@@ -30,7 +30,9 @@ class KvCache {
   void evict_middle(int64_t keep_first, int64_t keep_last);
   void truncate(int64_t length);
   // Bytes of key/value storage held.
-  int64_t bytes() const { return 2 * layers_ * capacity_ * kv_heads_ * head_dim_ * int64_t(sizeof(float)); }
+  int64_t bytes() const {
+    return 2 * layers_ * capacity_ * kv_heads_ * head_dim_ * int64_t(sizeof(float));
+  }
 
  private:
   int64_t layers_, kv_heads_, head_dim_, chunk_;

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/check.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "base/parallel.h"
-#include "autograd/kernels/gemm.h"
 #include "model/dora.h"
 #include "model/forward_context.h"
 
@@ -24,12 +24,14 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
   if (lora) {
     Tensor in = x;
     const int slot = lora->dropout_slot >= 0 ? lora->dropout_slot : seed_slot;
-    if (ctx.training && lora->dropout > 0) in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
+    if (ctx.training && lora->dropout > 0)
+      in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
     if (lora->dora()) {
       y = dora_forward(x, in, weight, bias.value, *lora, ctx.compute);
     } else {
       y = linear(x, weight, bias.value, ctx.compute);
-      y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B, lora->scale);
+      y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B,
+                            lora->scale);
     }
   } else {
     y = linear(x, weight, bias.value, ctx.compute);
@@ -39,10 +41,12 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
 }
 
 void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const {
-  GLM4_CHECK(!GradMode::enabled(), "[linear] per-row adapters are for inference; run under NoGradGuard");
+  GLM4_CHECK(!GradMode::enabled(),
+             "[linear] per-row adapters are for inference; run under NoGradGuard");
   const int64_t N = x.numel() / in_features, R = int64_t(rows.slots.size());
-  GLM4_CHECK(rows.offsets.size() == size_t(R) + 1 && rows.offsets.front() == 0 && rows.offsets.back() == N,
-             "[linear] adapter rows end at ", rows.offsets.back(), " for ", N, " tokens");
+  GLM4_CHECK(
+      rows.offsets.size() == size_t(R) + 1 && rows.offsets.front() == 0 && rows.offsets.back() == N,
+      "[linear] adapter rows end at ", rows.offsets.back(), " for ", N, " tokens");
   std::vector<int64_t> tokens;
   for (size_t s = 0; s < resident.size(); ++s) {
     const LoraWeights* w = resident[s].get();
@@ -50,7 +54,8 @@ void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& 
     tokens.clear();
     for (int64_t r = 0; r < R; ++r)
       if (rows.slots[size_t(r)] == int32_t(s))
-        for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t) tokens.push_back(t);
+        for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t)
+          tokens.push_back(t);
     if (tokens.empty()) continue;
     // Gather this adapter's rows of x and y, add its low-rank product as the live path does,
     // scatter the rows back.
@@ -58,10 +63,13 @@ void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& 
     Tensor xg = Tensor::empty({n, in_features}), yg = Tensor::empty({n, out_features});
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = tokens[size_t(i)];
-      std::memcpy(xg.data() + i * in_features, x.data() + t * in_features, size_t(in_features) * sizeof(float));
-      std::memcpy(yg.data() + i * out_features, y.data() + t * out_features, size_t(out_features) * sizeof(float));
+      std::memcpy(xg.data() + i * in_features, x.data() + t * in_features,
+                  size_t(in_features) * sizeof(float));
+      std::memcpy(yg.data() + i * out_features, y.data() + t * out_features,
+                  size_t(out_features) * sizeof(float));
     }
-    yg = ops::add_low_rank(std::move(yg), ops::linear(xg, w->lora_A, Tensor()), w->lora_B, w->scale);
+    yg =
+        ops::add_low_rank(std::move(yg), ops::linear(xg, w->lora_A, Tensor()), w->lora_B, w->scale);
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(y.data() + tokens[size_t(i)] * out_features, yg.data() + i * out_features,
                   size_t(out_features) * sizeof(float));
@@ -78,12 +86,14 @@ void Linear::add_lora(int64_t rank, float scale, float dropout, std::mt19937_64&
 }
 
 std::unique_ptr<LoraWeights> Linear::make_lora(int64_t rank, float scale, float dropout,
-                                               std::mt19937_64& rng, const LoraWeights* share_a) const {
+                                               std::mt19937_64& rng,
+                                               const LoraWeights* share_a) const {
   GLM4_CHECK(rank > 0, "LoRA rank must be positive, got ", rank);
   auto w = std::make_unique<LoraWeights>();
   if (share_a) {
-    GLM4_CHECK(share_a->lora_A.shape() == Shape({rank, in_features}), "[linear] a shared LoRA A of shape ",
-               shape_str(share_a->lora_A.shape()), " does not fit a layer with ", in_features, " inputs");
+    GLM4_CHECK(share_a->lora_A.shape() == Shape({rank, in_features}),
+               "[linear] a shared LoRA A of shape ", shape_str(share_a->lora_A.shape()),
+               " does not fit a layer with ", in_features, " inputs");
     w->lora_A = share_a->lora_A;
   } else {
     w->lora_A = Tensor::empty({rank, in_features});

@@ -15,8 +15,8 @@ namespace glm4 {
 struct DoraNormCache;
 
 struct LoraWeights {
-  Tensor lora_A;  // [r, in]; q/k/v adapted as ChatGLM's query_key_value hold the same tensor
-  Tensor lora_B;  // [out, r]
+  Tensor lora_A;     // [r, in]; q/k/v adapted as ChatGLM's query_key_value hold the same tensor
+  Tensor lora_B;     // [out, r]
   Tensor magnitude;  // [out], DoRA's m; undefined for plain LoRA
   float scale = 1.0f;
   float dropout = 0.0f;
@@ -57,7 +57,8 @@ class Linear {
   void merge_lora(DType dtype);
   // An adapter of this layer's shape, PEFT-initialised as add_lora does; with `share_a` its A
   // is that adapter's tensor (no draw from rng) and B still starts at zero.
-  std::unique_ptr<LoraWeights> make_lora(int64_t rank, float scale, float dropout, std::mt19937_64& rng,
+  std::unique_ptr<LoraWeights> make_lora(int64_t rank, float scale, float dropout,
+                                         std::mt19937_64& rng,
                                          const LoraWeights* share_a = nullptr) const;
 
   int64_t in_features, out_features;

@@ -9,8 +9,8 @@
 #include "base/check.h"
 #include "io/model_files.h"
 #include "io/quantized_tensors.h"
-#include "model/key_layout.h"
 #include "model/glm4_model.h"
+#include "model/key_layout.h"
 
 namespace glm4 {
 
@@ -25,7 +25,8 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
 
 void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
-  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name, " holds U32 (quantized) codes, but config.json's "
+  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name,
+             " holds U32 (quantized) codes, but config.json's "
              "\"quantization\" does not quantize this module");
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
@@ -51,7 +52,8 @@ std::optional<QuantFormat> stored_format(const ModelConfig& c, const ModelFiles&
                                          const std::string& module, const std::string& dir) {
   const bool has_scales = files.find(module + ".scales") != nullptr;
   if (!c.quantization) {
-    GLM4_CHECK(!has_scales, dir, ": ", module, ".scales is present but config.json has no "
+    GLM4_CHECK(!has_scales, dir, ": ", module,
+               ".scales is present but config.json has no "
                "\"quantization\" (group_size, bits) to read it with");
     return std::nullopt;
   }
@@ -90,9 +92,9 @@ void load_quantized(const std::string& module, Param& p, QuantFormat format,
 }
 // One expert of mlx-lm's stacked quantized experts (src: rows of the switch_mlp tensor): a view
 // of rows [row_begin, row_begin + out) of the stacked codes, scales and biases [E, out, *].
-void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format, const ModelFiles& files,
-                           const std::string& dir, std::set<std::string>& used,
-                           std::vector<std::string>& missing) {
+void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format,
+                           const ModelFiles& files, const std::string& dir,
+                           std::set<std::string>& used, std::vector<std::string>& missing) {
   const std::string module = src.key.substr(0, src.key.size() - 7);
   const int64_t experts = src.file_shape[0], out = src.file_shape[1];
   TensorInfo flat[3];
@@ -108,16 +110,18 @@ void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format, c
       complete = false;
       continue;
     }
-    GLM4_CHECK(t->shape.size() == 3 && t->shape[0] == experts && t->shape[1] == out, dir, ": tensor ", key,
-               " has shape ", shape_str(t->shape), ", expected (", experts, ",", out, ",...) from config.json");
+    GLM4_CHECK(t->shape.size() == 3 && t->shape[0] == experts && t->shape[1] == out, dir,
+               ": tensor ", key, " has shape ", shape_str(t->shape), ", expected (", experts, ",",
+               out, ",...) from config.json");
     owners->files.push_back(files.owner(key));
     flat[i] = *t;
     flat[i].shape = {experts * out, t->shape[2]};
   }
   if (!complete) return;
-  QuantizedMatrix q = quantized_module_view(&flat[0], &flat[1], &flat[2], dir + ": " + module, format);
-  GLM4_CHECK(q.cols == p.shape[1], dir, ": ", module, " holds experts of ", q.cols, " inputs at ", format.bits,
-             " bits, expected ", p.shape[1], " from config.json");
+  QuantizedMatrix q =
+      quantized_module_view(&flat[0], &flat[1], &flat[2], dir + ": " + module, format);
+  GLM4_CHECK(q.cols == p.shape[1], dir, ": ", module, " holds experts of ", q.cols, " inputs at ",
+             format.bits, " bits, expected ", p.shape[1], " from config.json");
   const size_t param_bytes = size_t(src.row_begin * q.groups()) * dtype_size(q.scale_dtype);
   q.packed += src.row_begin * q.row_bytes();
   q.scales = static_cast<const std::byte*>(q.scales) + param_bytes;
@@ -142,13 +146,16 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
     FileSlice src = file_slice(config, name, stacked);
     if (p.is_matrix() && name.ends_with(".weight")) {
       const std::string module = name.substr(0, name.size() - 7);
-      // A stacked expert is stored (and named in config.json's quantization) as its switch_mlp module.
+      // A stacked expert is stored (and named in config.json's quantization) as its switch_mlp
+      // module.
       const bool stacked_expert = !src.file_shape.empty();
       const std::string stored = stacked_expert ? src.key.substr(0, src.key.size() - 7) : module;
       matrices.insert(stored);
       if (auto format = stored_format(config, files, stored, dir.string())) {
-        if (stacked_expert) load_quantized_expert(src, p, *format, files, dir.string(), used, missing);
-        else load_quantized(module, p, *format, files, dir.string(), used, missing);
+        if (stacked_expert)
+          load_quantized_expert(src, p, *format, files, dir.string(), used, missing);
+        else
+          load_quantized(module, p, *format, files, dir.string(), used, missing);
         return;
       }
     }
@@ -163,17 +170,20 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
   });
   if (config.quantization)
     for (const auto& [module, format] : config.quantization->modules)
-      GLM4_CHECK(matrices.count(module), dir.string(), "/config.json: field \"quantization\" has an ",
-                 "override for ", module, ", which is not a matrix of this model");
+      GLM4_CHECK(matrices.count(module), dir.string(),
+                 "/config.json: field \"quantization\" has an ", "override for ", module,
+                 ", which is not a matrix of this model");
   std::vector<std::string> unexpected;
   for (const std::string& k : files.keys())
     if (!used.count(k) && !is_ignorable_file_key(config, k)) unexpected.push_back(k);
   if (!missing.empty() || !unexpected.empty()) {
     std::string msg = dir.string() + ": the weight files do not match config.json (" +
                       family_name(config.family) + ")";
-    if (!missing.empty()) msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
+    if (!missing.empty())
+      msg += "\nmissing keys (" + std::to_string(missing.size()) + "):" + join_sorted(missing);
     if (!unexpected.empty())
-      msg += "\nunexpected keys (" + std::to_string(unexpected.size()) + "):" + join_sorted(unexpected);
+      msg += "\nunexpected keys (" + std::to_string(unexpected.size()) +
+             "):" + join_sorted(unexpected);
     fail(msg);
   }
   return model;

@@ -13,8 +13,8 @@ double LoraConfig::scale() const {
 }
 
 const std::vector<std::string>& lora_module_names() {
-  static const std::vector<std::string> names{kFusedQkv, "q_proj", "k_proj", "v_proj", "o_proj",
-                                              "gate_up_proj", "down_proj"};
+  static const std::vector<std::string> names{kFusedQkv, "q_proj",       "k_proj",   "v_proj",
+                                              "o_proj",  "gate_up_proj", "down_proj"};
   return names;
 }
 
@@ -41,7 +41,9 @@ std::string chatglm_target_name(const std::string& name) {
 namespace {
 const char* const kMoeMlp[] = {"gate_proj", "up_proj", "down_proj"};
 
-bool is_mlp_leaf(const std::string& s) { return s == "gate_proj" || s == "up_proj" || s == "down_proj"; }
+bool is_mlp_leaf(const std::string& s) {
+  return s == "gate_proj" || s == "up_proj" || s == "down_proj";
+}
 
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -70,8 +72,10 @@ std::vector<std::string> resolve_moe_targets(const std::vector<std::string>& tar
       for (const char* p : kMoeMlp) wanted.push_back(t + "." + p);
       continue;
     }
-    GLM4_CHECK(t != "gate" && t != "mlp.gate", "LoRA target \"", t, "\": the glm4_moe router (mlp.gate) is ",
-               "not a linear layer (transformers' Glm4MoeTopkRouter, which PEFT cannot adapt either); it is ",
+    GLM4_CHECK(t != "gate" && t != "mlp.gate", "LoRA target \"", t,
+               "\": the glm4_moe router (mlp.gate) is ",
+               "not a linear layer (transformers' Glm4MoeTopkRouter, which PEFT cannot adapt "
+               "either); it is ",
                "trained only by --full. Target the experts with gate_proj, up_proj, down_proj");
     if (std::find(names.begin(), names.end(), t) == names.end()) {
       std::string known;
@@ -85,7 +89,9 @@ std::vector<std::string> resolve_moe_targets(const std::vector<std::string>& tar
   for (const std::string& n : names) {
     if (std::find(wanted.begin(), wanted.end(), n) == wanted.end()) continue;
     const size_t dot = n.find('.');  // a qualified name is redundant beside its bare one
-    if (dot != std::string::npos && std::find(out.begin(), out.end(), n.substr(dot + 1)) != out.end()) continue;
+    if (dot != std::string::npos &&
+        std::find(out.begin(), out.end(), n.substr(dot + 1)) != out.end())
+      continue;
     out.push_back(n);
   }
   GLM4_CHECK(!out.empty(), "no LoRA target modules given");
@@ -95,7 +101,8 @@ std::vector<std::string> resolve_moe_targets(const std::vector<std::string>& tar
 
 const std::vector<std::string>& moe_lora_target_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    std::vector<std::string> n{"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                               "gate_proj", "up_proj", "down_proj"};
     for (const char* kind : {"mlp", "shared_experts", "experts"})
       for (const char* p : kMoeMlp) n.push_back(std::string(kind) + "." + p);
     return n;
@@ -105,9 +112,9 @@ const std::vector<std::string>& moe_lora_target_names() {
 
 bool names_moe_targets(const std::vector<std::string>& targets) {
   for (const std::string& t : targets) {
-    if (t == "gate_proj" || t == "up_proj" || t == "experts" || t == "shared_experts" || t == "gate" ||
-        t.rfind("experts.", 0) == 0 || t.rfind("shared_experts.", 0) == 0 || t == "mlp.gate_proj" ||
-        t == "mlp.up_proj" || t == "mlp.gate")
+    if (t == "gate_proj" || t == "up_proj" || t == "experts" || t == "shared_experts" ||
+        t == "gate" || t.rfind("experts.", 0) == 0 || t.rfind("shared_experts.", 0) == 0 ||
+        t == "mlp.gate_proj" || t == "mlp.up_proj" || t == "mlp.gate")
       return true;
   }
   return false;
@@ -135,8 +142,8 @@ bool lora_target_matches(const std::string& target, const std::string& path) {
 
 bool is_moe_module_path(const std::string& path) {
   const std::string q = qualified_lora_target(path);
-  return q.rfind("experts.", 0) == 0 || q.rfind("shared_experts.", 0) == 0 || q == "mlp.gate_proj" ||
-         q == "mlp.up_proj";
+  return q.rfind("experts.", 0) == 0 || q.rfind("shared_experts.", 0) == 0 ||
+         q == "mlp.gate_proj" || q == "mlp.up_proj";
 }
 
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, bool moe) {
@@ -154,7 +161,8 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
       fail("unknown LoRA target module \"", t, "\"; known: ", known,
-           ", all-linear (ChatGLM's dense, dense_h_to_4h, dense_4h_to_h are o_proj, gate_up_proj, down_proj)");
+           ", all-linear (ChatGLM's dense, dense_h_to_4h, dense_4h_to_h are o_proj, gate_up_proj, "
+           "down_proj)");
     }
     wanted.push_back(t);
   }
@@ -164,14 +172,15 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
   GLM4_CHECK(!out.empty(), "no LoRA target modules given");
   if (out.front() == kFusedQkv)
     for (const char* separate : {"q_proj", "k_proj", "v_proj"})
-      GLM4_CHECK(std::find(out.begin(), out.end(), separate) == out.end(), "LoRA targets ", kFusedQkv,
-                 " and ", separate, " overlap: ", kFusedQkv, " already adapts q_proj, k_proj and v_proj");
+      GLM4_CHECK(std::find(out.begin(), out.end(), separate) == out.end(), "LoRA targets ",
+                 kFusedQkv, " and ", separate, " overlap: ", kFusedQkv,
+                 " already adapts q_proj, k_proj and v_proj");
   return out;
 }
 
 const char* lora_module_parent(const std::string& name) {
-  const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj" ||
-                         name == kFusedQkv;
+  const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" ||
+                         name == "o_proj" || name == kFusedQkv;
   return attention ? "self_attn" : "mlp";
 }
 

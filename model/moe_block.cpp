@@ -44,9 +44,12 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
   Tensor flat = ops::reshape(x, {N, H});
   Tensor logits = linear(flat, gate.weight, Tensor(), kF32Compute);  // [N, E]
   Tensor scores = ops::sigmoid(logits);
-  const MoeRoute route = select_experts(scores.data(), N, gate.e_score_correction_bias.value.data(), router);
+  const MoeRoute route =
+      select_experts(scores.data(), N, gate.e_score_correction_bias.value.data(), router);
   Tensor weights = routing_weights(scores, route);
-  if (ctx.router_traces) ctx.router_traces->push_back({ctx.layer_index, logits.detach(), route.experts, weights.detach()});
+  if (ctx.router_traces)
+    ctx.router_traces->push_back(
+        {ctx.layer_index, logits.detach(), route.experts, weights.detach()});
 
   Tensor slot_weights = ops::reshape(weights, {N * route.k, 1});
   std::vector<Tensor> parts;
@@ -81,7 +84,8 @@ void MoeBlock::visit(const std::string& prefix, const ParamVisitor& fn) {
   fn(prefix + ".gate.weight", gate.weight);
   fn(prefix + ".gate.e_score_correction_bias", gate.e_score_correction_bias);
   shared_experts.visit(prefix + ".shared_experts", fn);
-  for (size_t e = 0; e < experts.size(); ++e) experts[e].visit(prefix + ".experts." + std::to_string(e), fn);
+  for (size_t e = 0; e < experts.size(); ++e)
+    experts[e].visit(prefix + ".experts." + std::to_string(e), fn);
 }
 
 void MoeBlock::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {

@@ -21,15 +21,17 @@ void top_k(const float* values, int64_t n, int64_t k, int32_t* out, std::vector<
 }  // namespace
 
 RouterSettings RouterSettings::of(const ModelConfig& c) {
-  return {c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
-          c.routed_scaling_factor};
+  return {c.n_routed_experts, c.num_experts_per_tok, c.n_group,
+          c.topk_group,       c.norm_topk_prob,      c.routed_scaling_factor};
 }
 
-MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias, const RouterSettings& c) {
+MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias,
+                        const RouterSettings& c) {
   const int64_t E = c.experts, k = c.top_k, G = c.n_group;
   const int64_t per = E / G;
   GLM4_CHECK(E > 0 && k > 0 && k <= E && G > 0 && E % G == 0 && per >= 2 && c.topk_group <= G,
-             "[moe] router settings: ", E, " experts, top ", k, ", ", G, " groups, keep ", c.topk_group);
+             "[moe] router settings: ", E, " experts, top ", k, ", ", G, " groups, keep ",
+             c.topk_group);
   MoeRoute r;
   r.tokens = tokens;
   r.k = k;
@@ -43,7 +45,8 @@ MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias, 
       if (c.topk_group < G) {
         for (int64_t g = 0; g < G; ++g) {
           top_k(choice.data() + g * per, per, 2, pair.data(), order);
-          group_score[size_t(g)] = choice[size_t(g * per + pair[0])] + choice[size_t(g * per + pair[1])];
+          group_score[size_t(g)] =
+              choice[size_t(g * per + pair[0])] + choice[size_t(g * per + pair[1])];
         }
         top_k(group_score.data(), G, c.topk_group, kept.data(), order);
         std::vector<bool> keep(size_t(G), false);

@@ -33,11 +33,13 @@ void Param::make_trainable() {
 }
 
 Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute) {
-  return w.value.defined() ? ops::linear(x, w.value, bias) : ops::linear(x, w.frozen, bias, compute);
+  return w.value.defined() ? ops::linear(x, w.value, bias)
+                           : ops::linear(x, w.frozen, bias, compute);
 }
 
 Tensor embedding(std::span<const int32_t> ids, const Param& table) {
-  return table.value.defined() ? ops::embedding(ids, table.value) : ops::embedding(ids, table.frozen);
+  return table.value.defined() ? ops::embedding(ids, table.value)
+                               : ops::embedding(ids, table.frozen);
 }
 
 }  // namespace glm4

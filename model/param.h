@@ -12,9 +12,9 @@
 namespace glm4 {
 
 struct Param {
-  Shape shape;     // what the config says it must be
-  Weight frozen;   // set for matrices that are not trained
-  Tensor value;    // set for fp32 tensors (trainable or small)
+  Shape shape;    // what the config says it must be
+  Weight frozen;  // set for matrices that are not trained
+  Tensor value;   // set for fp32 tensors (trainable or small)
 
   // The one rule for how a parameter is held: a matrix keeps `stored` as it is (frozen, in its
   // dtype, a view of the file where it was mapped); a vector (norm weight, bias) is widened to an

@@ -75,8 +75,10 @@ json quant_config_json(const QuantConfig& q) {
   j["bits"] = q.format.bits;
   j["mode"] = "affine";
   for (const auto& [module, format] : q.modules) {
-    if (format) j[module] = {{"group_size", format->group_size}, {"bits", format->bits}};
-    else j[module] = false;
+    if (format)
+      j[module] = {{"group_size", format->group_size}, {"bits", format->bits}};
+    else
+      j[module] = false;
   }
   return j;
 }

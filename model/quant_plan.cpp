@@ -11,8 +11,8 @@ namespace {
 int parse_int(std::string_view s, const std::string& flag, const std::string& spec) {
   int v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  GLM4_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), flag, " ", spec,
-             ": \"", s, "\" is not a number (expected PATTERN:BITS, PATTERN:BITS/GROUP or PATTERN:none)");
+  GLM4_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), flag, " ", spec, ": \"",
+             s, "\" is not a number (expected PATTERN:BITS, PATTERN:BITS/GROUP or PATTERN:none)");
   return v;
 }
 }  // namespace
@@ -48,7 +48,8 @@ bool QuantPlan::matches(const std::string& pattern, const std::string& path) {
          path[path.size() - pattern.size() - 1] == '.';
 }
 
-std::optional<QuantFormat> QuantPlan::format_for(const std::string& path, int64_t in_features) const {
+std::optional<QuantFormat> QuantPlan::format_for(const std::string& path,
+                                                 int64_t in_features) const {
   // glm4_moe's router stays in full precision whatever the rules, as in mlx-lm: it is small, and
   // its logits decide which experts run.
   if (path.ends_with(".mlp.gate")) return std::nullopt;

@@ -2,19 +2,18 @@
 // quantized) when the file writer reaches it, and config.json describes what was written.
 #include "model/save.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "autograd/weight_quantize.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "base/progress_bar.h"
 #include "io/file/atomic_file.h"
 #include "io/model_files.h"
-#include "base/progress_bar.h"
 #include "model/key_layout.h"
 
 namespace glm4 {
@@ -50,12 +49,12 @@ struct Piece {
 // One tensor of the output, or one of the three of a quantized module (part 0 codes, 1 scales,
 // 2 biases).
 struct OutTensor {
-  std::vector<Piece> pieces;           // dense: in row order
+  std::vector<Piece> pieces;  // dense: in row order
   const DerivedTensor* derived = nullptr;
-  std::optional<QuantFormat> format;   // quantized module
-  bool as_is = false;                  // quantized: the held bytes, unchanged
+  std::optional<QuantFormat> format;  // quantized module
+  bool as_is = false;                 // quantized: the held bytes, unchanged
   int part = 0;
-  DType dtype = DType::F32;            // dense: the dtype written
+  DType dtype = DType::F32;  // dense: the dtype written
 };
 
 // The dtype a dense tensor is written in: the requested one, except glm4_moe's router bias,
@@ -96,9 +95,9 @@ class ModelWriter {
   std::vector<DerivedTensor> derived_ = derived_file_tensors(config_);
   std::vector<TensorToWrite> specs_;
   std::vector<OutTensor> out_;
-  std::map<std::string, size_t> index_;  // dense key -> position
+  std::map<std::string, size_t> index_;                         // dense key -> position
   std::map<std::string, std::optional<QuantFormat>> matrices_;  // module -> written format
-  std::map<std::string, int64_t> numel_;  // module -> parameters
+  std::map<std::string, int64_t> numel_;                        // module -> parameters
   PendingParams pending_;
   std::optional<WriteProgress> progress_;
 };
@@ -111,8 +110,10 @@ void ModelWriter::plan(const std::string& name, Param& p) {
     const std::string module = module_of(name);
     const bool held_quantized = !p.value.defined() && p.frozen.is_quantized();
     std::optional<QuantFormat> format;
-    if (o_.quantize) format = o_.quantize(module, p);
-    else if (held_quantized && !o_.dequantize) format = p.frozen.quant().format();
+    if (o_.quantize)
+      format = o_.quantize(module, p);
+    else if (held_quantized && !o_.dequantize)
+      format = p.frozen.quant().format();
     matrices_[module] = format;
     numel_[module] = shape_numel(p.shape);
     if (format) {
@@ -124,7 +125,10 @@ void ModelWriter::plan(const std::string& name, Param& p) {
       const DType sd = as_is ? p.frozen.dtype() : o_.dtype;
       const int64_t rows = p.shape[0], groups = p.shape[1] / format->group_size;
       const size_t params = size_t(rows * groups) * dtype_size(sd);
-      specs_.push_back({name, "U32", {rows, p.shape[1] * format->bits / 32}, nullptr,
+      specs_.push_back({name,
+                        "U32",
+                        {rows, p.shape[1] * format->bits / 32},
+                        nullptr,
                         size_t(rows * p.shape[1] * format->bits / 8)});
       specs_.push_back({module + ".scales", dtype_name(sd), {rows, groups}, nullptr, params});
       specs_.push_back({module + ".biases", dtype_name(sd), {rows, groups}, nullptr, params});
@@ -138,7 +142,8 @@ void ModelWriter::plan(const std::string& name, Param& p) {
     Shape shape = p.shape;
     if (!whole) shape[0] = src.total_rows;
     const DType dtype = written_dtype(src.key, o_.dtype);
-    specs_.push_back({src.key, dtype_name(dtype), shape, nullptr, size_t(shape_numel(shape)) * dtype_size(dtype)});
+    specs_.push_back({src.key, dtype_name(dtype), shape, nullptr,
+                      size_t(shape_numel(shape)) * dtype_size(dtype)});
     out_.push_back({});
     out_.back().dtype = dtype;
     it = index_.emplace(src.key, out_.size() - 1).first;
@@ -150,7 +155,8 @@ void ModelWriter::plan(const std::string& name, Param& p) {
 }
 
 void ModelWriter::add_derived(const DerivedTensor& d) {
-  specs_.push_back({d.key, dtype_name(o_.dtype), d.shape, nullptr, d.values.size() * dtype_size(o_.dtype)});
+  specs_.push_back(
+      {d.key, dtype_name(o_.dtype), d.shape, nullptr, d.values.size() * dtype_size(o_.dtype)});
   OutTensor t;
   t.derived = &d;
   out_.push_back(std::move(t));
@@ -174,8 +180,9 @@ Weight ModelWriter::held(const Piece& piece) const {
   const Param& p = *piece.param;
   if (o_.source) {
     Weight w = o_.source(piece.name, p);
-    GLM4_CHECK(w.numel() == shape_numel(p.shape), "[save_model] ", piece.name, ": the source gave a ",
-               w.rows(), " x ", w.cols(), " tensor for shape ", shape_str(p.shape));
+    GLM4_CHECK(w.numel() == shape_numel(p.shape), "[save_model] ", piece.name,
+               ": the source gave a ", w.rows(), " x ", w.cols(), " tensor for shape ",
+               shape_str(p.shape));
     return w;
   }
   if (p.value.defined()) {
@@ -196,7 +203,8 @@ void ModelWriter::write_dense(const OutTensor& t, TensorSink& sink) {
   }
   int64_t next_row = 0;
   for (const Piece& piece : t.pieces) {
-    GLM4_CHECK(piece.row_begin == next_row, "[save_model] ", piece.name, " leaves a gap in its file tensor");
+    GLM4_CHECK(piece.row_begin == next_row, "[save_model] ", piece.name,
+               " leaves a gap in its file tensor");
     const Weight w = held(piece);
     next_row += piece.param->shape[0];
     if (!w.is_quantized() && w.dtype() == t.dtype) {  // already in the output dtype
@@ -210,9 +218,10 @@ void ModelWriter::write_dense(const OutTensor& t, TensorSink& sink) {
       const int64_t n = std::min(wr, r0 + step) - r0;
       f32.resize(size_t(n * wc));
       bytes.resize(size_t(n * wc) * dtype_size(t.dtype));
-      parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, wc)), [&](int64_t a, int64_t b) {
-        for (int64_t r = a; r < b; ++r) w.row_to_f32(r0 + r, f32.data() + r * wc);
-      });
+      parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, wc)),
+                   [&](int64_t a, int64_t b) {
+                     for (int64_t r = a; r < b; ++r) w.row_to_f32(r0 + r, f32.data() + r * wc);
+                   });
       store(f32.data(), n * wc, t.dtype, bytes.data());
       sink.write(bytes.data(), bytes.size());
     }
@@ -237,11 +246,12 @@ void ModelWriter::write_codes(const OutTensor& t, TensorSink& sink) {
     return;
   }
   const Weight w = held(piece);
-  const int64_t step = std::max<int64_t>(1, int64_t(kChunkBytes / 4) / std::max<int64_t>(1, w.cols()));
+  const int64_t step =
+      std::max<int64_t>(1, int64_t(kChunkBytes / 4) / std::max<int64_t>(1, w.cols()));
   pending_ = {};
   for (int64_t r0 = 0; r0 < w.rows(); r0 += step) {
-    QuantizedStorage q =
-        quantize_rows(w, r0, std::min(w.rows(), r0 + step), *t.format, o_.dtype, module_of(piece.name));
+    QuantizedStorage q = quantize_rows(w, r0, std::min(w.rows(), r0 + step), *t.format, o_.dtype,
+                                       module_of(piece.name));
     sink.write(q.packed.data(), q.packed.size() * sizeof(uint32_t));
     pending_.scales.insert(pending_.scales.end(), q.scales.begin(), q.scales.end());
     pending_.biases.insert(pending_.biases.end(), q.biases.begin(), q.biases.end());
@@ -250,8 +260,10 @@ void ModelWriter::write_codes(const OutTensor& t, TensorSink& sink) {
 
 void ModelWriter::produce(size_t i, TensorSink& sink) {
   const OutTensor& t = out_[i];
-  if (t.format) write_codes(t, sink);
-  else write_dense(t, sink);
+  if (t.format)
+    write_codes(t, sink);
+  else
+    write_dense(t, sink);
   if (progress_) progress_->add(specs_[i].nbytes, specs_[i].name);
 }
 
@@ -269,7 +281,8 @@ void ModelWriter::write(const std::filesystem::path& dir) {
 
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 const SaveOptions& o) {
-  GLM4_CHECK(model.lora_parameters().empty(), "[save_model] ", out_dir, ": the model has live LoRA adapters; merge them first");
+  GLM4_CHECK(model.lora_parameters().empty(), "[save_model] ", out_dir,
+             ": the model has live LoRA adapters; merge them first");
   Glm4Model expected(config);  // shapes only: nothing is allocated
   GLM4_CHECK(shapes_of(expected) == shapes_of(model), "[save_model] ", out_dir, ": the config (",
              family_name(config.family), ") does not describe the model's tensors (",
@@ -295,16 +308,18 @@ namespace {
 nlohmann::json generation_config(const ModelConfig& c) {
   nlohmann::json j = nlohmann::json::object();
   j["_from_model_config"] = true;
-  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
-  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.eos_token_ids.size() == 1)
+    j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty())
+    j["eos_token_id"] = c.eos_token_ids;
   if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
   j["transformers_version"] = c.family == ModelConfig::Family::ChatGlm ? "4.30.2" : "4.51.3";
   return j;
 }
 }  // namespace
 
-void copy_model_companions(const std::filesystem::path& base_dir, const std::filesystem::path& out_dir,
-                           const ModelConfig& config) {
+void copy_model_companions(const std::filesystem::path& base_dir,
+                           const std::filesystem::path& out_dir, const ModelConfig& config) {
   namespace fs = std::filesystem;
   for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
                            "special_tokens_map.json", "generation_config.json"}) {
@@ -319,7 +334,8 @@ void write_generation_config(const ModelConfig& config, const std::filesystem::p
   write_file_atomic(dir / "generation_config.json", generation_config(config).dump(2) + "\n");
 }
 
-void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype, size_t max_shard_bytes) {
+void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype,
+                size_t max_shard_bytes) {
   save_model(model, model.config, dir, dtype, max_shard_bytes);
   write_generation_config(model.config, dir);
 }

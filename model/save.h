@@ -15,7 +15,7 @@ namespace glm4 {
 // How save_model writes the matrices. Tensors are produced one at a time as the files are
 // written, so the written form of the model never exists in memory as a whole.
 struct SaveOptions {
-  DType dtype = DType::F32;  // dense tensors: vectors, and matrices not written quantized
+  DType dtype = DType::F32;    // dense tensors: vectors, and matrices not written quantized
   size_t max_shard_bytes = 0;  // 0 = one file
   // Matrices held quantized are written as they are, bit for bit, unless this is set: then
   // they are dequantized to `dtype` (glm4 fuse --dequantize).
@@ -57,15 +57,16 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
 void save_model(Glm4Model& model, const std::filesystem::path& dir, DType dtype,
                 size_t max_shard_bytes = 0);
 
-// DIR/generation_config.json (eos and pad ids) from `config`, as save_model(model, dir, ...) writes it.
+// DIR/generation_config.json (eos and pad ids) from `config`, as save_model(model, dir, ...) writes
+// it.
 void write_generation_config(const ModelConfig& config, const std::filesystem::path& dir);
 
 // What makes a model directory complete besides weights and config.json: copies the tokenizer
 // files and generation_config.json from `base_dir` (the model it was derived from) into
 // `out_dir`, and writes a generation_config.json from `config` when `base_dir` has none.
 // Used by fuse and --full training so their outputs load and generate like the base.
-void copy_model_companions(const std::filesystem::path& base_dir, const std::filesystem::path& out_dir,
-                           const ModelConfig& config);
+void copy_model_companions(const std::filesystem::path& base_dir,
+                           const std::filesystem::path& out_dir, const ModelConfig& config);
 
 // Hugging Face's _init_weights: every matrix and the embedding ~ normal(0, initializer_range)
 // (config.json's value, else 0.02), the embedding row of pad_token_id zero (glm4/glm, as

@@ -20,7 +20,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::milliseconds(500);
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
@@ -67,7 +69,8 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   const size_t n = std::max(a.size(), b.size());
   volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? (unsigned char)a[i] : 0, y = i < b.size() ? (unsigned char)b[i] : 0;
+    const unsigned char x = i < a.size() ? (unsigned char)a[i] : 0,
+                        y = i < b.size() ? (unsigned char)b[i] : 0;
     diff = diff | (x ^ y);
   }
   return diff == 0;
@@ -78,13 +81,20 @@ struct HttpServer::State {
   std::mutex log_mu;
 };
 
-HttpServer::HttpServer(const ServedModels& served, Scheduler& scheduler, HttpOptions options, std::FILE* log)
-    : served_(served), scheduler_(scheduler), options_(std::move(options)), log_(log),
-      http_(std::make_unique<httplib::Server>()), state_(std::make_unique<State>()) {
-  GLM4_CHECK(served_.tokenizer, "glm4 serve: the model directory has no tokenizer (tokenizer.json or tokenizer.model)");
+HttpServer::HttpServer(const ServedModels& served, Scheduler& scheduler, HttpOptions options,
+                       std::FILE* log)
+    : served_(served),
+      scheduler_(scheduler),
+      options_(std::move(options)),
+      log_(log),
+      http_(std::make_unique<httplib::Server>()),
+      state_(std::make_unique<State>()) {
+  GLM4_CHECK(
+      served_.tokenizer,
+      "glm4 serve: the model directory has no tokenizer (tokenizer.json or tokenizer.model)");
   const int threads = options_.http_threads > 0
-      ? options_.http_threads
-      : int(scheduler_.config().max_batch + scheduler_.config().max_queue + 8);
+                          ? options_.http_threads
+                          : int(scheduler_.config().max_batch + scheduler_.config().max_queue + 8);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   // The hard cap; bodies between max_body_bytes and this are read and answered with 413.
   http_->set_payload_max_length(std::max<size_t>(options_.max_body_bytes * 16, size_t(64) << 20));
@@ -97,9 +107,12 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   int port = options_.port;
-  if (port == 0) port = http_->bind_to_any_port(options_.host);
-  else if (!http_->bind_to_port(options_.host, port)) port = -1;
-  GLM4_CHECK(port > 0, "--host ", options_.host, " --port ", options_.port, ": cannot listen on this address");
+  if (port == 0)
+    port = http_->bind_to_any_port(options_.host);
+  else if (!http_->bind_to_port(options_.host, port))
+    port = -1;
+  GLM4_CHECK(port > 0, "--host ", options_.host, " --port ", options_.port,
+             ": cannot listen on this address");
   return port;
 }
 
@@ -109,7 +122,8 @@ void HttpServer::shutdown() {
   scheduler_.drain(options_.drain_grace);
   // The scheduler sent every final event; give the writers a moment to put them on the wire.
   const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (state_->in_flight > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (state_->in_flight > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   http_->stop();
 }
 
@@ -123,37 +137,44 @@ void HttpServer::write_log(const json& line) {
 void HttpServer::routes() {
   httplib::Server& h = *http_;
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (options_.api_key.empty() || req.path == "/health")
+      return httplib::Server::HandlerResponse::Unhandled;
     if (equal_constant_time(req.get_header_value("Authorization"), "Bearer " + options_.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'", "",
-                             "invalid_api_key"));
+    send_error(res, ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'",
+                             "", "invalid_api_key"));
     res.set_header("Connection", "close");
     write_log({{"time", utc_now()}, {"endpoint", req.path}, {"status", 401}});
     return httplib::Server::HandlerResponse::Handled;
   });
-  h.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = str_cat("HTTP ", res.status, " for ", req.method, " ", req.path);
-    if (res.status == 404) message = "no route " + req.method + " " + req.path;
-    send_error(res, ApiError(res.status, message, "", res.status == 404 ? "not_found" : ""));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, ApiError(500, what, "", "internal_error", "server_error"));
-  });
+  h.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.content_provider_)
+          return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = str_cat("HTTP ", res.status, " for ", req.method, " ", req.path);
+        if (res.status == 404) message = "no route " + req.method + " " + req.path;
+        send_error(res, ApiError(res.status, message, "", res.status == 404 ? "not_found" : ""));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  h.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError(500, what, "", "internal_error", "server_error"));
+      });
 
   h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     SchedulerStats s = scheduler_.stats();
-    json body = {{"status", s.draining ? "draining" : "ok"}, {"slots_busy", s.live},
-                 {"slots_total", scheduler_.config().max_batch}, {"queued", s.queued}, {"steps", s.steps}};
+    json body = {{"status", s.draining ? "draining" : "ok"},
+                 {"slots_busy", s.live},
+                 {"slots_total", scheduler_.config().max_batch},
+                 {"queued", s.queued},
+                 {"steps", s.steps}};
     res.status = s.draining ? 503 : 200;
     res.set_content(dump(body), "application/json");
   });
@@ -164,7 +185,8 @@ void HttpServer::routes() {
     const json models = models_body(served_);
     for (const json& m : models["data"])
       if (m["id"] == req.matches[1].str()) return res.set_content(dump(m), "application/json");
-    send_error(res, ApiError(404, "The model '" + req.matches[1].str() + "' does not exist", "model", "model_not_found"));
+    send_error(res, ApiError(404, "The model '" + req.matches[1].str() + "' does not exist",
+                             "model", "model_not_found"));
   });
   auto post = [this, &h](const char* path, Endpoint endpoint) {
     h.Post(path, [this, path, endpoint](const httplib::Request& req, httplib::Response& res,
@@ -172,8 +194,10 @@ void HttpServer::routes() {
       std::string body;
       bool too_large = false;
       reader([&](const char* data, size_t n) {
-        if (body.size() + n > options_.max_body_bytes) too_large = true;
-        else body.append(data, n);
+        if (body.size() + n > options_.max_body_bytes)
+          too_large = true;
+        else
+          body.append(data, n);
         return true;  // read it all, so the client sees the answer rather than a reset
       });
       complete(req, res, path, endpoint, too_large ? nullptr : &body);
@@ -183,8 +207,8 @@ void HttpServer::routes() {
   post("/v1/completions", Endpoint::Completion);
 }
 
-void HttpServer::complete(const httplib::Request& req, httplib::Response& res, const char* path, Endpoint endpoint,
-                          const std::string* body) {
+void HttpServer::complete(const httplib::Request& req, httplib::Response& res, const char* path,
+                          Endpoint endpoint, const std::string* body) {
   auto log = std::make_shared<RequestLog>();
   log->endpoint = path;
   auto finish_log = [this](const RequestLog& l) {
@@ -192,9 +216,12 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     json line = {{"time", utc_now()}, {"endpoint", l.endpoint}, {"status", l.status}};
     if (!l.model.empty()) line["model"] = l.model;
     if (l.status == 200) {
-      line.update({{"stream", l.stream}, {"prompt_tokens", l.prompt_tokens},
-                   {"completion_tokens", l.completion_tokens}, {"finish_reason", l.finish_reason},
-                   {"seconds", seconds}, {"first_token_s", l.first_token_s},
+      line.update({{"stream", l.stream},
+                   {"prompt_tokens", l.prompt_tokens},
+                   {"completion_tokens", l.completion_tokens},
+                   {"finish_reason", l.finish_reason},
+                   {"seconds", seconds},
+                   {"first_token_s", l.first_token_s},
                    {"tokens_per_s", seconds > 0 ? double(l.completion_tokens) / seconds : 0.0}});
     }
     if (!l.error.empty()) line["error"] = l.error;
@@ -204,8 +231,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   ParsedRequest parsed;
   try {
     if (!body)
-      throw ApiError(413, str_cat("the request body exceeds ", options_.max_body_bytes, " bytes"), "",
-                     "request_too_large");
+      throw ApiError(413, str_cat("the request body exceeds ", options_.max_body_bytes, " bytes"),
+                     "", "request_too_large");
     parsed = parse_request(*body, endpoint);
     log->model = parsed.model.empty() ? served_.base_name : parsed.model;
     log->stream = parsed.stream;
@@ -214,8 +241,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     Scheduler::Admission admission;
     handle = scheduler_.submit(std::move(request), &admission);
     if (admission == Scheduler::Admission::QueueFull)
-      throw ApiError(429, "the server is busy: every slot and queue place is taken; retry later", "",
-                     "rate_limit_exceeded", "rate_limit_error");
+      throw ApiError(429, "the server is busy: every slot and queue place is taken; retry later",
+                     "", "rate_limit_exceeded", "rate_limit_error");
     if (admission == Scheduler::Admission::Draining)
       throw ApiError(503, "the server is shutting down", "", "unavailable", "server_error");
   } catch (const ApiError& e) {
@@ -225,8 +252,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     finish_log(*log);
     return;
   }
-  const ResponseMeta meta{endpoint, random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), log->model,
-                          int64_t(std::time(nullptr))};
+  const ResponseMeta meta{endpoint, random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
+                          log->model, int64_t(std::time(nullptr))};
   const bool want_logprobs = parsed.top_logprobs >= 0;
 
   if (!parsed.stream) {
@@ -255,13 +282,16 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
       // 200, finish_reason "cancelled".
     } else if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
       const bool error = e.finish_reason == "error";
-      send_error(res, ApiError(error ? 500 : 503, error ? "generation failed: " + e.error : "the request was cancelled (shutdown)",
+      send_error(res, ApiError(error ? 500 : 503,
+                               error ? "generation failed: " + e.error
+                                     : "the request was cancelled (shutdown)",
                                "", error ? "internal_error" : "unavailable", "server_error"));
       log->status = res.status;
     } else {
-      res.set_content(dump(completion_body(meta, text, e.finish_reason, want_logprobs ? &logprobs : nullptr,
-                                           e.prompt_tokens, e.completion_tokens, *served_.tokenizer)),
-                      "application/json");
+      res.set_content(
+          dump(completion_body(meta, text, e.finish_reason, want_logprobs ? &logprobs : nullptr,
+                               e.prompt_tokens, e.completion_tokens, *served_.tokenizer)),
+          "application/json");
     }
     finish_log(*log);
     --state_->in_flight;
@@ -288,13 +318,16 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
         }
         if (!st->role_sent && meta.endpoint == Endpoint::Chat) {
           st->role_sent = true;
-          if (!send(stream_chunk(meta, "", nullptr, "", 0, 0, *served_.tokenizer, true))) return false;
+          if (!send(stream_chunk(meta, "", nullptr, "", 0, 0, *served_.tokenizer, true)))
+            return false;
         }
         SlotEvent e;
         if (!handle->next(&e, kPoll)) return true;  // called again: nothing to write yet
-        if (log->first_token_s < 0 && !e.ids.empty()) log->first_token_s = seconds_since(log->start);
+        if (log->first_token_s < 0 && !e.ids.empty())
+          log->first_token_s = seconds_since(log->start);
         log->completion_tokens += int64_t(e.ids.size());
-        const std::vector<TokenLogprob>* lps = want_logprobs && !e.logprobs.empty() ? &e.logprobs : nullptr;
+        const std::vector<TokenLogprob>* lps =
+            want_logprobs && !e.logprobs.empty() ? &e.logprobs : nullptr;
         if (!e.done) {
           if (e.text.empty() && !lps) return true;
           return send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
@@ -305,14 +338,18 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
         st->finished = true;
         bool ok = true;
         if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
-          ok = send(error_body(ApiError(500, e.finish_reason == "error" ? "generation failed: " + e.error
-                                                                         : "the request was cancelled (shutdown)",
+          ok = send(error_body(ApiError(500,
+                                        e.finish_reason == "error"
+                                            ? "generation failed: " + e.error
+                                            : "the request was cancelled (shutdown)",
                                         "", "internal_error", "server_error")));
         } else {
-          if (!e.text.empty() || lps) ok = send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
-          ok = ok && send(stream_chunk(meta, "", nullptr, e.finish_reason, e.prompt_tokens, e.completion_tokens,
-                                       *served_.tokenizer));
-          if (include_usage) ok = ok && send(usage_chunk(meta, e.prompt_tokens, e.completion_tokens));
+          if (!e.text.empty() || lps)
+            ok = send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
+          ok = ok && send(stream_chunk(meta, "", nullptr, e.finish_reason, e.prompt_tokens,
+                                       e.completion_tokens, *served_.tokenizer));
+          if (include_usage)
+            ok = ok && send(usage_chunk(meta, e.prompt_tokens, e.completion_tokens));
         }
         const std::string done = "data: [DONE]\n\n";
         ok = ok && sink.write(done.data(), done.size());

@@ -19,10 +19,10 @@ namespace glm4::serve {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                        // 0: any free port (bind() returns it)
-  std::string api_key;                    // empty: no authentication
-  size_t max_body_bytes = 1 << 20;        // larger bodies get 413
-  int http_threads = 0;                   // 0: max_batch + max_queue + 8
+  int port = 8080;                               // 0: any free port (bind() returns it)
+  std::string api_key;                           // empty: no authentication
+  size_t max_body_bytes = 1 << 20;               // larger bodies get 413
+  int http_threads = 0;                          // 0: max_batch + max_queue + 8
   std::chrono::milliseconds drain_grace{30000};  // shutdown waits this long for in-flight requests
 };
 
@@ -42,8 +42,8 @@ class HttpServer {
   struct State;
   void routes();
   // A completion request; `body` is null when it was over max_body_bytes.
-  void complete(const httplib::Request& req, httplib::Response& res, const char* path, Endpoint endpoint,
-                const std::string* body);
+  void complete(const httplib::Request& req, httplib::Response& res, const char* path,
+                Endpoint endpoint, const std::string* body);
   void write_log(const json& line);
 
   const ServedModels& served_;

@@ -10,20 +10,29 @@
 
 namespace glm4::serve {
 
-ApiError::ApiError(int status_, std::string message, std::string param_, std::string code_, std::string type_)
-    : std::runtime_error(std::move(message)), status(status_), param(std::move(param_)), code(std::move(code_)),
+ApiError::ApiError(int status_, std::string message, std::string param_, std::string code_,
+                   std::string type_)
+    : std::runtime_error(std::move(message)),
+      status(status_),
+      param(std::move(param_)),
+      code(std::move(code_)),
       type(std::move(type_)) {}
 
 json error_body(const ApiError& e) {
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  return {{"error", {{"message", e.what()}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
+  return {{"error",
+           {{"message", e.what()},
+            {"type", e.type},
+            {"param", or_null(e.param)},
+            {"code", or_null(e.code)}}}};
 }
 
 namespace {
 constexpr int kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
 constexpr int kMaxDepth = 32;  // JSON values are copied and destroyed recursively: bound the depth
-constexpr size_t kMaxMessages = 4096;  // per chat request (the body's size is bounded by the server)
+constexpr size_t kMaxMessages =
+    4096;  // per chat request (the body's size is bounded by the server)
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw ApiError(400, "'" + param + "': " + message, param, "invalid_value");
@@ -43,7 +52,9 @@ double number(const json& v, const char* name, double lo, double hi) {
 }
 
 int64_t integer(const json& v, const char* name, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) bad(name, "expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+  if (!v.is_number_integer())
+    bad(name,
+        "expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
     bad(name, v.dump() + " is out of range");
   const int64_t x = v.get<int64_t>();
@@ -77,7 +88,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
   const json* m = field(body, "messages");
   if (!m) bad("messages", "is required");
   if (!m->is_array() || m->empty()) bad("messages", "expected a non-empty array");
-  if (m->size() > kMaxMessages) bad("messages", str_cat("has ", m->size(), " messages; the limit is ", kMaxMessages));
+  if (m->size() > kMaxMessages)
+    bad("messages", str_cat("has ", m->size(), " messages; the limit is ", kMaxMessages));
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
@@ -89,7 +101,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (r == "developer") r = "system";
     if (r == "tool") r = "observation";
     if (r != "system" && r != "user" && r != "assistant" && r != "observation")
-      bad(p + ".role", "unknown role \"" + role->get<std::string>() + "\" (system, developer, user, assistant, tool)");
+      bad(p + ".role", "unknown role \"" + role->get<std::string>() +
+                           "\" (system, developer, user, assistant, tool)");
     const json* content = field(msg, "content");
     out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
   }
@@ -100,13 +113,16 @@ void parse_prompt(const json& body, ParsedRequest& r) {
   const json* p = field(body, "prompt");
   if (!p) bad("prompt", "is required");
   const json* v = p;
-  if (v->is_array() && v->size() == 1 && ((*v)[0].is_string() || (*v)[0].is_array())) v = &(*v)[0];  // a batch of one
+  if (v->is_array() && v->size() == 1 && ((*v)[0].is_string() || (*v)[0].is_array()))
+    v = &(*v)[0];  // a batch of one
   if (v->is_string()) {
     r.prompt = v->get<std::string>();
     return;
   }
-  if (v->is_array() && !v->empty() && std::all_of(v->begin(), v->end(), [](const json& x) { return x.is_number_integer(); })) {
-    for (const json& x : *v) r.prompt_ids.push_back(int32_t(integer(x, "prompt", 0, std::numeric_limits<int32_t>::max())));
+  if (v->is_array() && !v->empty() &&
+      std::all_of(v->begin(), v->end(), [](const json& x) { return x.is_number_integer(); })) {
+    for (const json& x : *v)
+      r.prompt_ids.push_back(int32_t(integer(x, "prompt", 0, std::numeric_limits<int32_t>::max())));
     r.prompt_is_ids = true;
     return;
   }
@@ -120,7 +136,8 @@ void parse_stop(const json& body, ParsedRequest& r) {
     if (!s->get<std::string>().empty()) r.stop.push_back(s->get<std::string>());
     return;
   }
-  if (!s->is_array() || s->size() > kMaxStops) bad("stop", str_cat("expected a string or up to ", kMaxStops, " strings"));
+  if (!s->is_array() || s->size() > kMaxStops)
+    bad("stop", str_cat("expected a string or up to ", kMaxStops, " strings"));
   for (const json& x : *s) {
     if (!x.is_string()) bad("stop", "expected strings, got " + std::string(x.type_name()));
     if (!x.get<std::string>().empty()) r.stop.push_back(x.get<std::string>());
@@ -130,40 +147,51 @@ void parse_stop(const json& body, ParsedRequest& r) {
 
 ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
   if (json_nesting_depth(text) > kMaxDepth)
-    throw ApiError(400, str_cat("the request body nests arrays/objects deeper than ", kMaxDepth, " levels"), "",
-                   "invalid_json");
+    throw ApiError(
+        400, str_cat("the request body nests arrays/objects deeper than ", kMaxDepth, " levels"),
+        "", "invalid_json");
   json body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "", "invalid_json");
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
+  if (body.is_discarded())
+    throw ApiError(400, "the request body is not valid JSON", "", "invalid_json");
+  if (!body.is_object())
+    throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
   ParsedRequest r;
   r.endpoint = endpoint;
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) bad("model", "expected a string");
     r.model = v->get<std::string>();
   }
-  if (endpoint == Endpoint::Chat) r.messages = parse_messages(body);
-  else parse_prompt(body, r);
+  if (endpoint == Endpoint::Chat)
+    r.messages = parse_messages(body);
+  else
+    parse_prompt(body, r);
 
   for (const char* name : {"max_tokens", "max_completion_tokens"})
-    if (const json* v = field(body, name)) r.max_tokens = integer(*v, name, 1, std::numeric_limits<int32_t>::max());
+    if (const json* v = field(body, name))
+      r.max_tokens = integer(*v, name, 1, std::numeric_limits<int32_t>::max());
   SamplerConfig& s = r.sampling;
-  if (const json* v = field(body, "temperature")) s.temperature = float(number(*v, "temperature", 0, 2));
+  if (const json* v = field(body, "temperature"))
+    s.temperature = float(number(*v, "temperature", 0, 2));
   if (const json* v = field(body, "top_p")) s.top_p = float(number(*v, "top_p", 0, 1));
-  if (const json* v = field(body, "top_k")) s.top_k = int(std::max<int64_t>(0, integer(*v, "top_k", -1, 1 << 30)));
+  if (const json* v = field(body, "top_k"))
+    s.top_k = int(std::max<int64_t>(0, integer(*v, "top_k", -1, 1 << 30)));
   if (const json* v = field(body, "min_p")) s.min_p = float(number(*v, "min_p", 0, 1));
   if (const json* v = field(body, "repetition_penalty"))
     s.repeat_penalty = float(number(*v, "repetition_penalty", 1e-6, 100));
   if (const json* v = field(body, "seed")) {
-    s.seed = uint64_t(integer(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    s.seed = uint64_t(integer(*v, "seed", std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max()));
     r.seed_given = true;
   }
   parse_stop(body, r);
   if (const json* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) bad("stream_options", "expected an object");
-    if (const json* u = field(*v, "include_usage")) r.include_usage = boolean(*u, "stream_options.include_usage");
+    if (const json* u = field(*v, "include_usage"))
+      r.include_usage = boolean(*u, "stream_options.include_usage");
   }
-  if (const json* v = field(body, "n"); v && integer(*v, "n", 1, 128) != 1) bad("n", "only n = 1 is supported");
+  if (const json* v = field(body, "n"); v && integer(*v, "n", 1, 128) != 1)
+    bad("n", "only n = 1 is supported");
   if (endpoint == Endpoint::Chat) {
     const bool want = field(body, "logprobs") && boolean(*field(body, "logprobs"), "logprobs");
     if (const json* v = field(body, "top_logprobs")) {
@@ -174,8 +202,10 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
       r.top_logprobs = 0;
     }
   } else {
-    if (const json* v = field(body, "logprobs")) r.top_logprobs = int(integer(*v, "logprobs", 0, kMaxTopLogprobs));
-    if (const json* v = field(body, "echo"); v && boolean(*v, "echo")) bad("echo", "echo is not supported");
+    if (const json* v = field(body, "logprobs"))
+      r.top_logprobs = int(integer(*v, "logprobs", 0, kMaxTopLogprobs));
+    if (const json* v = field(body, "echo"); v && boolean(*v, "echo"))
+      bad("echo", "echo is not supported");
     if (const json* v = field(body, "best_of"); v && integer(*v, "best_of", 1, 128) != 1)
       bad("best_of", "only best_of = 1 is supported");
   }
@@ -189,14 +219,15 @@ std::optional<int32_t> ServedModels::slot_of(const std::string& name) const {
   return int32_t(it - adapter_names.begin());
 }
 
-SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served, uint64_t fallback_seed) {
+SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served,
+                               uint64_t fallback_seed) {
   SlotRequest out;
   std::optional<int32_t> slot = served.slot_of(r.model);
   if (!slot) {
     std::string known = served.base_name;
     for (const std::string& n : served.adapter_names) known += ", " + n;
-    throw ApiError(404, "The model '" + r.model + "' does not exist (served: " + known + ")", "model",
-                   "model_not_found");
+    throw ApiError(404, "The model '" + r.model + "' does not exist (served: " + known + ")",
+                   "model", "model_not_found");
   }
   out.adapter = *slot;
   const Tokenizer& tok = *served.tokenizer;
@@ -210,7 +241,8 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   } else if (r.prompt_is_ids) {
     const int64_t vocab = served.model->config.vocab_size;
     for (int32_t id : r.prompt_ids)
-      if (id >= vocab) bad("prompt", str_cat("token id ", id, " is outside the vocabulary of ", vocab));
+      if (id >= vocab)
+        bad("prompt", str_cat("token id ", id, " is outside the vocabulary of ", vocab));
     out.prompt = r.prompt_ids;
     out.stop_ids = served.eos_ids;
   } else {
@@ -222,8 +254,9 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   const int64_t context = served.context_length(), n = int64_t(out.prompt.size());
   if (n == 0) bad(r.endpoint == Endpoint::Chat ? "messages" : "prompt", "the prompt is empty");
   if (context > 0 && n >= context)
-    throw ApiError(400, str_cat("the prompt has ", n, " tokens; this model's context is ", context,
-                                " tokens, and at least one must remain for the reply"),
+    throw ApiError(400,
+                   str_cat("the prompt has ", n, " tokens; this model's context is ", context,
+                           " tokens, and at least one must remain for the reply"),
                    r.endpoint == Endpoint::Chat ? "messages" : "prompt", "context_length_exceeded");
   out.max_tokens = r.max_tokens ? *r.max_tokens : (context > 0 ? context - n : 256);
   out.sampling = r.sampling;

@@ -33,13 +33,16 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
       const std::string a = token_text(tok, alt.id);
       top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes_of(a)}});
     }
-    content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+    content.push_back(
+        {{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
   }
   return {{"content", content}, {"refusal", nullptr}};
 }
 
-json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok, int64_t offset) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok,
+                         int64_t offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
   for (const TokenLogprob& lp : lps) {
     const std::string t = token_text(tok, lp.id);
     tokens.push_back(t);
@@ -50,7 +53,10 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& 
     offsets.push_back(offset);
     offset += int64_t(t.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
 }
 
 json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>* lps, const Tokenizer& tok) {
@@ -67,32 +73,38 @@ json head(const ResponseMeta& meta, const char* object) {
 }
 }  // namespace
 
-json completion_body(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                     const std::vector<TokenLogprob>* logprobs, int64_t prompt_tokens,
-                     int64_t completion_tokens, const Tokenizer& tokenizer) {
+json completion_body(const ResponseMeta& meta, const std::string& text,
+                     const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs,
+                     int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   json choice = {{"index", 0},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", reason_or_null(finish_reason)}};
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
-  else choice["text"] = text;
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  else
+    choice["text"] = text;
   json body = head(meta, chat ? "chat.completion" : "text_completion");
   body["choices"] = json::array({choice});
   body["usage"] = usage(prompt_tokens, completion_tokens);
   return body;
 }
 
-json stream_chunk(const ResponseMeta& meta, const std::string& text, const std::vector<TokenLogprob>* logprobs,
-                  const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens,
-                  const Tokenizer& tokenizer, bool role_only) {
+json stream_chunk(const ResponseMeta& meta, const std::string& text,
+                  const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
+                  int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
+                  bool role_only) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   json choice = {{"index", 0},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", reason_or_null(finish_reason)}};
   if (chat) {
-    if (role_only) choice["delta"] = {{"role", "assistant"}, {"content", ""}};
-    else if (!text.empty() || finish_reason.empty()) choice["delta"] = {{"content", text}};
-    else choice["delta"] = json::object();
+    if (role_only)
+      choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    else if (!text.empty() || finish_reason.empty())
+      choice["delta"] = {{"content", text}};
+    else
+      choice["delta"] = json::object();
   } else {
     choice["text"] = text;
   }
@@ -103,7 +115,8 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text, const std::
 }
 
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens) {
-  json body = head(meta, meta.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
+  json body =
+      head(meta, meta.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array();
   body["usage"] = usage(prompt_tokens, completion_tokens);
   return body;
@@ -112,7 +125,11 @@ json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t comple
 json models_body(const ServedModels& served) {
   json data = json::array();
   auto add = [&](const std::string& id, const char* kind) {
-    data.push_back({{"id", id}, {"object", "model"}, {"created", served.created}, {"owned_by", "glm4"}, {"kind", kind}});
+    data.push_back({{"id", id},
+                    {"object", "model"},
+                    {"created", served.created},
+                    {"owned_by", "glm4"},
+                    {"kind", kind}});
   };
   add(served.base_name, "base");
   for (const std::string& name : served.adapter_names) add(name, "adapter");

@@ -3,13 +3,12 @@
 // the response, stream-chunk, model-list and error bodies. No HTTP here.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
@@ -54,7 +53,7 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint);
 // What the server serves: one base model and adapters registered at start by name.
 struct ServedModels {
   const Glm4Model* model = nullptr;
-  const Tokenizer* tokenizer = nullptr;   // required by the HTTP endpoints
+  const Tokenizer* tokenizer = nullptr;  // required by the HTTP endpoints
   ChatFormat format = ChatFormat::Glm4;
   std::string base_name;
   std::vector<std::string> adapter_names;  // resident slot i
@@ -70,7 +69,8 @@ struct ServedModels {
 // Tokenizes and resolves the model: 404 for an unknown model, 400 for a prompt that does not
 // fit the context (prompt tokens >= context length) or token ids outside the vocabulary.
 // A request without a seed gets `fallback_seed`; without max_tokens, the rest of the context.
-SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served, uint64_t fallback_seed);
+SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served,
+                               uint64_t fallback_seed);
 
 // Responses. `id` is "chatcmpl-..." / "cmpl-...", `model` as the client named it.
 struct ResponseMeta {
@@ -79,14 +79,15 @@ struct ResponseMeta {
   int64_t created;
 };
 // The whole answer of a non-streamed request.
-json completion_body(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                     const std::vector<TokenLogprob>* logprobs, int64_t prompt_tokens,
-                     int64_t completion_tokens, const Tokenizer& tokenizer);
+json completion_body(const ResponseMeta& meta, const std::string& text,
+                     const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs,
+                     int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer);
 // One server-sent event's data. A chunk with a finish_reason also carries usage; `role_only`
 // makes the first chat chunk ({"role": "assistant", "content": ""}).
-json stream_chunk(const ResponseMeta& meta, const std::string& text, const std::vector<TokenLogprob>* logprobs,
-                  const std::string& finish_reason, int64_t prompt_tokens, int64_t completion_tokens,
-                  const Tokenizer& tokenizer, bool role_only = false);
+json stream_chunk(const ResponseMeta& meta, const std::string& text,
+                  const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
+                  int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
+                  bool role_only = false);
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is set.
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
 json models_body(const ServedModels& served);

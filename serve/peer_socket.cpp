@@ -34,7 +34,8 @@ bool is_connection_of(int fd, const httplib::Request& req) {
     return false;
   len = sizeof addr;
   return getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
-         host_and_port(addr, len, &host, &port) && port == req.remote_port && host == req.remote_addr;
+         host_and_port(addr, len, &host, &port) && port == req.remote_port &&
+         host == req.remote_addr;
 }
 
 }  // namespace
@@ -56,7 +57,7 @@ bool PeerSocket::gone() const {
   if (fd_ < 0) return false;
   char byte;
   const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return true;  // orderly close
+  if (n == 0) return true;                                                    // orderly close
   return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;  // reset
 }
 

@@ -38,8 +38,12 @@ void SlotHandle::push(SlotEvent event) {
 
 struct Scheduler::Slot {
   Slot(SlotRequest r, std::shared_ptr<SlotHandle> h, KvCache c)
-      : request(std::move(r)), handle(std::move(h)), cache(std::move(c)), sampler(request.sampling),
-        history(request.prompt), stop_text(request.stop) {}
+      : request(std::move(r)),
+        handle(std::move(h)),
+        cache(std::move(c)),
+        sampler(request.sampling),
+        history(request.prompt),
+        stop_text(request.stop) {}
 
   SlotRequest request;
   std::shared_ptr<SlotHandle> handle;
@@ -87,11 +91,13 @@ Scheduler::Scheduler(const Glm4Model& model, const Tokenizer* tokenizer, Schedul
     : model_(model), tokenizer_(tokenizer), config_(config) {
   GLM4_CHECK(config_.max_batch > 0, "--max-batch must be positive, got ", config_.max_batch);
   GLM4_CHECK(config_.max_queue >= 0, "--max-queue must be >= 0, got ", config_.max_queue);
-  GLM4_CHECK(config_.prefill_chunk > 0, "[serve] prefill_chunk must be positive, got ", config_.prefill_chunk);
+  GLM4_CHECK(config_.prefill_chunk > 0, "[serve] prefill_chunk must be positive, got ",
+             config_.prefill_chunk);
   GLM4_CHECK(config_.max_kv_size == 0 || config_.max_kv_size > config_.keep_first, "--max-kv-size ",
              config_.max_kv_size, " must be 0 (unbounded) or more than ", config_.keep_first);
   if (config_.max_kv_size > 0)
-    config_.prefill_chunk = std::min(config_.prefill_chunk, config_.max_kv_size - config_.keep_first);
+    config_.prefill_chunk =
+        std::min(config_.prefill_chunk, config_.max_kv_size - config_.keep_first);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -139,11 +145,13 @@ SchedulerStats Scheduler::stats() const {
   return {live_, int64_t(queue_.size()), steps_, rows_, draining_};
 }
 
-std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request, std::shared_ptr<SlotHandle> handle) {
+std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request,
+                                                      std::shared_ptr<SlotHandle> handle) {
   auto slot = std::make_unique<Slot>(std::move(request), std::move(handle), make_cache(model_));
   const SlotRequest& r = slot->request;
   const int64_t context = model_.config.max_position_embeddings;
-  slot->budget = context > 0 ? std::min(r.max_tokens, context - int64_t(r.prompt.size())) : r.max_tokens;
+  slot->budget =
+      context > 0 ? std::min(r.max_tokens, context - int64_t(r.prompt.size())) : r.max_tokens;
   if (tokenizer_) slot->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
   return slot;
 }
@@ -182,7 +190,8 @@ void Scheduler::loop() {
         }
         try {
           live.push_back(open_slot(std::move(request), handle));
-        } catch (const std::exception& e) {  // out of memory, say: this request fails, the loop goes on
+        } catch (
+            const std::exception& e) {  // out of memory, say: this request fails, the loop goes on
           SlotEvent event = final_event("error", 0, 0);
           event.error = e.what();
           handle->push(std::move(event));
@@ -224,13 +233,16 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& live) {
   Tensor logits;
   try {
     for (auto& s : live) {
-      const int64_t T = std::min<int64_t>(config_.prefill_chunk, int64_t(s->history.size()) - s->fed);
+      const int64_t T =
+          std::min<int64_t>(config_.prefill_chunk, int64_t(s->history.size()) - s->fed);
       make_room(s->cache, T, config_.max_kv_size, config_.keep_first);
-      rows.push_back({&s->cache, std::span<const int32_t>(s->history).subspan(size_t(s->fed), size_t(T)),
+      rows.push_back({&s->cache,
+                      std::span<const int32_t>(s->history).subspan(size_t(s->fed), size_t(T)),
                       s->fed, s->request.adapter});
     }
     logits = cached_forward(model_, rows, true);  // [rows, vocab]
-  } catch (const std::exception& e) {  // the caches are in an unknown state: end every slot of the step
+  } catch (
+      const std::exception& e) {  // the caches are in an unknown state: end every slot of the step
     std::fprintf(stderr, "glm4 serve: error in a batched step: %s\n", e.what());
     for (auto& s : live) fail(*s, e.what());
     live.clear();
@@ -265,17 +277,21 @@ bool Scheduler::draw(Slot& s, const float* logits) {
   if (s.budget <= 0) {
     reason = "length";
   } else {
-    const int32_t token = s.sampler.sample(std::span<const float>(logits, size_t(vocab)), s.history);
+    const int32_t token =
+        s.sampler.sample(std::span<const float>(logits, size_t(vocab)), s.history);
     ++s.drawn;
     if (std::find(r.stop_ids.begin(), r.stop_ids.end(), token) != r.stop_ids.end()) {
       reason = "stop";
     } else {
       s.history.push_back(token);
       event.ids.push_back(token);
-      if (r.top_logprobs >= 0) event.logprobs.push_back(logprob_of(logits, vocab, token, r.top_logprobs));
+      if (r.top_logprobs >= 0)
+        event.logprobs.push_back(logprob_of(logits, vocab, token, r.top_logprobs));
       if (s.decoder) event.text = s.stop_text.push(s.decoder->push(token));
-      if (s.stop_text.stopped()) reason = "stop";
-      else if (s.drawn >= s.budget) reason = "length";
+      if (s.stop_text.stopped())
+        reason = "stop";
+      else if (s.drawn >= s.budget)
+        reason = "length";
     }
   }
   if (reason.empty()) {

@@ -22,13 +22,13 @@ namespace glm4::serve {
 
 // One request as the scheduler runs it (validated by the schema layer).
 struct SlotRequest {
-  std::vector<int32_t> prompt;     // not empty, ids in the vocabulary
-  int32_t adapter = -1;            // resident adapter slot (Linear::resident); -1 = the base
-  int64_t max_tokens = 16;         // tokens drawn at most, a stop token included
+  std::vector<int32_t> prompt;  // not empty, ids in the vocabulary
+  int32_t adapter = -1;         // resident adapter slot (Linear::resident); -1 = the base
+  int64_t max_tokens = 16;      // tokens drawn at most, a stop token included
   SamplerConfig sampling;
-  std::vector<int32_t> stop_ids;   // a drawn stop id ends the reply and is not part of it
-  std::vector<std::string> stop;   // stop strings on the decoded text; the match is cut off
-  int top_logprobs = -1;           // -1: no logprobs; else alternatives per token (0..20)
+  std::vector<int32_t> stop_ids;  // a drawn stop id ends the reply and is not part of it
+  std::vector<std::string> stop;  // stop strings on the decoded text; the match is cut off
+  int top_logprobs = -1;          // -1: no logprobs; else alternatives per token (0..20)
 };
 
 struct TopLogprob {
@@ -46,12 +46,12 @@ struct TokenLogprob {
 
 // What a request's consumer receives, in order: pieces of text, then one final event.
 struct SlotEvent {
-  std::string text;                  // new text, never half a UTF-8 character
-  std::vector<int32_t> ids;          // tokens drawn for this event (stop ids excluded)
+  std::string text;          // new text, never half a UTF-8 character
+  std::vector<int32_t> ids;  // tokens drawn for this event (stop ids excluded)
   std::vector<TokenLogprob> logprobs;
   bool done = false;
-  std::string finish_reason;         // on the final event: stop | length | cancelled | error
-  std::string error;                 // with finish_reason "error"
+  std::string finish_reason;  // on the final event: stop | length | cancelled | error
+  std::string error;          // with finish_reason "error"
   int64_t prompt_tokens = 0, completion_tokens = 0;  // on the final event
 };
 
@@ -83,8 +83,8 @@ struct SchedulerConfig {
 };
 
 struct SchedulerStats {
-  int64_t live = 0, queued = 0;   // slots now, requests waiting
-  int64_t steps = 0, rows = 0;    // forward passes so far, and rows they held
+  int64_t live = 0, queued = 0;  // slots now, requests waiting
+  int64_t steps = 0, rows = 0;   // forward passes so far, and rows they held
   bool draining = false;
 };
 
@@ -108,7 +108,7 @@ class Scheduler {
   void loop();
   void step(std::vector<std::unique_ptr<Slot>>& live);
   std::unique_ptr<Slot> open_slot(SlotRequest request, std::shared_ptr<SlotHandle> handle);
-  bool draw(Slot& slot, const float* logits);  // true when the slot finished
+  bool draw(Slot& slot, const float* logits);     // true when the slot finished
   void fail(Slot& slot, const std::string& why);  // its final event, "error"
 
   const Glm4Model& model_;

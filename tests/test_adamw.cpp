@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "train/adamw.h"
-#include "train/grad_clip.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/random_values.h"
+#include "train/adamw.h"
+#include "train/grad_clip.h"
 
 namespace glm4 {
 namespace {
@@ -269,8 +269,10 @@ TEST(ShardedAdamW, PiecesMakeTheWholeUpdate) {
   const int64_t n = 63;
   Tensor whole = random_tensor(shape, 1).set_requires_grad(true);
   Tensor other = random_tensor({5}, 2).set_requires_grad(true);
-  std::vector<Tensor> copy_a{whole.clone().set_requires_grad(true), other.clone().set_requires_grad(true)};
-  std::vector<Tensor> copy_b{whole.clone().set_requires_grad(true), other.clone().set_requires_grad(true)};
+  std::vector<Tensor> copy_a{whole.clone().set_requires_grad(true),
+                             other.clone().set_requires_grad(true)};
+  std::vector<Tensor> copy_b{whole.clone().set_requires_grad(true),
+                             other.clone().set_requires_grad(true)};
   AdamWOptions o{.lr = 1e-2, .weight_decay = 0.1};
   AdamW full({{"w", whole}, {"o", other}}, o);
   AdamW a({{"w", copy_a[0]}, {"o", copy_a[1]}}, o, {{0, 20}, {0, 5}});

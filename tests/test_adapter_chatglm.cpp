@@ -14,8 +14,8 @@
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
-#include "train/train_step.h"
 #include "tests/support/temp_dir.h"
+#include "train/train_step.h"
 
 namespace glm4 {
 namespace {
@@ -92,7 +92,8 @@ std::vector<float> concat(std::vector<std::vector<float>> parts) {
 std::map<std::string, std::string> tensor_bytes(const fs::path& p) {
   auto f = SafetensorsFile::open(p);
   std::map<std::string, std::string> out;
-  for (const TensorInfo& t : f->tensors()) out[t.name] = std::string(reinterpret_cast<const char*>(t.data), t.nbytes);
+  for (const TensorInfo& t : f->tensors())
+    out[t.name] = std::string(reinterpret_cast<const char*>(t.data), t.nbytes);
   return out;
 }
 
@@ -110,8 +111,8 @@ TEST_P(ChatGlmPeftReference, LogitsMatchPyTorch) {
   const double base_error = logits_rel_error(*model, *fixture);
   EXPECT_EQ(load_adapter(*model, dir, kChatGlm), "");
   const double error = logits_rel_error(*model, *fixture);
-  std::printf("[ chatglm ] %s: logits rel error %.3g (base without the adapter: %.3g)\n", dir.c_str(), error,
-              base_error);
+  std::printf("[ chatglm ] %s: logits rel error %.3g (base without the adapter: %.3g)\n",
+              dir.c_str(), error, base_error);
   EXPECT_LE(error, 1e-5);
   EXPECT_GT(base_error, 1e-2);  // the adapter moves the logits far beyond the tolerance
 }
@@ -125,7 +126,8 @@ TEST_P(ChatGlmPeftReference, GradientsMatchPyTorch) {
   const bool dora = read_adapter_info(dir).lora.dora;
   std::vector<Example> rows = fixture_rows(*fixture);
   Batch batch = make_batch(rows, 0, int64_t(rows.size()), 0);
-  Tensor loss = batch_loss(*model, batch, {.divide_by = double(batch.target_tokens), .training = true});
+  Tensor loss =
+      batch_loss(*model, batch, {.divide_by = double(batch.target_tokens), .training = true});
   EXPECT_NEAR(loss.item(), read_f32(fixture->at("loss"))[0], 1e-5 * 6.3);
   backward(loss);
   for (int64_t layer = 0; layer < model->config.num_hidden_layers; ++layer) {
@@ -133,13 +135,16 @@ TEST_P(ChatGlmPeftReference, GradientsMatchPyTorch) {
       return *model->find_linear(lora_module_path(layer, name));
     };
     auto ref = [&](const std::string& module, const std::string& part) {
-      return read_f32(fixture->at("grad." + kPrefix + std::to_string(layer) + "." + module + "." + part));
+      return read_f32(
+          fixture->at("grad." + kPrefix + std::to_string(layer) + "." + module + "." + part));
     };
     const std::string qkv = "self_attention.query_key_value";
     ASSERT_EQ(lin("q_proj").lora->lora_A.impl(), lin("k_proj").lora->lora_A.impl());
     ASSERT_EQ(lin("q_proj").lora->lora_A.impl(), lin("v_proj").lora->lora_A.impl());
-    EXPECT_LE(rel_error(values(lin("q_proj").lora->lora_A.grad()), ref(qkv, "lora_A.weight")), 1e-5) << layer;
-    EXPECT_LE(rel_error(concat({values(lin("q_proj").lora->lora_B.grad()), values(lin("k_proj").lora->lora_B.grad()),
+    EXPECT_LE(rel_error(values(lin("q_proj").lora->lora_A.grad()), ref(qkv, "lora_A.weight")), 1e-5)
+        << layer;
+    EXPECT_LE(rel_error(concat({values(lin("q_proj").lora->lora_B.grad()),
+                                values(lin("k_proj").lora->lora_B.grad()),
                                 values(lin("v_proj").lora->lora_B.grad())}),
                         ref(qkv, "lora_B.weight")),
               1e-5)
@@ -153,12 +158,20 @@ TEST_P(ChatGlmPeftReference, GradientsMatchPyTorch) {
           << layer;
     }
     const std::vector<std::pair<std::string, std::string>> others{
-        {"o_proj", "self_attention.dense"}, {"gate_up_proj", "mlp.dense_h_to_4h"}, {"down_proj", "mlp.dense_4h_to_h"}};
+        {"o_proj", "self_attention.dense"},
+        {"gate_up_proj", "mlp.dense_h_to_4h"},
+        {"down_proj", "mlp.dense_4h_to_h"}};
     for (const auto& [ours, theirs] : others) {
-      EXPECT_LE(rel_error(values(lin(ours).lora->lora_A.grad()), ref(theirs, "lora_A.weight")), 1e-5) << theirs;
-      EXPECT_LE(rel_error(values(lin(ours).lora->lora_B.grad()), ref(theirs, "lora_B.weight")), 1e-5) << theirs;
+      EXPECT_LE(rel_error(values(lin(ours).lora->lora_A.grad()), ref(theirs, "lora_A.weight")),
+                1e-5)
+          << theirs;
+      EXPECT_LE(rel_error(values(lin(ours).lora->lora_B.grad()), ref(theirs, "lora_B.weight")),
+                1e-5)
+          << theirs;
       if (dora) {
-        EXPECT_LE(rel_error(values(lin(ours).lora->magnitude.grad()), ref(theirs, "lora_magnitude_vector")), 1e-5)
+        EXPECT_LE(rel_error(values(lin(ours).lora->magnitude.grad()),
+                            ref(theirs, "lora_magnitude_vector")),
+                  1e-5)
             << theirs;
       }
     }
@@ -174,11 +187,14 @@ TEST_P(ChatGlmPeftReference, SaveWritesPeftsKeysBackUnchanged) {
   auto model = load_model(kChatGlm);
   load_adapter(*model, dir);
   AdapterInfo info = read_adapter_info(dir);
-  EXPECT_EQ(info.lora.targets, (std::vector<std::string>{"query_key_value", "o_proj", "gate_up_proj", "down_proj"}));
+  EXPECT_EQ(info.lora.targets,
+            (std::vector<std::string>{"query_key_value", "o_proj", "gate_up_proj", "down_proj"}));
   save_adapter(*model, info.lora, tmp / "a", "peft", "tiny_chatglm");
-  EXPECT_EQ(tensor_bytes(tmp / "a/adapter_model.safetensors"), tensor_bytes(dir + "/adapter_model.safetensors"));
+  EXPECT_EQ(tensor_bytes(tmp / "a/adapter_model.safetensors"),
+            tensor_bytes(dir + "/adapter_model.safetensors"));
   json j = read_json(tmp / "a/adapter_config.json");
-  EXPECT_EQ(j["target_modules"], json({"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}));
+  EXPECT_EQ(j["target_modules"],
+            json({"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}));
   EXPECT_EQ(j["use_dora"], info.lora.dora);
   auto again = load_model(kChatGlm);
   load_adapter(*again, tmp / "a");
@@ -191,7 +207,8 @@ TEST_P(ChatGlmPeftReference, SaveWritesPeftsKeysBackUnchanged) {
 TEST_P(ChatGlmPeftReference, ConvertsToMlxAndBack) {
   const std::string dir = GetParam();
   TempDir tmp;
-  EXPECT_TRUE(throws_with([&] { convert_adapter(dir, tmp / "nobase", "mlx"); }, {"query_key_value", "--model"}));
+  EXPECT_TRUE(throws_with([&] { convert_adapter(dir, tmp / "nobase", "mlx"); },
+                          {"query_key_value", "--model"}));
   convert_adapter(dir, tmp / "mlx", "mlx", kChatGlm);
   auto mlx = SafetensorsFile::open(tmp / "mlx/adapters.safetensors");
   const std::string l0 = "model.layers.0.self_attn.";
@@ -207,7 +224,8 @@ TEST_P(ChatGlmPeftReference, ConvertsToMlxAndBack) {
   auto fixture = SafetensorsFile::open(dir + "/fixture.safetensors");
   EXPECT_LE(logits_rel_error(*model, *fixture), 1e-5);
   convert_adapter(tmp / "mlx", tmp / "peft", "peft");
-  EXPECT_EQ(tensor_bytes(tmp / "peft/adapter_model.safetensors"), tensor_bytes(dir + "/adapter_model.safetensors"));
+  EXPECT_EQ(tensor_bytes(tmp / "peft/adapter_model.safetensors"),
+            tensor_bytes(dir + "/adapter_model.safetensors"));
   EXPECT_EQ(read_json(tmp / "peft/adapter_config.json")["target_modules"],
             json({"query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"}));
 }
@@ -239,7 +257,8 @@ TEST(ChatGlmTargets, FusedTrainingSavesPeftAndReloads) {
   l.alpha = 4;
   l.targets = {"query_key_value", "dense"};
   model->add_lora(l, 3);
-  AdamW opt(model->lora_parameters(), {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0});
+  AdamW opt(model->lora_parameters(),
+            {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0});
   auto fixture = SafetensorsFile::open(kPeft + "/fixture.safetensors");
   std::vector<Example> rows = fixture_rows(*fixture);
   for (int s = 0; s < 2; ++s) train_step(*model, opt, {make_batch(rows, 0, 1, 0)}, {.lr = 1e-2});
@@ -249,7 +268,8 @@ TEST(ChatGlmTargets, FusedTrainingSavesPeftAndReloads) {
   save_adapter(*model, l, tmp / "a", "peft", kChatGlm);
   auto file = SafetensorsFile::open(tmp / "a/adapter_model.safetensors");
   EXPECT_EQ(file->tensors().size(), 2u * 2 * 2);  // layers x (query_key_value, dense) x (A, B)
-  EXPECT_EQ(file->at(kPrefix + "0.self_attention.query_key_value.lora_B.weight").shape, (Shape{128, 2}));
+  EXPECT_EQ(file->at(kPrefix + "0.self_attention.query_key_value.lora_B.weight").shape,
+            (Shape{128, 2}));
   auto again = load_model(kChatGlm);
   load_adapter(*again, tmp / "a");
   EXPECT_EQ(row_logits(*again, rows[0].ids), row_logits(*model, rows[0].ids));
@@ -262,11 +282,14 @@ TEST(ChatGlmTargets, BadTargetsAreRefusedByName) {
   LoraConfig l;
   l.targets = {"query_key_value"};
   EXPECT_TRUE(throws_with([&] { glm4->add_lora(l, 0); }, {"query_key_value", "ChatGLM", "q_proj"}));
-  EXPECT_TRUE(throws_with([&] { check_adapter_layout(glm4->config, l, "mlx"); }, {"query_key_value", "glm4"}));
+  EXPECT_TRUE(throws_with([&] { check_adapter_layout(glm4->config, l, "mlx"); },
+                          {"query_key_value", "glm4"}));
   l.targets = {"query_key_value", "k_proj"};
-  EXPECT_TRUE(throws_with([&] { chatglm->add_lora(l, 0); }, {"query_key_value", "k_proj", "overlap"}));
+  EXPECT_TRUE(
+      throws_with([&] { chatglm->add_lora(l, 0); }, {"query_key_value", "k_proj", "overlap"}));
   l.targets = {"dense_h_to_8h"};
-  EXPECT_TRUE(throws_with([&] { chatglm->add_lora(l, 0); }, {"unknown LoRA target module", "dense_h_to_8h"}));
+  EXPECT_TRUE(throws_with([&] { chatglm->add_lora(l, 0); },
+                          {"unknown LoRA target module", "dense_h_to_8h"}));
   l.targets = {"q_proj", "v_proj"};  // separate q/v adapters: MLX only
   check_adapter_layout(chatglm->config, l, "mlx");
   EXPECT_TRUE(throws_with([&] { check_adapter_layout(chatglm->config, l, "peft"); },
@@ -288,7 +311,8 @@ TEST(ChatGlmPeftErrors, BrokenFilesNameTheTensorAndFile) {
   };
   // A ChatGLM adapter on a glm4 model.
   auto glm4 = load_model(kData + "/tiny_glm4");
-  EXPECT_TRUE(throws_with([&] { load_adapter(*glm4, kPeft); }, {"adapter_model.safetensors", "ChatGLM", "glm4"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*glm4, kPeft); },
+                          {"adapter_model.safetensors", "ChatGLM", "glm4"}));
 
   // Wrong B rows for query_key_value: the model has 64 + 32 + 32.
   fs::path bad = copy("rows");
@@ -309,8 +333,8 @@ TEST(ChatGlmPeftErrors, BrokenFilesNameTheTensorAndFile) {
   }
   auto chatglm = load_model(kChatGlm);
   EXPECT_TRUE(throws_with([&] { load_adapter(*chatglm, bad); },
-                          {kPrefix + "0.self_attention.query_key_value.lora_B.weight", "(120,4)", "(128,4)",
-                           "another model"}));
+                          {kPrefix + "0.self_attention.query_key_value.lora_B.weight", "(120,4)",
+                           "(128,4)", "another model"}));
   EXPECT_TRUE(chatglm->lora_parameters().empty());  // a bad adapter leaves the model alone
 
   // A target the config does not list.
@@ -331,7 +355,8 @@ TEST(ChatGlmPeftErrors, BrokenFilesNameTheTensorAndFile) {
   j = read_json(nomag / "adapter_config.json");
   j["use_dora"] = true;
   write_json(nomag / "adapter_config.json", j);
-  EXPECT_TRUE(throws_with([&] { read_adapter_info(nomag); }, {"lora_magnitude_vector", "is missing"}));
+  EXPECT_TRUE(
+      throws_with([&] { read_adapter_info(nomag); }, {"lora_magnitude_vector", "is missing"}));
 }
 
 // MLX adapters with independent q/k/v A have no PEFT form for ChatGLM.
@@ -343,7 +368,8 @@ TEST(ChatGlmPeftErrors, IndependentQkvCannotBecomePeft) {
   l.targets = {"q_proj", "k_proj", "v_proj", "dense"};
   model->add_lora(l, 5);
   save_adapter(*model, l, tmp / "mlx", "mlx", "");
-  EXPECT_TRUE(throws_with([&] { save_adapter(*model, l, tmp / "peft", "peft", ""); }, {"q_proj", "query_key_value"}));
+  EXPECT_TRUE(throws_with([&] { save_adapter(*model, l, tmp / "peft", "peft", ""); },
+                          {"q_proj", "query_key_value"}));
   EXPECT_TRUE(throws_with([&] { convert_adapter(tmp / "mlx", tmp / "peft", "peft", kChatGlm); },
                           {"layer 0", "different LoRA A", "query_key_value"}));
 }

@@ -9,11 +9,11 @@
 #include "autograd/node.h"
 #include "io/file/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
 #include "tests/support/random_adapter.h"
 #include "tests/support/temp_dir.h"
-#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 namespace {
@@ -98,7 +98,8 @@ TEST_P(AdapterRoundTrip, SaveLoadGivesTheSameTensorsAndLogits) {
   add_random_adapter(*model, lora, 11);
   save_adapter(*model, lora, tmp / "a", format, "THUDM/tiny_glm4");
   const bool peft = format == "peft";
-  const fs::path weights = tmp / "a" / (peft ? "adapter_model.safetensors" : "adapters.safetensors");
+  const fs::path weights =
+      tmp / "a" / (peft ? "adapter_model.safetensors" : "adapters.safetensors");
   EXPECT_EQ(tmp.list(), std::vector<std::string>{"a"});
   ASSERT_TRUE(fs::exists(weights));
 
@@ -137,8 +138,10 @@ TEST_P(AdapterRoundTrip, SaveLoadGivesTheSameTensorsAndLogits) {
     EXPECT_EQ(cfg["base_model_name_or_path"], "THUDM/tiny_glm4");
     EXPECT_TRUE(cfg["modules_to_save"].is_null());
     EXPECT_EQ(cfg["rank_pattern"], json::object());
-    if (num_layers < 0) EXPECT_TRUE(cfg["layers_to_transform"].is_null());
-    else EXPECT_EQ(cfg["layers_to_transform"], json({1}));
+    if (num_layers < 0)
+      EXPECT_TRUE(cfg["layers_to_transform"].is_null());
+    else
+      EXPECT_EQ(cfg["layers_to_transform"], json({1}));
   } else {
     EXPECT_EQ(cfg["fine_tune_type"], "lora");
     EXPECT_EQ(cfg["num_layers"], adapted);
@@ -174,12 +177,14 @@ TEST_P(AdapterRoundTrip, SaveLoadGivesTheSameTensorsAndLogits) {
 
   // Saving what was loaded gives the same files back.
   save_adapter(*loaded, info.lora, tmp / "b", format, info.base_model_name_or_path);
-  EXPECT_EQ(read_bytes(tmp / "b" / "adapter_config.json"), read_bytes(tmp / "a" / "adapter_config.json"));
+  EXPECT_EQ(read_bytes(tmp / "b" / "adapter_config.json"),
+            read_bytes(tmp / "a" / "adapter_config.json"));
   EXPECT_EQ(tensors_of(weights), tensors_of(tmp / "b" / weights.filename()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AdapterRoundTrip,
-                         ::testing::Combine(::testing::Values("peft", "mlx"), ::testing::Values(-1, 1)),
+                         ::testing::Combine(::testing::Values("peft", "mlx"),
+                                            ::testing::Values(-1, 1)),
                          [](const auto& info) {
                            return std::get<0>(info.param) +
                                   (std::get<1>(info.param) < 0 ? "_all_layers" : "_last_layer");
@@ -194,7 +199,8 @@ TEST(AdapterConvert, PeftToMlxToPeftIsIdentical) {
     save_adapter(*model, test_lora(num_layers), peft, "peft", "THUDM/tiny_glm4");
     if (num_layers > 0) {
       // "Layer 1" is the last N layers only if the model has 2: the converter must be told.
-      EXPECT_TRUE(throws_with([&] { convert_adapter(peft, mlx, "mlx"); }, {"layer count", "base model"}));
+      EXPECT_TRUE(
+          throws_with([&] { convert_adapter(peft, mlx, "mlx"); }, {"layer count", "base model"}));
       convert_adapter(peft, mlx, "mlx", kTiny);
     } else {
       convert_adapter(peft, mlx, "mlx");
@@ -217,7 +223,8 @@ TEST(AdapterConvert, PeftToMlxToPeftIsIdentical) {
     EXPECT_EQ(tensors_of(back / "adapter_model.safetensors"), p);
     // mlx -> peft -> mlx too.
     convert_adapter(back, tmp / "mlx2", "mlx", kTiny);
-    EXPECT_EQ(read_bytes(tmp / "mlx2" / "adapter_config.json"), read_bytes(mlx / "adapter_config.json"));
+    EXPECT_EQ(read_bytes(tmp / "mlx2" / "adapter_config.json"),
+              read_bytes(mlx / "adapter_config.json"));
     EXPECT_EQ(tensors_of(tmp / "mlx2" / "adapters.safetensors"), m);
     for (const auto& d : {peft, mlx, back, tmp / "mlx2"}) fs::remove_all(d);
   }
@@ -232,8 +239,9 @@ TEST(AdapterConvert, RsLoraKeepsItsScaleInMlx) {
   save_adapter(*model, lora, tmp / "peft", "peft", "");
   EXPECT_EQ(read_json(tmp / "peft" / "adapter_config.json")["use_rslora"], true);
   convert_adapter(tmp / "peft", tmp / "mlx", "mlx");
-  EXPECT_DOUBLE_EQ(read_json(tmp / "mlx" / "adapter_config.json")["lora_parameters"]["scale"].get<double>(),
-                   8.0 / 2.0);  // alpha / sqrt(r)
+  EXPECT_DOUBLE_EQ(
+      read_json(tmp / "mlx" / "adapter_config.json")["lora_parameters"]["scale"].get<double>(),
+      8.0 / 2.0);  // alpha / sqrt(r)
   auto a = load_model(kTiny), b = load_model(kTiny);
   load_adapter(*a, tmp / "peft");
   load_adapter(*b, tmp / "mlx");
@@ -247,7 +255,8 @@ TEST(AdapterConvert, RsLoraKeepsItsScaleInMlx) {
 // same fp32 adapter values) when loaded live, and the same once merged.
 TEST(AdapterLoad, ReferencePeftAdapterGivesTheReferenceLogits) {
   TempDir tmp;
-  auto fixture = SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
+  auto fixture =
+      SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
   std::vector<TensorToWrite> tensors;
   for (const TensorInfo& t : fixture->tensors())
     if (t.name.rfind("final.", 0) == 0)
@@ -256,10 +265,14 @@ TEST(AdapterLoad, ReferencePeftAdapterGivesTheReferenceLogits) {
   fs::create_directories(tmp / "ref");
   write_safetensors(tmp / "ref" / "adapter_model.safetensors", tensors, {{"format", "pt"}});
   json meta = json::parse(fixture->metadata().at("meta"));
-  json cfg = {{"peft_type", "LORA"},           {"task_type", "CAUSAL_LM"},
-              {"r", meta["r"]},                {"lora_alpha", meta["lora_alpha"]},
-              {"lora_dropout", 0.0},           {"target_modules", meta["target_modules"]},
-              {"bias", "none"},                {"base_model_name_or_path", "tiny_glm4"},
+  json cfg = {{"peft_type", "LORA"},
+              {"task_type", "CAUSAL_LM"},
+              {"r", meta["r"]},
+              {"lora_alpha", meta["lora_alpha"]},
+              {"lora_dropout", 0.0},
+              {"target_modules", meta["target_modules"]},
+              {"bias", "none"},
+              {"base_model_name_or_path", "tiny_glm4"},
               {"layers_to_transform", nullptr}};
   write_file_atomic(tmp / "ref" / "adapter_config.json", cfg.dump());
 
@@ -305,12 +318,20 @@ TEST(AdapterLoad, MlxConfigAsMlxLmWritesIt) {
   lora.targets = {"q_proj", "v_proj"};
   add_random_adapter(*model, lora, 8);
   save_adapter(*model, lora, tmp / "a", "mlx", "");
-  json cfg = {{"model", "mlx-community/tiny"}, {"train", true},         {"fine_tune_type", "lora"},
-              {"optimizer", "adam"},          {"data", "data/"},        {"seed", 0},
-              {"num_layers", 2},              {"batch_size", 4},        {"iters", 1000},
-              {"learning_rate", 1e-5},        {"adapter_path", "adapters"},
+  json cfg = {{"model", "mlx-community/tiny"},
+              {"train", true},
+              {"fine_tune_type", "lora"},
+              {"optimizer", "adam"},
+              {"data", "data/"},
+              {"seed", 0},
+              {"num_layers", 2},
+              {"batch_size", 4},
+              {"iters", 1000},
+              {"learning_rate", 1e-5},
+              {"adapter_path", "adapters"},
               {"lora_parameters", {{"rank", 4}, {"alpha", 16}, {"dropout", 0.0}, {"scale", 2.0}}},
-              {"lr_schedule", nullptr},       {"grad_checkpoint", false}};
+              {"lr_schedule", nullptr},
+              {"grad_checkpoint", false}};
   write_file_atomic(tmp / "a" / "adapter_config.json", cfg.dump(4));
   AdapterInfo info = read_adapter_info(tmp / "a");
   EXPECT_EQ(info.lora.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
@@ -357,7 +378,8 @@ TEST(AdapterLoad, Bf16TensorsAreWidened) {
   auto want = lora_values(*model), got = lora_values(*loaded);
   ASSERT_EQ(want.size(), got.size());
   for (auto& [key, v] : want)
-    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[key][i], bf16_to_f32(f32_to_bf16(v[i]))) << key;
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_EQ(got[key][i], bf16_to_f32(f32_to_bf16(v[i]))) << key;
 }
 
 // An adapter trained on a model of other sizes fails naming the key and both shapes.
@@ -376,8 +398,8 @@ TEST(AdapterErrors, AdapterOfAnotherModel) {
                            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
                            "(4,32)", "expected (4,64)", "another model", "someone/other-model"}));
   EXPECT_TRUE(throws_with([&] { load_adapter(*model, tmp / "mlx"); },
-                          {"adapters.safetensors", "model.layers.0.self_attn.q_proj.lora_a", "(32,4)",
-                           "expected (64,4)", "another model"}));
+                          {"adapters.safetensors", "model.layers.0.self_attn.q_proj.lora_a",
+                           "(32,4)", "expected (64,4)", "another model"}));
   EXPECT_EQ(lora_values(*model).size(), 0u);  // a failed load leaves the model as it was
 
   // More layers than the model has.
@@ -387,9 +409,11 @@ TEST(AdapterErrors, AdapterOfAnotherModel) {
   init_random(*deeper, 1);
   add_random_adapter(*deeper, test_lora(1), 1);
   save_adapter(*deeper, test_lora(1), tmp / "deep", "peft", "");
-  EXPECT_TRUE(throws_with([&] { load_adapter(*model, tmp / "deep"); }, {"layer 2", "2 layers", "another model"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*model, tmp / "deep"); },
+                          {"layer 2", "2 layers", "another model"}));
   save_adapter(*deeper, test_lora(1), tmp / "deep_mlx", "mlx", "");
-  EXPECT_TRUE(throws_with([&] { load_adapter(*model, tmp / "deep_mlx"); }, {"layer 2", "another model"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_adapter(*model, tmp / "deep_mlx"); }, {"layer 2", "another model"}));
 }
 
 TEST(AdapterErrors, MissingAndBrokenFiles) {
@@ -399,7 +423,8 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
   save_adapter(*model, test_lora(-1), tmp / "good", "peft", "");
   auto fresh = [] { return load_model(kTiny); };
 
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), tmp / "nowhere"); }, {"nowhere", "not a directory"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), tmp / "nowhere"); },
+                          {"nowhere", "not a directory"}));
   fs::create_directories(tmp / "empty");
   EXPECT_TRUE(throws_with([&] { read_adapter_info(tmp / "empty"); },
                           {"empty", "adapter_model.safetensors", "adapters.safetensors"}));
@@ -410,11 +435,13 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
   };
   fs::path no_config = copy("no_config");
   fs::remove(no_config / "adapter_config.json");
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), no_config); }, {"adapter_config.json is missing"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_adapter(*fresh(), no_config); }, {"adapter_config.json is missing"}));
 
   fs::path bad_json = copy("bad_json");
   write_file_atomic(bad_json / "adapter_config.json", "{\"r\": 4,");
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), bad_json); }, {"adapter_config.json", "invalid JSON"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), bad_json); },
+                          {"adapter_config.json", "invalid JSON"}));
 
   fs::path wrong_rank = copy("wrong_rank");
   json cfg = read_json(wrong_rank / "adapter_config.json");
@@ -428,19 +455,22 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
   cfg["use_dora"] = true;
   write_file_atomic(dora / "adapter_config.json", cfg.dump());
   // use_dora without the magnitudes DoRA needs.
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), dora); }, {"lora_magnitude_vector", "is missing"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_adapter(*fresh(), dora); }, {"lora_magnitude_vector", "is missing"}));
 
   fs::path wrong_type = copy("wrong_type");
   cfg = read_json(wrong_type / "adapter_config.json");
   cfg["lora_alpha"] = "sixteen";
   write_file_atomic(wrong_type / "adapter_config.json", cfg.dump());
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), wrong_type); }, {"adapter_config.json", "lora_alpha"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), wrong_type); },
+                          {"adapter_config.json", "lora_alpha"}));
 
   fs::path unknown_target = copy("unknown_target");
   cfg = read_json(unknown_target / "adapter_config.json");
   cfg["target_modules"] = {"q_proj", "gate_proj"};
   write_file_atomic(unknown_target / "adapter_config.json", cfg.dump());
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), unknown_target); }, {"target_modules", "gate_proj"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), unknown_target); },
+                          {"target_modules", "gate_proj"}));
 
   // Tensors removed from or added to the weight file.
   auto rewrite = [&](const std::string& name, const std::string& drop, bool add_extra) {
@@ -450,24 +480,28 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
     for (const TensorInfo& t : file->tensors())
       if (t.name != drop) tensors.push_back({t.name, t.dtype, t.shape, t.data, t.nbytes});
     float extra[4] = {1, 2, 3, 4};
-    if (add_extra) tensors.push_back(f32_tensor("base_model.model.lm_head.lora_A.weight", {1, 4}, extra));
+    if (add_extra)
+      tensors.push_back(f32_tensor("base_model.model.lm_head.lora_A.weight", {1, 4}, extra));
     write_safetensors(dir / "adapter_model.safetensors", tensors);
     return dir;
   };
   const std::string b_key = "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight";
   fs::path no_b = rewrite("no_b", b_key, false);
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), no_b); }, {"adapter_model.safetensors", b_key, "missing"}));
+  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), no_b); },
+                          {"adapter_model.safetensors", b_key, "missing"}));
   const std::string pair_a = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight";
   fs::path no_pair = rewrite("no_pair", "", false);
   {
     auto file = SafetensorsFile::open(tmp / "good" / "adapter_model.safetensors");
     std::vector<TensorToWrite> tensors;
     for (const TensorInfo& t : file->tensors())
-      if (t.name != b_key && t.name != pair_a) tensors.push_back({t.name, t.dtype, t.shape, t.data, t.nbytes});
+      if (t.name != b_key && t.name != pair_a)
+        tensors.push_back({t.name, t.dtype, t.shape, t.data, t.nbytes});
     write_safetensors(no_pair / "adapter_model.safetensors", tensors);
   }
-  EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), no_pair); },
-                          {"missing", "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_adapter(*fresh(), no_pair); },
+                  {"missing", "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"}));
   fs::path extra = rewrite("extra", "", true);
   EXPECT_TRUE(throws_with([&] { load_adapter(*fresh(), extra); },
                           {"adapter_model.safetensors", "base_model.model.lm_head.lora_A.weight"}));
@@ -475,9 +509,11 @@ TEST(AdapterErrors, MissingAndBrokenFiles) {
   auto twice = fresh();
   load_adapter(*twice, tmp / "good");
   EXPECT_TRUE(throws_with([&] { load_adapter(*twice, tmp / "good"); }, {"already has LoRA"}));
-  EXPECT_TRUE(throws_with([&] { convert_adapter(tmp / "good", tmp / "x", "gguf"); }, {"gguf", "peft or mlx"}));
-  EXPECT_TRUE(throws_with([&] { save_adapter(*load_model(kTiny), test_lora(-1), tmp / "none", "peft", ""); },
-                          {"no LoRA modules"}));
+  EXPECT_TRUE(throws_with([&] { convert_adapter(tmp / "good", tmp / "x", "gguf"); },
+                          {"gguf", "peft or mlx"}));
+  EXPECT_TRUE(throws_with(
+      [&] { save_adapter(*load_model(kTiny), test_lora(-1), tmp / "none", "peft", ""); },
+      {"no LoRA modules"}));
 }
 
 }  // namespace

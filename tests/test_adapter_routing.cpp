@@ -59,7 +59,7 @@ TEST_F(AdapterRouting, MixedRowsEqualEachRowAloneWithOnlyItsAdapter) {
   load_resident_adapter(*routed, dir / "a", 0, kTiny);
   load_resident_adapter(*routed, dir / "b", 1, kTiny);
   EXPECT_TRUE(routed->lora_parameters().empty());  // residents are not the live (trainable) adapter
-  std::vector<std::unique_ptr<Glm4Model>> alone;  // slot -1, 0, 1
+  std::vector<std::unique_ptr<Glm4Model>> alone;   // slot -1, 0, 1
   alone.push_back(load_model(kTiny));
   for (const char* name : {"a", "b"}) {
     alone.push_back(load_model(kTiny));
@@ -81,14 +81,16 @@ TEST_F(AdapterRouting, MixedRowsEqualEachRowAloneWithOnlyItsAdapter) {
     std::vector<std::vector<int32_t>> feed(4);
     std::vector<CachedRow> rows;
     for (int r = 0; r < 4; ++r) {
-      feed[size_t(r)] = step == 0 ? prompts[size_t(r)] : std::vector<int32_t>{int32_t((7 * step + r) % V)};
+      feed[size_t(r)] =
+          step == 0 ? prompts[size_t(r)] : std::vector<int32_t>{int32_t((7 * step + r) % V)};
       rows.push_back({&mixed[size_t(r)], feed[size_t(r)], position[size_t(r)], slots[size_t(r)]});
     }
     Tensor together = cached_forward(*routed, rows, true);  // [4, V]
     for (int r = 0; r < 4; ++r) {
       CachedRow row{&single[size_t(r)], feed[size_t(r)], position[size_t(r)]};
       Tensor one = cached_forward(*alone[size_t(slots[size_t(r)] + 1)], {&row, 1}, true);
-      EXPECT_LE(relative_error(together.data() + r * V, one.data(), V), 1e-5) << "step " << step << " row " << r;
+      EXPECT_LE(relative_error(together.data() + r * V, one.data(), V), 1e-5)
+          << "step " << step << " row " << r;
       position[size_t(r)] += int64_t(feed[size_t(r)].size());
     }
   }
@@ -106,12 +108,17 @@ TEST_F(AdapterRouting, MixedRowsEqualEachRowAloneWithOnlyItsAdapter) {
 TEST_F(AdapterRouting, ResidentSlotsKeepTheChecksAndLeaveTheModelAloneOnFailure) {
   auto m = load_model(kTiny);
   load_resident_adapter(*m, dir / "a", 0, kTiny);
-  EXPECT_TRUE(throws_with([&] { load_resident_adapter(*m, dir / "b", 0, kTiny); }, {"slot 0", "taken"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_resident_adapter(*m, dir / "b", 0, kTiny); }, {"slot 0", "taken"}));
   // An adapter made for another model (hidden 256, not 64): refused, and the slot stays empty.
-  glm4::testing::write_random_adapter(glm4::testing::kModel, dir / "x", lora_of({"q_proj"}, 2, -1), 13);
-  EXPECT_TRUE(throws_with([&] { load_resident_adapter(*m, dir / "x", 1, kTiny); }, {"another model"}));
+  glm4::testing::write_random_adapter(glm4::testing::kModel, dir / "x", lora_of({"q_proj"}, 2, -1),
+                                      13);
+  EXPECT_TRUE(
+      throws_with([&] { load_resident_adapter(*m, dir / "x", 1, kTiny); }, {"another model"}));
   int64_t in_slot_1 = 0;
-  m->visit_linears([&](const LinearSite&, Linear& lin) { in_slot_1 += lin.resident.size() > 1 && lin.resident[1]; });
+  m->visit_linears([&](const LinearSite&, Linear& lin) {
+    in_slot_1 += lin.resident.size() > 1 && lin.resident[1];
+  });
   EXPECT_EQ(in_slot_1, 0);
   // A live adapter and residents live side by side; the live one is what training sees.
   load_adapter(*m, dir / "b", kTiny);

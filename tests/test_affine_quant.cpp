@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "base/check.h"
-#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/affine_pack.h"
 #include "autograd/kernels/affine_quant.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/quant_linear.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
+#include "base/check.h"
+#include "base/parallel.h"
 #include "io/quantized_tensors.h"
 #include "io/safetensors.h"
 #include "tests/support/random_values.h"
@@ -87,7 +87,8 @@ void reference(const float* A, const std::vector<double>& B, int64_t M, int64_t 
     for (int64_t j = 0; j < N; ++j) {
       double s = 0, m = 0;
       for (int64_t k = 0; k < R; ++k) {
-        const double p = double(A[i * R + k]) * (trans_b ? B[size_t(j * R + k)] : B[size_t(k * N + j)]);
+        const double p =
+            double(A[i * R + k]) * (trans_b ? B[size_t(j * R + k)] : B[size_t(k * N + j)]);
         s += p;
         m += std::fabs(p);
       }
@@ -105,11 +106,11 @@ void expect_close(const std::vector<double>& ref, const std::vector<double>& mag
   int bad = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double want = ref[i] + (init.empty() ? 0.0 : double(init[i]));
-    const double tol = double(R + 5) * u * (mag[i] + (init.empty() ? 0.0 : std::fabs(init[i]))) +
-                       1e-30;
+    const double tol =
+        double(R + 5) * u * (mag[i] + (init.empty() ? 0.0 : std::fabs(init[i]))) + 1e-30;
     if (!(std::fabs(double(got[i]) - want) <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << " want " << want
-                    << " tol " << tol;
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << " want " << want << " tol "
+                    << tol;
   }
 }
 
@@ -125,8 +126,9 @@ std::vector<FixtureCase> fixture_cases() {
   std::vector<FixtureCase> out;
   for (int bits : kBits)
     for (int group : kGroups)
-      out.push_back({std::string("b").append(std::to_string(bits)).append("_g").append(std::to_string(group)),
-                     bits, group});
+      out.push_back(
+          {std::string("b").append(std::to_string(bits)).append("_g").append(std::to_string(group)),
+           bits, group});
   return out;
 }
 
@@ -284,7 +286,8 @@ TEST(QuantKernels, DequantizeTilesAreFmaOfScaleCodeBias) {
             const int64_t g = c / group;
             const float want = std::fma(q.scale(r, g), float(codes[size_t(c)]), q.bias(r, g));
             const size_t at = size_t((r - 1) * 3 * group + c - group);
-            ASSERT_EQ(tile[at], want) << bits << " bits group " << group << " (" << r << ", " << c << ")";
+            ASSERT_EQ(tile[at], want)
+                << bits << " bits group " << group << " (" << r << ", " << c << ")";
             ASSERT_EQ(tile16[at], f32_to_bf16(want));
           }
         }
@@ -431,11 +434,18 @@ std::shared_ptr<SafetensorsFile> module_file(const TempDir& dir, int64_t rows, i
   keep.scales.assign(size_t(rows * groups), f32_to_bf16(0.5f));
   keep.biases.assign(size_t(rows * groups), f32_to_bf16(-1.0f));
   std::vector<TensorToWrite> t = {
-      {"layer.q_proj.weight", weight_dtype, {rows, words}, keep.words.data(), keep.words.size() * 4},
+      {"layer.q_proj.weight",
+       weight_dtype,
+       {rows, words},
+       keep.words.data(),
+       keep.words.size() * 4},
       {"layer.q_proj.scales", "BF16", {rows, groups}, keep.scales.data(), keep.scales.size() * 2}};
   if (biases)
-    t.push_back(
-        {"layer.q_proj.biases", "BF16", {rows, groups}, keep.biases.data(), keep.biases.size() * 2});
+    t.push_back({"layer.q_proj.biases",
+                 "BF16",
+                 {rows, groups},
+                 keep.biases.data(),
+                 keep.biases.size() * 2});
   write_safetensors(dir / "m.safetensors", t);
   return SafetensorsFile::open(dir / "m.safetensors");
 }
@@ -449,41 +459,72 @@ TEST(QuantErrors, BadModulesAreRejectedByName) {
   EXPECT_EQ(q.cols, 256);
   EXPECT_EQ(q.scale_dtype, DType::BF16);
 
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*good, "layer.q_proj", {7, 64}); },
-                          {"layer.q_proj", "bits 7 not supported"}));
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*good, "layer.q_proj", {1, 64}); },
-                          {"layer.q_proj", "bits 1"}));
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*good, "layer.q_proj", {4, 48}); },
-                          {"layer.q_proj", "group_size 48 not supported"}));
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*good, "layer.k_proj", {4, 64}); },
-                          {"layer.k_proj.weight missing"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*good, "layer.q_proj", {7, 64});
+      },
+      {"layer.q_proj", "bits 7 not supported"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*good, "layer.q_proj", {1, 64});
+      },
+      {"layer.q_proj", "bits 1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*good, "layer.q_proj", {4, 48});
+      },
+      {"layer.q_proj", "group_size 48 not supported"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*good, "layer.k_proj", {4, 64});
+      },
+      {"layer.k_proj.weight missing"}));
   // Wrong packed shape: 30 words are 240 codes, which needs scales [3, 15] at group 16... and
   // 240 is no multiple of 64.
   auto narrow = module_file(dir, 3, 30, 4, true);
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*narrow, "layer.q_proj", {4, 64}); },
-                          {"layer.q_proj", "group_size 64 does not divide in_features 240"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*narrow, "layer.q_proj", {4, 64});
+      },
+      {"layer.q_proj", "group_size 64 does not divide in_features 240"}));
   // 40 words = 320 codes = 5 groups, but the scales say 4.
   auto wide = module_file(dir, 3, 40, 4, true);
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*wide, "layer.q_proj", {4, 64}); },
-                          {"layer.q_proj.weight [3, 40]", "needs scales [3, 5], got [3, 4]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*wide, "layer.q_proj", {4, 64});
+      },
+      {"layer.q_proj.weight [3, 40]", "needs scales [3, 5], got [3, 4]"}));
   // 3 bits: 32 words = 1024 bits, not a whole number of codes.
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*good, "layer.q_proj", {3, 64}); },
-                          {"layer.q_proj.weight [3, 32]", "whole number of 3-bit codes"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*good, "layer.q_proj", {3, 64});
+      },
+      {"layer.q_proj.weight [3, 32]", "whole number of 3-bit codes"}));
   auto no_biases = module_file(dir, 3, 32, 4, false);
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*no_biases, "layer.q_proj", {4, 64}); },
-                          {"layer.q_proj.biases missing"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*no_biases, "layer.q_proj", {4, 64});
+      },
+      {"layer.q_proj.biases missing"}));
   auto float_weight = module_file(dir, 3, 32, 4, true, "F32");
-  EXPECT_TRUE(throws_with([&] { quantized_module_view(*float_weight, "layer.q_proj", {4, 64}); },
-                          {"layer.q_proj.weight", "U32", "got F32"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        quantized_module_view(*float_weight, "layer.q_proj", {4, 64});
+      },
+      {"layer.q_proj.weight", "U32", "got F32"}));
 }
 
 TEST(QuantErrors, QuantizeAndKernelsRejectBadArguments) {
   std::vector<float> w(3 * 96, 0.5f);
   EXPECT_TRUE(throws_with(
-      [&] { quantize_affine(DType::F32, w.data(), 3, 96, {4, 64}, "mlp.down_proj"); },
+      [&] {
+        quantize_affine(DType::F32, w.data(), 3, 96, {4, 64}, "mlp.down_proj");
+      },
       {"mlp.down_proj", "group_size 64 does not divide in_features 96"}));
   EXPECT_TRUE(throws_with(
-      [&] { quantize_affine(DType::F32, w.data(), 3, 96, {9, 32}, "mlp.down_proj"); },
+      [&] {
+        quantize_affine(DType::F32, w.data(), 3, 96, {9, 32}, "mlp.down_proj");
+      },
       {"mlp.down_proj", "bits 9 not supported"}));
   QuantizedStorage s = quantize_affine(DType::F32, w.data(), 3, 96, {4, 32}, "w");
   QuantizedMatrix q = s.view();
@@ -494,8 +535,9 @@ TEST(QuantErrors, QuantizeAndKernelsRejectBadArguments) {
                           {"quant_linear_input_grad", "dY [2, 4]"}));
   QuantizedMatrix no_biases = q;
   no_biases.biases = nullptr;
-  EXPECT_TRUE(throws_with([&] { quant_linear_forward(x.data(), 1, 96, no_biases, y.data(), false); },
-                          {"biases are null"}));
+  EXPECT_TRUE(
+      throws_with([&] { quant_linear_forward(x.data(), 1, 96, no_biases, y.data(), false); },
+                  {"biases are null"}));
   const int32_t ids[] = {1, 3};
   EXPECT_TRUE(throws_with([&] { dequantize_rows_f32(q, ids, 2, x.data(), "embed_tokens"); },
                           {"embed_tokens", "id 3", "vocabulary of 3"}));

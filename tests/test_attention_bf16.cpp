@@ -31,8 +31,8 @@ struct Case {
 };
 
 // out [B, T, Hq, D] in fp64: softmax over the visible keys of each query, as the mask says.
-std::vector<double> reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                              const std::vector<float>& v) {
+std::vector<double> reference(const Case& c, const std::vector<float>& q,
+                              const std::vector<float>& k, const std::vector<float>& v) {
   std::vector<double> out(size_t(c.B * c.T * c.Hq * c.D), 0.0);
   const double scale = 1.0 / std::sqrt(double(c.D));
   for (int64_t b = 0; b < c.B; ++b)
@@ -69,7 +69,12 @@ std::vector<float> run(const Case& c, const std::vector<float>& q, const std::ve
   a.k = k.data();
   a.v = v.data();
   a.out = out.data();
-  a.B = c.B; a.T = c.T; a.S = c.S; a.Hq = c.Hq; a.Hkv = c.Hkv; a.D = c.D;
+  a.B = c.B;
+  a.T = c.T;
+  a.S = c.S;
+  a.Hq = c.Hq;
+  a.Hkv = c.Hkv;
+  a.D = c.D;
   a.q_batch_stride = c.T * c.Hq * c.D;
   a.kv_batch_stride = c.S * c.Hkv * c.D;
   a.scale = float(1.0 / std::sqrt(double(c.D)));
@@ -86,15 +91,16 @@ double max_error(const std::vector<float>& got, const std::vector<double>& ref) 
 }
 
 TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
-  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  if (!native_bf16())
+    GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
   std::vector<Case> cases;
-  cases.push_back({1, 100, 100, 4, 2, 64, {}});             // causal prefill, GQA, ragged tiles
-  cases.push_back({2, 37, 37, 2, 1, 24, {}});               // head size not a whole tile column
+  cases.push_back({1, 100, 100, 4, 2, 64, {}});  // causal prefill, GQA, ragged tiles
+  cases.push_back({2, 37, 37, 2, 1, 24, {}});    // head size not a whole tile column
   Case padded{2, 70, 70, 2, 2, 16, {}};
-  padded.mask.kv_begin = {0, 9};                            // left padding in row 1
+  padded.mask.kv_begin = {0, 9};  // left padding in row 1
   padded.mask.kv_end = {61, 70};
   cases.push_back(padded);
-  Case chunk{1, 20, 90, 2, 2, 32, {}};                      // a prefill chunk after 70 cached keys
+  Case chunk{1, 20, 90, 2, 2, 32, {}};  // a prefill chunk after 70 cached keys
   chunk.mask.q_offset = 70;
   cases.push_back(chunk);
   for (const Case& c : cases) {
@@ -120,7 +126,8 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
 }
 
 TEST(AttentionBf16, IgnoresTheThreadCount) {
-  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  if (!native_bf16())
+    GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
   const Case c{2, 130, 130, 8, 2, 64, {}};
   const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 4),
                            k = randn(size_t(c.B * c.S * c.Hkv * c.D), 5),
@@ -137,10 +144,11 @@ TEST(AttentionBf16, IgnoresTheThreadCount) {
 // ops::attention under bf16 compute: the bf16 tiles without grad (generation), the fp32 kernels
 // with grad and in a recompute block's first pass (whose backward reruns the block with grad).
 TEST(AttentionBf16, OnlyInferenceTakesThem) {
-  if (!native_bf16()) GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
+  if (!native_bf16())
+    GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
   const Case c{1, 48, 48, 2, 1, 32, {}};
-  const std::vector<float> qv = randn(size_t(c.T * c.Hq * c.D), 7), kv = randn(size_t(c.S * c.D), 8),
-                           vv = randn(size_t(c.S * c.D), 9);
+  const std::vector<float> qv = randn(size_t(c.T * c.Hq * c.D), 7),
+                           kv = randn(size_t(c.S * c.D), 8), vv = randn(size_t(c.S * c.D), 9);
   const std::vector<float> f32 = run(c, qv, kv, vv, false), bf16 = run(c, qv, kv, vv, true);
   ASSERT_NE(f32, bf16);
   Tensor q = Tensor::from({1, c.T, c.Hq, c.D}, qv), k = Tensor::from({1, c.S, 1, c.D}, kv),
@@ -154,7 +162,8 @@ TEST(AttentionBf16, OnlyInferenceTakesThem) {
   q.set_requires_grad(true);
   EXPECT_EQ(values(ops::attention(q, k, v, c.mask, on_bf16)), f32);
   Tensor first = recompute(
-      [&](const std::vector<Tensor>& in) { return ops::attention(in[0], k, v, c.mask, on_bf16); }, {q});
+      [&](const std::vector<Tensor>& in) { return ops::attention(in[0], k, v, c.mask, on_bf16); },
+      {q});
   EXPECT_EQ(values(first), f32);
   {
     NoGradGuard no_grad;

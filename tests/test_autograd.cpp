@@ -4,10 +4,10 @@
 
 #include <map>
 
-#include "base/check.h"
-#include "autograd/recompute.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
+#include "base/check.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/random_values.h"
 
@@ -77,17 +77,22 @@ TEST(Autograd, ShapeMismatchesNameTheOpAndShapes) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4, 5});
   EXPECT_EQ(message([&] { ops::add(a, b); }), "[add] shapes (2,3) and (4,5) do not broadcast");
   EXPECT_EQ(message([&] { ops::matmul(a, b); }), "[matmul] shapes (2,3) and (4,5)");
-  EXPECT_NE(message([&] { ops::linear(a, b, Tensor()); }).find("[linear] input (2,3)"), std::string::npos);
+  EXPECT_NE(message([&] { ops::linear(a, b, Tensor()); }).find("[linear] input (2,3)"),
+            std::string::npos);
   EXPECT_NE(message([&] { ops::reshape(a, {5}); }).find("[reshape] cannot view (2,3) as (5)"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::rms_norm(a, Tensor::zeros({2}), 1e-5f); }).find("[rms_norm] input (2,3)"),
-            std::string::npos);
-  EXPECT_NE(message([&] { ops::attention(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({1, 2, 2, 4}),
-                                         Tensor::zeros({1, 2, 2, 4}), {}, kF32Compute); })
-                .find("[attention] q (1,2,3,4)"),
+  EXPECT_NE(
+      message([&] { ops::rms_norm(a, Tensor::zeros({2}), 1e-5f); }).find("[rms_norm] input (2,3)"),
+      std::string::npos);
+  EXPECT_NE(message([&] {
+              ops::attention(Tensor::zeros({1, 2, 3, 4}), Tensor::zeros({1, 2, 2, 4}),
+                             Tensor::zeros({1, 2, 2, 4}), {}, kF32Compute);
+            }).find("[attention] q (1,2,3,4)"),
             std::string::npos);
   std::vector<int32_t> ids{7};
-  EXPECT_NE(message([&] { ops::embedding(ids, Tensor::zeros({5, 2})); }).find("token id 7"),
+  EXPECT_NE(message([&] {
+              ops::embedding(ids, Tensor::zeros({5, 2}));
+            }).find("token id 7"),
             std::string::npos);
 }
 
@@ -104,7 +109,8 @@ TEST(LeafReadyHook, FiresOnceWhenTheGradientIsComplete) {
     return ops::add(ops::sum(ops::mul(h, w3)), ops::sum(ops::mul(w1, w1)));  // w1 used twice
   };
   backward(loss_of());
-  std::vector<std::vector<float>> want{w1.grad().to_vector(), w2.grad().to_vector(), w3.grad().to_vector()};
+  std::vector<std::vector<float>> want{w1.grad().to_vector(), w2.grad().to_vector(),
+                                       w3.grad().to_vector()};
   for (Tensor* w : {&w1, &w2, &w3}) w->zero_grad();
 
   std::map<const TensorImpl*, int> fired;

@@ -10,16 +10,16 @@
 #include <string>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/compute_dtype.h"
-#include "base/dtype.h"
-#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/quant_linear.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
 #include "autograd/weight_quantize.h"
+#include "base/check.h"
+#include "base/dtype.h"
+#include "base/parallel.h"
 #include "model/compute_choice.h"
 
 namespace glm4 {
@@ -75,14 +75,14 @@ void expect_within(const std::vector<double>& ref, const std::vector<double>& ma
   for (size_t i = 0; i < ref.size(); ++i) {
     const double tol = rel * mag[i] + 1e-30;
     if (!(std::fabs(got[i] - ref[i]) <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " want " << ref[i]
-                    << " tol " << tol;
+      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " want " << ref[i] << " tol "
+                    << tol;
   }
 }
 
 // Runs the kernel's product: forward Y[M, N] from X[M, K], or input grad dX[M, K] from dY[M, N].
-void run(Bf16Kernel k, bool forward, const std::vector<float>& A, int64_t M, int64_t N,
-         int64_t K, const std::vector<uint16_t>& W, std::vector<float>* out, bool accumulate) {
+void run(Bf16Kernel k, bool forward, const std::vector<float>& A, int64_t M, int64_t N, int64_t K,
+         const std::vector<uint16_t>& W, std::vector<float>* out, bool accumulate) {
   if (forward)
     kernels::bf16_linear_forward(k, A.data(), M, K, W.data(), N, out->data(), accumulate);
   else
@@ -93,10 +93,10 @@ void run(Bf16Kernel k, bool forward, const std::vector<float>& A, int64_t M, int
 #define SKIP_UNLESS_AVAILABLE(k)                                                       \
   do {                                                                                 \
     if (!kernels::bf16_kernel_available(k))                                            \
-      GTEST_SKIP() << "this CPU has no " << kernels::bf16_kernel_name(k)               \
-                   << " (needs " << ((k) == Bf16Kernel::kAmx ? "AMX-BF16 and Linux "   \
-                                                               "XTILEDATA permission"  \
-                                                             : "AVX512-BF16")          \
+      GTEST_SKIP() << "this CPU has no " << kernels::bf16_kernel_name(k) << " (needs " \
+                   << ((k) == Bf16Kernel::kAmx ? "AMX-BF16 and Linux "                 \
+                                                 "XTILEDATA permission"                \
+                                               : "AVX512-BF16")                        \
                    << ")";                                                             \
   } while (0)
 
@@ -110,8 +110,8 @@ class Bf16Kernels : public ::testing::TestWithParam<Bf16Kernel> {};
 TEST_P(Bf16Kernels, MatchDoubleReferenceOnOddShapes) {
   const Bf16Kernel k = GetParam();
   SKIP_UNLESS_AVAILABLE(k);
-  const std::pair<int64_t, int64_t> nks[] = {{1, 1},     {15, 31},   {33, 33},  {300, 77},
-                                             {45, 520},  {130, 1100}, {20, 9000}, {9000, 20}};
+  const std::pair<int64_t, int64_t> nks[] = {{1, 1},    {15, 31},    {33, 33},   {300, 77},
+                                             {45, 520}, {130, 1100}, {20, 9000}, {9000, 20}};
   for (int64_t M : {1, 2, 3, 4, 5, 17, 513})
     for (auto [N, K] : nks)
       for (bool forward : {true, false})
@@ -123,8 +123,9 @@ TEST_P(Bf16Kernels, MatchDoubleReferenceOnOddShapes) {
           const auto C0 = random_vec(M * Cn, 3);
           std::vector<float> out = C0;
           run(k, forward, A, M, N, K, W, &out, acc);
-          const std::string what = str_cat(kernels::bf16_kernel_name(k), forward ? " forward" : " input_grad",
-                                           " M=", M, " N=", N, " K=", K, " acc=", acc);
+          const std::string what =
+              str_cat(kernels::bf16_kernel_name(k), forward ? " forward" : " input_grad", " M=", M,
+                      " N=", N, " K=", K, " acc=", acc);
           std::vector<double> ref, mag;
           reference(forward, A, M, R, Cn, W, /*round_a=*/true, C0, acc, &ref, &mag);
           expect_within(ref, mag, out, double(R + 4) * kU, what + " (bf16 operands)");
@@ -193,9 +194,11 @@ TEST_P(Bf16Kernels, F16WeightsEqualTheProductOnTheirBf16Rounding) {
         std::vector<float> want(size_t(M * (forward ? N : K)), 0.5f), got(want);
         run(k, forward, A, M, N, K, rounded, &want, accumulate);
         if (forward)
-          kernels::bf16_f16_linear_forward(k, A.data(), M, K, w16.data(), N, got.data(), accumulate);
+          kernels::bf16_f16_linear_forward(k, A.data(), M, K, w16.data(), N, got.data(),
+                                           accumulate);
         else
-          kernels::bf16_f16_linear_input_grad(k, A.data(), M, N, w16.data(), K, got.data(), accumulate);
+          kernels::bf16_f16_linear_input_grad(k, A.data(), M, N, w16.data(), K, got.data(),
+                                              accumulate);
         EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
             << kernels::bf16_kernel_name(k) << (forward ? " forward" : " input_grad") << " M=" << M
             << " accumulate=" << accumulate;
@@ -227,17 +230,17 @@ INSTANTIATE_TEST_SUITE_P(Variants, Bf16Kernels,
 TEST(Bf16Gemm, RejectsBadArguments) {
   std::vector<float> x(8), y(8);
   std::vector<uint16_t> w(8);
-  EXPECT_THROW(kernels::bf16_linear_forward(Bf16Kernel::kNone, x.data(), 2, 2, w.data(), 2,
-                                            y.data(), false),
-               Error);
+  EXPECT_THROW(
+      kernels::bf16_linear_forward(Bf16Kernel::kNone, x.data(), 2, 2, w.data(), 2, y.data(), false),
+      Error);
   EXPECT_THROW(kernels::parse_bf16_kernel("avx2"), Error);
   EXPECT_EQ(kernels::parse_bf16_kernel("amx"), Bf16Kernel::kAmx);
   if (kernels::bf16_kernel() == Bf16Kernel::kNone) return;
   EXPECT_THROW(kernels::bf16_linear_forward(kernels::bf16_kernel(), x.data(), -1, 2, w.data(), 2,
                                             y.data(), false),
                Error);
-  EXPECT_THROW(kernels::bf16_linear_input_grad(kernels::bf16_kernel(), nullptr, 2, 2, w.data(),
-                                               2, y.data(), false),
+  EXPECT_THROW(kernels::bf16_linear_input_grad(kernels::bf16_kernel(), nullptr, 2, 2, w.data(), 2,
+                                               y.data(), false),
                Error);
 }
 
@@ -278,13 +281,16 @@ TEST(Bf16Gemm, LinearProductsDispatchOnComputeDTypeAndKernel) {
   std::vector<uint16_t> wvec(wb, wb + N * K);
   for (int64_t M : {2, 40}) {
     const auto X = random_vec(M * K, 13), dY = random_vec(M * N, 14);
-    auto products = [&](const Weight& w, const ComputeChoice& c) { return linear_products(X, dY, M, w, c); };
+    auto products = [&](const Weight& w, const ComputeChoice& c) {
+      return linear_products(X, dY, M, w, c);
+    };
     const auto today = products(W, kF32Compute), today16 = products(W16, kF32Compute);
     EXPECT_EQ(products(W, bf16_compute(Bf16Kernel::kNone)), today) << "kernel none, M=" << M;
     EXPECT_EQ(products(W16, bf16_compute(Bf16Kernel::kNone)), today16) << "f16 weight, M=" << M;
     for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
       if (!kernels::bf16_kernel_available(k)) continue;
-      EXPECT_EQ(products(W, {ComputeDType::F32, k}), today) << kernels::bf16_kernel_name(k) << " with f32 compute";
+      EXPECT_EQ(products(W, {ComputeDType::F32, k}), today)
+          << kernels::bf16_kernel_name(k) << " with f32 compute";
       std::vector<float> y(size_t(M * N)), dx(size_t(M * K));
       run(k, true, X, M, N, K, wvec, &y, false);
       run(k, false, dY, M, N, K, wvec, &dx, false);
@@ -333,8 +339,10 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
       run(k, false, dY, M, N, K, wvec, &dx, false);
       const auto bf16 = std::make_pair(y, dx);
       ASSERT_NE(bf16, fp32) << "the two paths must differ for the test to tell them apart";
-      EXPECT_EQ(products(bf16_compute(k, 4)), M <= 4 ? bf16 : fp32) << kernels::bf16_kernel_name(k) << " M=" << M;
-      EXPECT_EQ(products(bf16_compute(k)), bf16) << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
+      EXPECT_EQ(products(bf16_compute(k, 4)), M <= 4 ? bf16 : fp32)
+          << kernels::bf16_kernel_name(k) << " M=" << M;
+      EXPECT_EQ(products(bf16_compute(k)), bf16)
+          << kernels::bf16_kernel_name(k) << " M=" << M << ", no limit";
     }
   }
 }
@@ -346,7 +354,8 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
   const int64_t N = 64, K = 128;
   const auto w32 = random_vec(N * K, 31);
   const Weight f16 = Weight::from_f32(w32.data(), N, K, DType::F16);
-  const Weight q4 = quantize_weight(Weight::from_f32(w32.data(), N, K, DType::BF16), {4, 64}, DType::BF16, "w");
+  const Weight q4 =
+      quantize_weight(Weight::from_f32(w32.data(), N, K, DType::BF16), {4, 64}, DType::BF16, "w");
   for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
     if (!kernels::bf16_kernel_available(k)) {
       std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
@@ -360,10 +369,12 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
         const auto unlimited = linear_products(X, dY, M, *w, bf16_compute(k));
         const auto limited = linear_products(X, dY, M, *w, bf16_compute(k, 2));
         if (M > kQuantStreamRows) {
-          ASSERT_NE(unlimited, fp32) << what << ": the two paths must differ for the test to tell them apart";
+          ASSERT_NE(unlimited, fp32)
+              << what << ": the two paths must differ for the test to tell them apart";
           EXPECT_EQ(limited, fp32) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
         } else {
-          EXPECT_EQ(limited, unlimited) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
+          EXPECT_EQ(limited, unlimited)
+              << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
         }
       }
     }

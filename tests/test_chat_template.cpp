@@ -23,7 +23,8 @@ int check_chat_rows(const Tokenizer& tok, const std::string& family) {
   int checked = 0;
   for (const auto& r : read_jsonl(tokenizer_data() / family / "expected.jsonl")) {
     if (r.at("kind") != "chat_template_ids") continue;
-    const auto chat = render_chat(tok, detect_chat_format(tok), messages_of(r.at("messages")), true);
+    const auto chat =
+        render_chat(tok, detect_chat_format(tok), messages_of(r.at("messages")), true);
     EXPECT_EQ(chat.ids, ids_of(r.at("ids"))) << family << " " << r.at("messages").dump();
     EXPECT_EQ(chat.target.size(), chat.ids.size());
     ++checked;
@@ -36,7 +37,9 @@ TEST(ChatVectors, Glm4) {
   EXPECT_EQ(check_chat_rows(shared_tokenizer("glm4-json"), "glm4-tiktoken"), 3);
 }
 
-TEST(ChatVectors, ChatGlm3) { EXPECT_EQ(check_chat_rows(shared_tokenizer("chatglm3"), "chatglm3"), 3); }
+TEST(ChatVectors, ChatGlm3) {
+  EXPECT_EQ(check_chat_rows(shared_tokenizer("chatglm3"), "chatglm3"), 3);
+}
 
 // ChatGLM2's vectors are prompt texts "[Round N]\n\n问：q\n\n答：a\n\n..."; parse them back into
 // messages and check that rendering gives the same ids.
@@ -53,9 +56,9 @@ TEST(ChatVectors, ChatGlm2) {
       const size_t a = text.find(a_mark, q);
       messages.push_back({"user", text.substr(q, a - q)});
       const size_t next = text.find("\n\n[Round ", a);
-      const std::string answer = text.substr(a + a_mark.size(),
-                                             next == std::string::npos ? std::string::npos
-                                                                       : next - a - a_mark.size());
+      const std::string answer =
+          text.substr(a + a_mark.size(),
+                      next == std::string::npos ? std::string::npos : next - a - a_mark.size());
       if (!answer.empty()) messages.push_back({"assistant", answer});
       pos = next == std::string::npos ? text.size() : next + 2;
     }
@@ -109,7 +112,9 @@ TEST(ChatMask, Glm4TargetsAssistantContentAndTurnEnds) {
     // The turn ends: the <|user|> after the first answer, <|endoftext|> after the last one. The
     // "\n" after <|assistant|> is a target: generation prompts end at <|assistant|>.
     EXPECT_EQ(targets, "\n4, 显然。<|user|>\n\nSix 🎲<|endoftext|>");
-    EXPECT_EQ(rest, "[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\nAnd 3+3?<|assistant|>");
+    EXPECT_EQ(
+        rest,
+        "[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\nAnd 3+3?<|assistant|>");
     EXPECT_EQ(tok.decode(chat.ids),
               "[gMASK]<sop><|system|>\nBe brief.<|user|>\n2+2?<|assistant|>\n4, 显然。<|user|>\n"
               "And 3+3?<|assistant|>\n\nSix 🎲<|endoftext|>");
@@ -155,7 +160,8 @@ TEST(ChatMask, ChatGlm2TrainsFinalAnswerAndEos) {
       {"user", "你好"}, {"assistant", "你好！"}, {"user", "1+1?"}, {"assistant", "2"}};
   const auto chat = render_chat(tok, ChatFormat::ChatGlm2, dialog, false);
   std::vector<int32_t> prompt = {64790, 64792};
-  for (int32_t id : tok.encode("[Round 1]\n\n问：你好\n\n答：你好！\n\n[Round 2]\n\n问：1+1?\n\n答：")) {
+  for (int32_t id :
+       tok.encode("[Round 1]\n\n问：你好\n\n答：你好！\n\n[Round 2]\n\n问：1+1?\n\n答：")) {
     prompt.push_back(id);
   }
   std::vector<int32_t> expected = prompt;

@@ -7,40 +7,43 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/kernels/bf16_gemm.h"
+#include "autograd/kernels/cpu_features.h"
+#include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "autograd/node.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
+#include "model/adapter/adapter_io.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "autograd/kernels/bf16_gemm.h"
-#include "autograd/kernels/kernel_selection.h"
-#include "autograd/kernels/quant_linear.h"
-#include "autograd/kernels/cpu_features.h"
-#include "model/compute_choice.h"
-#include "model/adapter/adapter_io.h"
 #include "train/train_settings.h"
 
 namespace glm4 {
 namespace {
 
-using glm4::testing::TempDir;
 using glm4::testing::Result;
 using glm4::testing::run;
 using glm4::testing::run_program;
 using glm4::testing::succeeds;
+using glm4::testing::TempDir;
 namespace fs = std::filesystem;
 
 const std::string kSource = GLM4_SOURCE_DIR;
 const std::string kTinyConfig = kSource + "/configs/tiny.json";
 const std::string kTinyGlm4 = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
 
-std::vector<float> values(const SafetensorsFile& f, const std::string& name) { return read_f32(f.at(name)); }
+std::vector<float> values(const SafetensorsFile& f, const std::string& name) {
+  return read_f32(f.at(name));
+}
 
 TEST(Cli, HelpListsTheSubcommandsAndFlags) {
   Result top = run({"--help"});
   ASSERT_TRUE(succeeds(top));
-  for (const char* s : {"init", "logits", "adapter"}) EXPECT_NE(top.output.find(s), std::string::npos) << s;
+  for (const char* s : {"init", "logits", "adapter"})
+    EXPECT_NE(top.output.find(s), std::string::npos) << s;
   Result init = run({"init", "--help"});
   ASSERT_TRUE(succeeds(init));
   for (const char* s : {"--config", "--out", "--seed", "--dtype", "--shard-size", "--force"})
@@ -65,7 +68,8 @@ TEST(Cli, TrainFlagsAreTheSettingsListAndWinOverTheConfigFile) {
   });
 
   TempDir tmp;
-  std::ofstream(tmp / "job.json") << R"({"_comment": "x", "model": "m", "data": "d", "out": "o", "iters": 5})";
+  std::ofstream(tmp / "job.json")
+      << R"({"_comment": "x", "model": "m", "data": "d", "out": "o", "iters": 5})";
   std::ofstream(tmp / "typo.json") << R"({"lerning_rate": 0.001})";
   std::ofstream(tmp / "broken.json") << R"({"iters": 5,})";
   const std::string job = (tmp / "job.json").string();
@@ -75,17 +79,22 @@ TEST(Cli, TrainFlagsAreTheSettingsListAndWinOverTheConfigFile) {
   };
   const std::vector<Case> cases = {
       {{"train", "--config", job, "--warmup", "6"}, {"--warmup must be in [0, iters], got 6"}},
-      {{"train", "--config", job, "--iters", "2", "--warmup", "3"}, {"--warmup must be in [0, iters], got 3"}},
+      {{"train", "--config", job, "--iters", "2", "--warmup", "3"},
+       {"--warmup must be in [0, iters], got 3"}},
       {{"train", "--config", job, "--iters", "-1"}, {"--iters must be positive, got -1"}},
-      {{"train", "--config", (tmp / "missing.json").string()}, {"--config", "missing.json", "cannot open"}},
-      {{"train", "--config", (tmp / "broken.json").string()}, {"--config", "broken.json", "invalid JSON"}},
-      {{"train", "--config", (tmp / "typo.json").string()}, {"typo.json", "unknown key \"lerning_rate\""}},
+      {{"train", "--config", (tmp / "missing.json").string()},
+       {"--config", "missing.json", "cannot open"}},
+      {{"train", "--config", (tmp / "broken.json").string()},
+       {"--config", "broken.json", "invalid JSON"}},
+      {{"train", "--config", (tmp / "typo.json").string()},
+       {"typo.json", "unknown key \"lerning_rate\""}},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
     EXPECT_EQ(r.status, 1) << c.args[2] << "\n" << r.output;
     for (const std::string& m : c.mentions)
-      EXPECT_NE(r.output.find(m), std::string::npos) << "message lacks \"" << m << "\": " << r.output;
+      EXPECT_NE(r.output.find(m), std::string::npos)
+          << "message lacks \"" << m << "\": " << r.output;
   }
 }
 
@@ -98,7 +107,8 @@ TEST(Cli, InitThenLogits) {
   EXPECT_EQ(load_model_config(model), load_model_config(kTinyConfig));
   EXPECT_EQ(load_eos_ids(model), std::vector<int32_t>{1});
 
-  ASSERT_TRUE(succeeds(run({"logits", "--model", model, "--tokens", "3, 1,4,1,5", "--out", out, "--dump-layers"})));
+  ASSERT_TRUE(succeeds(
+      run({"logits", "--model", model, "--tokens", "3, 1,4,1,5", "--out", out, "--dump-layers"})));
   auto file = SafetensorsFile::open(out);
   EXPECT_EQ(file->at("logits").shape, Shape({5, 512}));
   EXPECT_EQ(file->at("logits").dtype, "F32");
@@ -116,7 +126,8 @@ TEST(Cli, InitThenLogits) {
   ctx.seq = 5;
   ctx.positions = {0, 1, 2, 3, 4};
   Tensor logits = m->logits(m->forward_hidden(ids, ctx), ctx);
-  EXPECT_EQ(values(*file, "logits"), std::vector<float>(logits.data(), logits.data() + logits.numel()));
+  EXPECT_EQ(values(*file, "logits"),
+            std::vector<float>(logits.data(), logits.data() + logits.numel()));
 
   // Without --dump-layers only the logits (and ids).
   ASSERT_TRUE(succeeds(run({"logits", "--model", model, "--tokens", "2", "--out", out})));
@@ -149,14 +160,16 @@ TEST(Cli, InitIsReproducibleShardedAndBf16) {
   // Same seed, same tensors, whatever the file layout.
   ModelFiles single = ModelFiles::open(tmp / "a");
   EXPECT_EQ(shards.keys(), single.keys());
-  for (const std::string& k : single.keys()) EXPECT_EQ(read_f32(shards.at(k)), read_f32(single.at(k))) << k;
+  for (const std::string& k : single.keys())
+    EXPECT_EQ(read_f32(shards.at(k)), read_f32(single.at(k))) << k;
   EXPECT_NO_THROW(load_model(tmp / "sharded"));
 
   ASSERT_TRUE(succeeds(init("bf16", {"--seed", "5", "--dtype", "bf16"})));
   auto bf16 = SafetensorsFile::open(tmp / "bf16" / "model.safetensors");
   for (const TensorInfo& t : bf16->tensors()) EXPECT_EQ(t.dtype, "BF16") << t.name;
   EXPECT_EQ(load_model_config(tmp / "bf16").torch_dtype, DType::BF16);
-  std::vector<float> f32 = read_f32(single.at("lm_head.weight")), half = values(*bf16, "lm_head.weight");
+  std::vector<float> f32 = read_f32(single.at("lm_head.weight")),
+                     half = values(*bf16, "lm_head.weight");
   ASSERT_EQ(f32.size(), half.size());
   for (size_t i = 0; i < f32.size(); ++i) ASSERT_EQ(bf16_to_f32(f32_to_bf16(f32[i])), half[i]);
   EXPECT_EQ(load_model(tmp / "bf16")->lm_head_weight().frozen.dtype(), DType::BF16);
@@ -175,7 +188,8 @@ TEST(Cli, LogitsMatchThePyTorchFixture) {
   std::string list;
   for (int64_t t = 0; t < T; ++t) list.append(t ? "," : "").append(std::to_string(ids[size_t(t)]));
   const std::string out = (tmp / "l.safetensors").string();
-  ASSERT_TRUE(succeeds(run({"logits", "--model", kTinyGlm4, "--tokens", list, "--out", out, "--dump-layers"})));
+  ASSERT_TRUE(succeeds(
+      run({"logits", "--model", kTinyGlm4, "--tokens", list, "--out", out, "--dump-layers"})));
   auto file = SafetensorsFile::open(out);
   std::vector<float> got = values(*file, "logits"), want = read_f32(fixture->at("logits"));
   ASSERT_EQ(got.size(), size_t(T * V));
@@ -208,7 +222,8 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 
   auto logits = [&](const std::string& adapter) {
     const std::string out = (tmp / ("l_" + adapter + ".safetensors")).string();
-    std::vector<std::string> args{"logits", "--model", kTinyGlm4, "--tokens", "5,6,7,8", "--out", out};
+    std::vector<std::string> args{"logits",  "--model", kTinyGlm4, "--tokens",
+                                  "5,6,7,8", "--out",   out};
     if (!adapter.empty()) args.insert(args.end(), {"--adapter", (tmp / adapter).string()});
     Result r = run(args);
     EXPECT_TRUE(succeeds(r));
@@ -218,7 +233,8 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
   std::vector<float> base = logits(""), peft = logits("peft"), mlx = logits("mlx");
   EXPECT_NE(base, peft);
   ASSERT_EQ(peft.size(), mlx.size());
-  for (size_t i = 0; i < peft.size(); ++i) ASSERT_NEAR(peft[i], mlx[i], 1e-6 * (1 + std::abs(peft[i])));
+  for (size_t i = 0; i < peft.size(); ++i)
+    ASSERT_NEAR(peft[i], mlx[i], 1e-6 * (1 + std::abs(peft[i])));
 }
 
 // Each failure: status 1, one message naming the flag or file, never a crash.
@@ -228,8 +244,10 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const std::string bf16_model = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
   auto compute_of = [](const std::string& model, const std::string& flag) {
-    auto r = run_program(GLM4_BINARY, {"generate", "--model", model, "--tokens", "1,2,3", "--max-tokens", "4",
-                                       "--json", "--compute", flag}, true);
+    auto r = run_program(GLM4_BINARY,
+                         {"generate", "--model", model, "--tokens", "1,2,3", "--max-tokens", "4",
+                          "--json", "--compute", flag},
+                         true);
     EXPECT_TRUE(succeeds(r)) << flag;
     return nlohmann::json::parse(r.output);
   };
@@ -239,7 +257,8 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   // the fp32 checkpoint.
   TempDir tmp;
   const std::string from_f32 = (tmp / "q4").string();
-  ASSERT_TRUE(succeeds(run({"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
+  ASSERT_TRUE(succeeds(run(
+      {"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
   EXPECT_EQ(compute_of(from_f32, "auto")["compute"], "f32");
   EXPECT_EQ(compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto")["compute"],
             kernels::bf16_kernel() != kernels::Bf16Kernel::kNone ? "bf16" : "f32");
@@ -255,7 +274,8 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
     } else {
       EXPECT_EQ(automatic["bf16_max_rows"], rows) << automatic;
     }
-    EXPECT_FALSE(compute_of(bf16_model, "bf16").contains("bf16_max_rows")) << "--compute bf16 has no row limit";
+    EXPECT_FALSE(compute_of(bf16_model, "bf16").contains("bf16_max_rows"))
+        << "--compute bf16 has no row limit";
     EXPECT_EQ(compute_of(bf16_model, "bf16")["compute"], "bf16");
   } else {
     auto r = run({"generate", "--model", bf16_model, "--tokens", "1,2", "--compute", "bf16"});
@@ -270,8 +290,8 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
 TEST(Cli, GenerateJsonReportsTheKernels) {
   auto report = [](const std::vector<std::string>& env) {
     std::vector<std::string> args = env;
-    for (const char* a : {GLM4_BINARY, "generate", "--model", kTinyGlm4.c_str(), "--tokens", "1,2,3", "--max-tokens",
-                          "2", "--json", "--compute", "f32"})
+    for (const char* a : {GLM4_BINARY, "generate", "--model", kTinyGlm4.c_str(), "--tokens",
+                          "1,2,3", "--max-tokens", "2", "--json", "--compute", "f32"})
       args.push_back(a);
     auto r = run_program("/usr/bin/env", args, true);
     EXPECT_TRUE(succeeds(r));
@@ -303,12 +323,16 @@ TEST(Cli, BadKernelOverridesExitNamingTheVariable) {
   if (!kernels::bf16_kernel_available(kernels::Bf16Kernel::kAmx))
     cases.push_back({"GLM4_BF16_KERNEL=amx", {"GLM4_BF16_KERNEL=amx", "cannot run", "none"}});
   for (const Case& c : cases) {
-    Result r = run_program("/usr/bin/env", {c.env, GLM4_BINARY, "generate", "--model", kTinyGlm4, "--tokens", "1,2",
-                                            "--max-tokens", "2", "--compute", "f32"});
+    Result r =
+        run_program("/usr/bin/env", {c.env, GLM4_BINARY, "generate", "--model", kTinyGlm4,
+                                     "--tokens", "1,2", "--max-tokens", "2", "--compute", "f32"});
     EXPECT_EQ(r.status, 1) << c.env << "\n" << r.output;
-    EXPECT_NE(r.output.find("glm4: error: environment variable"), std::string::npos) << c.env << "\n" << r.output;
+    EXPECT_NE(r.output.find("glm4: error: environment variable"), std::string::npos)
+        << c.env << "\n"
+        << r.output;
     for (const std::string& m : c.mentions)
-      EXPECT_NE(r.output.find(m), std::string::npos) << c.env << "\nmessage lacks \"" << m << "\": " << r.output;
+      EXPECT_NE(r.output.find(m), std::string::npos)
+          << c.env << "\nmessage lacks \"" << m << "\": " << r.output;
   }
 }
 
@@ -333,32 +357,47 @@ TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
       {{"frobnicate"}, {"frobnicate"}},
       {{"init", "--out", model_out}, {"--config"}},
       {{"init", "--config", kTinyConfig}, {"--out"}},
-      {{"init", "--config", (tmp / "missing.json").string(), "--out", model_out}, {"--config", "missing.json"}},
-      {{"init", "--config", (tmp / "bad.json").string(), "--out", model_out}, {"--config", "bad.json", "hidden_size"}},
-      {{"init", "--config", kTinyConfig, "--out", (tmp / "full").string()}, {"--out", "not empty", "--force"}},
+      {{"init", "--config", (tmp / "missing.json").string(), "--out", model_out},
+       {"--config", "missing.json"}},
+      {{"init", "--config", (tmp / "bad.json").string(), "--out", model_out},
+       {"--config", "bad.json", "hidden_size"}},
+      {{"init", "--config", kTinyConfig, "--out", (tmp / "full").string()},
+       {"--out", "not empty", "--force"}},
       {{"init", "--config", kTinyConfig, "--out", model_out, "--dtype", "f8"}, {"--dtype", "f8"}},
-      {{"init", "--config", kTinyConfig, "--out", model_out, "--shard-size", "2XB"}, {"--shard-size", "2XB"}},
+      {{"init", "--config", kTinyConfig, "--out", model_out, "--shard-size", "2XB"},
+       {"--shard-size", "2XB"}},
       {{"init", "--config", kTinyConfig, "--out", model_out, "--seed", "abc"}, {"--seed"}},
       {{"init", "--config", kTinyConfig, "--out", model_out, "--bogus"}, {"--bogus"}},
       {{"logits", "--model", kTinyGlm4, "--out", out}, {"--tokens", "--text"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "1,2", "--out", out, "--compute", "fp8"}, {"--compute", "fp8"}},
-      {{"generate", "--model", kTinyGlm4, "--tokens", "1,2", "--compute", "half"}, {"--compute", "half"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1,2", "--out", out, "--compute", "fp8"},
+       {"--compute", "fp8"}},
+      {{"generate", "--model", kTinyGlm4, "--tokens", "1,2", "--compute", "half"},
+       {"--compute", "half"}},
       {{"logits", "--model", kTinyGlm4, "--tokens", "1,x,3", "--out", out}, {"--tokens", "\"x\""}},
       {{"logits", "--model", kTinyGlm4, "--tokens", "1,,3", "--out", out}, {"--tokens"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "9999", "--out", out}, {"--tokens", "9999", "512"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--text", "hi", "--out", out}, {"--tokens", "--text"}},
-      {{"logits", "--model", (tmp / "nomodel").string(), "--tokens", "1", "--out", out}, {"--model", "nomodel"}},
-      {{"logits", "--model", (tmp / "full").string(), "--tokens", "1", "--out", out}, {"--model", "config.json"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", (tmp / "nodir" / "x.safetensors").string()},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "9999", "--out", out},
+       {"--tokens", "9999", "512"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--text", "hi", "--out", out},
+       {"--tokens", "--text"}},
+      {{"logits", "--model", (tmp / "nomodel").string(), "--tokens", "1", "--out", out},
+       {"--model", "nomodel"}},
+      {{"logits", "--model", (tmp / "full").string(), "--tokens", "1", "--out", out},
+       {"--model", "config.json"}},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out",
+        (tmp / "nodir" / "x.safetensors").string()},
        {"--out", "nodir"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter", (tmp / "noadapter").string()},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter",
+        (tmp / "noadapter").string()},
        {"--adapter", "noadapter"}},
-      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter", (tmp / "full").string()},
+      {{"logits", "--model", kTinyGlm4, "--tokens", "1", "--out", out, "--adapter",
+        (tmp / "full").string()},
        {"--adapter", "adapter_model.safetensors"}},
       {{"adapter"}, {"subcommand"}},
-      {{"adapter", "convert", "--in", (tmp / "full").string(), "--out", (tmp / "o").string(), "--to", "gguf"},
+      {{"adapter", "convert", "--in", (tmp / "full").string(), "--out", (tmp / "o").string(),
+        "--to", "gguf"},
        {"--to", "gguf", "peft or mlx"}},
-      {{"adapter", "convert", "--in", (tmp / "noadapter").string(), "--out", (tmp / "o").string(), "--to", "mlx"},
+      {{"adapter", "convert", "--in", (tmp / "noadapter").string(), "--out", (tmp / "o").string(),
+        "--to", "mlx"},
        {"--in", "noadapter"}},
   };
   for (const Case& c : cases) {
@@ -367,9 +406,11 @@ TEST(Cli, BadFlagsAndFilesExitWithOneAndNameTheCulprit) {
     Result r = run(c.args);
     EXPECT_EQ(r.status, 1) << cmd << "\n" << r.output;
     for (const std::string& m : c.mentions)
-      EXPECT_NE(r.output.find(m), std::string::npos) << cmd << "\nmessage lacks \"" << m << "\": " << r.output;
+      EXPECT_NE(r.output.find(m), std::string::npos)
+          << cmd << "\nmessage lacks \"" << m << "\": " << r.output;
     EXPECT_EQ(r.output.find("terminate"), std::string::npos) << cmd << "\n" << r.output;
-    if (std::getenv("GLM4_PRINT_ERRORS")) std::fprintf(stderr, "  %s-> %s", cmd.c_str(), r.output.c_str());
+    if (std::getenv("GLM4_PRINT_ERRORS"))
+      std::fprintf(stderr, "  %s-> %s", cmd.c_str(), r.output.c_str());
   }
   EXPECT_FALSE(fs::exists(model_out));  // no failed init left a directory behind
 }

@@ -30,9 +30,11 @@ using glm4::testing::kModel;
 const std::vector<std::string> kLabels = {"Bible", "Jargon File", "Tang poem"};
 const std::string kLabelFlag = "Bible,Jargon File, Tang poem";  // spaces around a label are trimmed
 
-json chat(const std::vector<std::pair<std::string, std::string>>& turns, const std::string& task = "") {
+json chat(const std::vector<std::pair<std::string, std::string>>& turns,
+          const std::string& task = "") {
   json messages = json::array();
-  for (const auto& [role, content] : turns) messages.push_back({{"role", role}, {"content", content}});
+  for (const auto& [role, content] : turns)
+    messages.push_back({{"role", role}, {"content", content}});
   json r = {{"messages", messages}};
   if (!task.empty()) r["task"] = task;
   return r;
@@ -78,16 +80,23 @@ LogProb library_log_prob(const json& record, const std::string& label, const Tex
 }
 
 std::vector<json> sample_records() {
-  return {chat({{"user", "Which text is this passage from? In the beginning God created the heaven."},
-                {"assistant", "Bible"}}, "source"),
-          chat({{"user", "Which text is this? A hacker is a person who enjoys exploring programs."},
-                {"assistant", "Jargon File"}}, "source"),
-          chat({{"user", "Where is this from? 床前明月光"}, {"assistant", "Tang poem"}}, "source"),
-          // a few-shot record: the first answer is prompt, only the last one is classified
-          chat({{"user", "Source? And God said, Let there be light"}, {"assistant", "Bible"},
-                {"user", "Source? 春眠不觉晓"}, {"assistant", "Tang poem"}}, "shots"),
-          {{"prompt", "Source of: foo and bar are metasyntactic variables. Answer:"}, {"completion", "Jargon File"},
-           {"task", "plain"}}};
+  return {
+      chat({{"user", "Which text is this passage from? In the beginning God created the heaven."},
+            {"assistant", "Bible"}},
+           "source"),
+      chat({{"user", "Which text is this? A hacker is a person who enjoys exploring programs."},
+            {"assistant", "Jargon File"}},
+           "source"),
+      chat({{"user", "Where is this from? 床前明月光"}, {"assistant", "Tang poem"}}, "source"),
+      // a few-shot record: the first answer is prompt, only the last one is classified
+      chat({{"user", "Source? And God said, Let there be light"},
+            {"assistant", "Bible"},
+            {"user", "Source? 春眠不觉晓"},
+            {"assistant", "Tang poem"}},
+           "shots"),
+      {{"prompt", "Source of: foo and bar are metasyntactic variables. Answer:"},
+       {"completion", "Jargon File"},
+       {"task", "plain"}}};
 }
 
 TEST(ClassifyCommand, LabelLogProbsEqualTheLibrarysAnswerLoss) {
@@ -99,9 +108,11 @@ TEST(ClassifyCommand, LabelLogProbsEqualTheLibrarysAnswerLoss) {
   TextEncoder encoder = make_text_encoder(kModel);
   for (const char* batch : {"1", "2", "8"}) {
     const fs::path predictions = tmp / (std::string("p") + batch + ".jsonl");
-    auto r = run_program(GLM4_BINARY, {"classify", "--model", kModel, "--data", (tmp / "data.jsonl").string(),
-                                       "--labels", kLabelFlag, "--batch-size", batch, "--predictions",
-                                       predictions.string(), "--compute", "f32"}, true);
+    auto r = run_program(GLM4_BINARY,
+                         {"classify", "--model", kModel, "--data", (tmp / "data.jsonl").string(),
+                          "--labels", kLabelFlag, "--batch-size", batch, "--predictions",
+                          predictions.string(), "--compute", "f32"},
+                         true);
     ASSERT_TRUE(succeeds(r)) << r.output;
     json report = json::parse(r.output);
     EXPECT_EQ(report["compute"], "f32");  // what ran, as in the train log and generate --json
@@ -115,8 +126,8 @@ TEST(ClassifyCommand, LabelLogProbsEqualTheLibrarysAnswerLoss) {
       for (const std::string& label : kLabels) {
         double got = rows[i]["log_probs"][label];
         double want = library_log_prob(records[i], label, encoder, *model, *tokenizer).value;
-        EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want))) << "record " << i << " label " << label
-                                                                      << " batch " << batch;
+        EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want)))
+            << "record " << i << " label " << label << " batch " << batch;
         EXPECT_LT(got, 0.0);
         if (got > best) best = got, best_label = label;
       }
@@ -130,8 +141,10 @@ TEST(ClassifyCommand, AccuracyPerTaskAndConfusionOnKnownAnswers) {
   std::vector<json> records = sample_records();
   for (json& r : records) r["task"] = "probe";
   write_lines(tmp / "probe.jsonl", records);
-  auto probe = run_program(GLM4_BINARY, {"classify", "--model", kModel, "--data", (tmp / "probe.jsonl").string(),
-                                         "--labels", kLabelFlag, "--predictions", (tmp / "p.jsonl").string()}, true);
+  auto probe = run_program(GLM4_BINARY,
+                           {"classify", "--model", kModel, "--data", (tmp / "probe.jsonl").string(),
+                            "--labels", kLabelFlag, "--predictions", (tmp / "p.jsonl").string()},
+                           true);
   ASSERT_TRUE(succeeds(probe)) << probe.output;
   std::vector<json> rows = read_lines(tmp / "p.jsonl");
   // Known answers: records 0 and 1 (task "right") and 2 (task "mixed") get the label the model
@@ -151,8 +164,10 @@ TEST(ClassifyCommand, AccuracyPerTaskAndConfusionOnKnownAnswers) {
     answers.push_back(answer);
   }
   write_lines(tmp / "known.jsonl", records);
-  auto r = run_program(GLM4_BINARY, {"classify", "--model", kModel, "--data", (tmp / "known.jsonl").string(),
-                                     "--labels", kLabelFlag, "--predictions", (tmp / "k.jsonl").string()}, true);
+  auto r = run_program(GLM4_BINARY,
+                       {"classify", "--model", kModel, "--data", (tmp / "known.jsonl").string(),
+                        "--labels", kLabelFlag, "--predictions", (tmp / "k.jsonl").string()},
+                       true);
   ASSERT_TRUE(succeeds(r)) << r.output;
   json j = json::parse(r.output);
   EXPECT_EQ(j["examples"], 5);
@@ -161,7 +176,8 @@ TEST(ClassifyCommand, AccuracyPerTaskAndConfusionOnKnownAnswers) {
   EXPECT_DOUBLE_EQ(double(j["accuracy_by_task"]["right"]), 1.0);
   EXPECT_DOUBLE_EQ(double(j["accuracy_by_task"]["mixed"]), 1.0 / 3.0);
   for (const std::string& a : kLabels)
-    for (const std::string& p : kLabels) EXPECT_EQ(j["confusion"][a][p], confusion[a][p]) << a << " -> " << p;
+    for (const std::string& p : kLabels)
+      EXPECT_EQ(j["confusion"][a][p], confusion[a][p]) << a << " -> " << p;
   std::vector<json> known = read_lines(tmp / "k.jsonl");
   auto model = load_model(kModel);
   auto tokenizer = load_tokenizer(kModel);
@@ -177,15 +193,19 @@ TEST(ClassifyCommand, AccuracyPerTaskAndConfusionOnKnownAnswers) {
   EXPECT_NEAR(double(j["answer_loss"]), nll / double(tokens), 1e-9);  // nats per answer token
 
   // --task keeps one task's records; without answers only the predictions are counted.
-  auto one = run_program(GLM4_BINARY, {"classify", "--model", kModel, "--data", (tmp / "known.jsonl").string(),
-                                       "--labels", kLabelFlag, "--task", "right"}, true);
+  auto one = run_program(GLM4_BINARY,
+                         {"classify", "--model", kModel, "--data", (tmp / "known.jsonl").string(),
+                          "--labels", kLabelFlag, "--task", "right"},
+                         true);
   ASSERT_TRUE(succeeds(one)) << one.output;
   EXPECT_EQ(json::parse(one.output)["examples"], 2);
   EXPECT_DOUBLE_EQ(double(json::parse(one.output)["accuracy"]), 1.0);
   write_lines(tmp / "open.jsonl", {chat({{"user", "Where is this from? 床前明月光"}}),
                                    chat({{"user", "Which text? In the beginning was the Word"}})});
-  auto open = run_program(GLM4_BINARY, {"classify", "--model", kModel, "--data", (tmp / "open.jsonl").string(),
-                                        "--labels", kLabelFlag}, true);
+  auto open = run_program(GLM4_BINARY,
+                          {"classify", "--model", kModel, "--data", (tmp / "open.jsonl").string(),
+                           "--labels", kLabelFlag},
+                          true);
   ASSERT_TRUE(succeeds(open)) << open.output;
   json o = json::parse(open.output);
   EXPECT_FALSE(o.contains("accuracy"));
@@ -202,9 +222,11 @@ TEST(ClassifyCommand, NamesBadInputs) {
   };
   auto expect_error = [](const glm4::testing::Result& r, const std::vector<std::string>& parts) {
     EXPECT_EQ(r.status, 1) << r.output;
-    for (const std::string& p : parts) EXPECT_NE(r.output.find(p), std::string::npos) << p << "\n" << r.output;
+    for (const std::string& p : parts)
+      EXPECT_NE(r.output.find(p), std::string::npos) << p << "\n" << r.output;
   };
-  write_lines(data, {chat({{"user", "a?"}, {"assistant", "Bible"}}), chat({{"user", "b?"}, {"assistant", "Koran"}})});
+  write_lines(data, {chat({{"user", "a?"}, {"assistant", "Bible"}}),
+                     chat({{"user", "b?"}, {"assistant", "Koran"}})});
   expect_error(classify(kLabelFlag), {"data.jsonl:2:", "\"Koran\" is not one of --labels"});
   expect_error(classify(""), {"--labels", "empty label"});
   expect_error(classify("Bible,,Tang poem"), {"--labels", "empty label"});
@@ -214,9 +236,11 @@ TEST(ClassifyCommand, NamesBadInputs) {
   write_lines(data, {{{"text", "In the beginning"}}});
   expect_error(classify(kLabelFlag), {"data.jsonl:1:", "classify needs"});
   write_lines(data, {chat({{"user", "a?"}, {"assistant", "Bible"}}, "x")});
-  expect_error(run({"classify", "--model", kModel, "--data", data, "--labels", kLabelFlag, "--task", "y"}),
-               {"no records of --task y"});
-  expect_error(run({"classify", "--model", kModel, "--data", data, "--labels", kLabelFlag, "--batch-size", "0"}),
+  expect_error(
+      run({"classify", "--model", kModel, "--data", data, "--labels", kLabelFlag, "--task", "y"}),
+      {"no records of --task y"});
+  expect_error(run({"classify", "--model", kModel, "--data", data, "--labels", kLabelFlag,
+                    "--batch-size", "0"}),
                {"--batch-size"});
 }
 

@@ -66,8 +66,9 @@ struct Chatter {
 // and must equal a fresh generation over the whole conversation.
 TEST(ChatCommand, TwoTurnsEqualFreshGenerations) {
   const std::string q1 = "What is 17 plus 25?", q2 = "Name a book of the Bible.";
-  auto r = run_program_with_input(GLM4_BINARY, {"chat", "--model", kModel, "--max-tokens", "24", "--compute", "f32"},
-                                  q1 + "\n" + q2 + "\n\n", /*stdout_only=*/true);
+  auto r = run_program_with_input(
+      GLM4_BINARY, {"chat", "--model", kModel, "--max-tokens", "24", "--compute", "f32"},
+      q1 + "\n" + q2 + "\n\n", /*stdout_only=*/true);
   ASSERT_TRUE(succeeds(r));
   Chatter c(kModel);
   std::string a1 = c.answer({{"user", q1}}, 24);
@@ -82,43 +83,54 @@ TEST(ChatCommand, TwoTurnsEqualFreshGenerations) {
 }
 
 // Numbers in one attribute of the first element named `tag` after `from`.
-std::vector<double> numbers_in(const std::string& svg, const std::string& tag, const std::string& attr) {
+std::vector<double> numbers_in(const std::string& svg, const std::string& tag,
+                               const std::string& attr) {
   size_t at = svg.find("<" + tag);
   EXPECT_NE(at, std::string::npos) << tag;
   size_t begin = svg.find(attr + "=\"", at) + attr.size() + 2, end = svg.find('"', begin);
   std::vector<double> out;
   std::string text = svg.substr(begin, end - begin);
   std::regex number(R"(-?[0-9]+(\.[0-9]+)?)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), number); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), number);
+       it != std::sregex_iterator(); ++it)
     out.push_back(std::stod(it->str()));
   return out;
 }
 
 TEST(PlotCommand, DrawsTrainAndValidationLoss) {
   TempDir tmp;
-  std::ofstream(tmp / "metrics.jsonl") << R"({"step": 0, "val_loss": 5.0})" << "\n"
-                                       << R"({"step": 1, "loss": 4.0, "lr": 0.1})" << "\n"
-                                       << R"({"step": 2, "loss": 3.0})" << "\n\n"
-                                       << R"({"step": 3, "loss": 2.0})" << "\n"
-                                       << R"({"step": 4, "loss": 1.0})" << "\n"
-                                       << R"({"step": 4, "val_loss": 1.5})" << "\n";
+  std::ofstream(tmp / "metrics.jsonl") << R"({"step": 0, "val_loss": 5.0})"
+                                       << "\n"
+                                       << R"({"step": 1, "loss": 4.0, "lr": 0.1})"
+                                       << "\n"
+                                       << R"({"step": 2, "loss": 3.0})"
+                                       << "\n\n"
+                                       << R"({"step": 3, "loss": 2.0})"
+                                       << "\n"
+                                       << R"({"step": 4, "loss": 1.0})"
+                                       << "\n"
+                                       << R"({"step": 4, "val_loss": 1.5})"
+                                       << "\n";
   auto r = run({"plot", (tmp / "metrics.jsonl").string(), "--out", (tmp / "loss.svg").string()});
   ASSERT_TRUE(succeeds(r));
   EXPECT_NE(r.output.find("4 train points, 2 validation points"), std::string::npos) << r.output;
   std::string svg = read_file(tmp / "loss.svg");
   ASSERT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
-  std::vector<double> points = numbers_in(svg, "polyline", "points");  // x,y pairs of the train line
+  std::vector<double> points =
+      numbers_in(svg, "polyline", "points");  // x,y pairs of the train line
   ASSERT_EQ(points.size(), 8u);
   for (size_t i = 2; i < points.size(); i += 2) {
-    EXPECT_GT(points[i], points[i - 2]);          // later steps to the right
-    EXPECT_GT(points[i + 1], points[i - 1]);      // lower loss further down
+    EXPECT_GT(points[i], points[i - 2]);      // later steps to the right
+    EXPECT_GT(points[i + 1], points[i - 1]);  // lower loss further down
   }
   size_t circles = 0;
-  for (size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++circles;
+  for (size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1))
+    ++circles;
   EXPECT_EQ(circles, 2u);  // one dot per validation point
 
-  std::ofstream(tmp / "bad.jsonl") << R"({"step": 1, "loss": 2.0})" << "\n{oops\n";
+  std::ofstream(tmp / "bad.jsonl") << R"({"step": 1, "loss": 2.0})"
+                                   << "\n{oops\n";
   auto bad = run({"plot", (tmp / "bad.jsonl").string(), "--out", (tmp / "bad.svg").string()});
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("bad.jsonl:2: invalid JSON"), std::string::npos) << bad.output;
@@ -136,8 +148,8 @@ TEST(TokenizerTrainCommand, TrainsATokenizerThatGlm4Uses) {
       text << "In the beginning line " << i << " the model read the words of the corpus again.\n"
            << "A tokenizer learns merges from frequent pairs; rare words fall back to pieces.\n";
   }
-  auto r = run({"tokenizer", "train", "--input", (tmp / "corpus.txt").string(), "--vocab-size", "400", "--out",
-                (tmp / "tok").string()});
+  auto r = run({"tokenizer", "train", "--input", (tmp / "corpus.txt").string(), "--vocab-size",
+                "400", "--out", (tmp / "tok").string()});
   ASSERT_TRUE(succeeds(r));
   ASSERT_TRUE(fs::exists(tmp / "tok" / "tokenizer.model"));
   auto tok = load_tokenizer(tmp / "tok");
@@ -150,25 +162,28 @@ TEST(TokenizerTrainCommand, TrainsATokenizerThatGlm4Uses) {
   EXPECT_EQ(tok->decode(ids), sentence);
 
   // glm4 tokenize reads it as a model directory's tokenizer.
-  auto t = run_program(GLM4_BINARY, {"tokenize", "--model", (tmp / "tok").string(), "--text", sentence}, true);
+  auto t = run_program(GLM4_BINARY,
+                       {"tokenize", "--model", (tmp / "tok").string(), "--text", sentence}, true);
   ASSERT_TRUE(succeeds(t));
   std::string printed;
   for (int32_t id : ids) printed.append(printed.empty() ? "" : ",").append(std::to_string(id));
   EXPECT_EQ(t.output, printed + "\n");
 
-  auto bad = run({"tokenizer", "train", "--input", (tmp / "none.txt").string(), "--out", (tmp / "t2").string()});
+  auto bad = run({"tokenizer", "train", "--input", (tmp / "none.txt").string(), "--out",
+                  (tmp / "t2").string()});
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("none.txt"), std::string::npos) << bad.output;
-  auto small = run({"tokenizer", "train", "--input", (tmp / "corpus.txt").string(), "--vocab-size", "5", "--out",
-                    (tmp / "t3").string()});
+  auto small = run({"tokenizer", "train", "--input", (tmp / "corpus.txt").string(), "--vocab-size",
+                    "5", "--out", (tmp / "t3").string()});
   EXPECT_EQ(small.status, 1);
   EXPECT_NE(small.output.find("--vocab-size"), std::string::npos) << small.output;
 }
 
 // evaluate against references whose answers are known: three are the model's own greedy answers
-// (with stray whitespace, which scoring trims), two are not; and the answer loss per task. The embedded base model rarely ends
-// an answer by itself, so a copy of it lists extra end tokens in generation_config.json (a token
-// each answer draws early, for the first time), which evaluate honours like any stop id.
+// (with stray whitespace, which scoring trims), two are not; and the answer loss per task. The
+// embedded base model rarely ends an answer by itself, so a copy of it lists extra end tokens in
+// generation_config.json (a token each answer draws early, for the first time), which evaluate
+// honours like any stop id.
 TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
   TempDir tmp;
   const fs::path model = tmp / "model";
@@ -186,11 +201,13 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
     // The stop for an answer is its first token from the fourth on that it has not drawn before
     // and that begins no answer, so every answer keeps at least its first token.
     auto begins_an_answer = [&](int32_t id) {
-      return std::any_of(unstopped.begin(), unstopped.end(), [&](const auto& ids) { return ids.front() == id; });
+      return std::any_of(unstopped.begin(), unstopped.end(),
+                         [&](const auto& ids) { return ids.front() == id; });
     };
     for (const std::vector<int32_t>& ids : unstopped) {
       for (size_t i = 3; i < ids.size(); ++i) {
-        if (std::find(ids.begin(), ids.begin() + i, ids[i]) == ids.begin() + i && !begins_an_answer(ids[i])) {
+        if (std::find(ids.begin(), ids.begin() + i, ids[i]) == ids.begin() + i &&
+            !begins_an_answer(ids[i])) {
           eos.push_back(ids[i]);
           break;
         }
@@ -207,20 +224,24 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
       std::string a = c.answer({{"user", q}}, 64);
       ASSERT_TRUE(c.stopped && !a.empty()) << q;
       nlohmann::json r = {{"task", "own"},
-                          {"messages", {{{"role", "user"}, {"content", q}},
-                                        {{"role", "assistant"}, {"content", "  " + a + "\n"}}}}};
+                          {"messages",
+                           {{{"role", "user"}, {"content", q}},
+                            {{"role", "assistant"}, {"content", "  " + a + "\n"}}}}};
       data << r.dump() << "\n";
     }
     for (const char* q : {"What is 2 plus 2?", "Say yes."}) {
       nlohmann::json r = {{"task", "other"},
-                          {"messages", {{{"role", "user"}, {"content", q}},
-                                        {{"role", "assistant"}, {"content", "zzz qqq xxx"}}}}};
+                          {"messages",
+                           {{{"role", "user"}, {"content", q}},
+                            {{"role", "assistant"}, {"content", "zzz qqq xxx"}}}}};
       data << r.dump() << "\n";
     }
   }
   for (const char* batch : {"1", "4"}) {
-    auto r = run_program(GLM4_BINARY, {"evaluate", "--model", model.string(), "--data", (tmp / "eval.jsonl").string(),
-                                       "--batch-size", batch, "--compute", "f32"}, true);
+    auto r = run_program(GLM4_BINARY,
+                         {"evaluate", "--model", model.string(), "--data",
+                          (tmp / "eval.jsonl").string(), "--batch-size", batch, "--compute", "f32"},
+                         true);
     ASSERT_TRUE(succeeds(r));
     nlohmann::json j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["examples"], 5);
@@ -240,13 +261,16 @@ TEST(EvaluateCommand, ExactMatchCountsKnownAnswers) {
     for (std::string line; std::getline(all, line);)
       if (line.find("\"own\"") != std::string::npos) own << line << "\n";
   }
-  auto own = run_program(GLM4_BINARY, {"evaluate", "--model", model.string(), "--data", (tmp / "own.jsonl").string(),
-                                       "--compute", "f32"}, true);
+  auto own = run_program(GLM4_BINARY,
+                         {"evaluate", "--model", model.string(), "--data",
+                          (tmp / "own.jsonl").string(), "--compute", "f32"},
+                         true);
   ASSERT_TRUE(succeeds(own));
   nlohmann::json o = nlohmann::json::parse(own.output);
   EXPECT_EQ(o["examples"], 3);
   EXPECT_DOUBLE_EQ(double(o["answer_loss_by_task"]["own"]), double(o["answer_loss"]));
-  auto zero = run({"evaluate", "--model", kModel, "--data", (tmp / "eval.jsonl").string(), "--batch-size", "0"});
+  auto zero = run({"evaluate", "--model", kModel, "--data", (tmp / "eval.jsonl").string(),
+                   "--batch-size", "0"});
   EXPECT_EQ(zero.status, 1);
   EXPECT_NE(zero.output.find("--batch-size"), std::string::npos) << zero.output;
 }

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "infer/merge.h"
-#include "tests/support/gguf_reader.h"
+#include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
+#include "tests/support/gguf_reader.h"
 #include "tests/support/random_adapter.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "model/adapter/adapter_io.h"
 
 namespace glm4 {
 namespace {
@@ -48,7 +48,8 @@ TEST(CliExport, AdapterIsMergedIntoTheExportedWeights) {
   const std::string adapter = (dir / "adapter").string();
   make_adapter(adapter);
   const std::string out = (dir / "merged.gguf").string();
-  ASSERT_TRUE(succeeds(run({"export", "gguf", "--model", kTinyGlm4, "--adapter", adapter, "--out", out})));
+  ASSERT_TRUE(
+      succeeds(run({"export", "gguf", "--model", kTinyGlm4, "--adapter", adapter, "--out", out})));
   auto merged = load_model(kTinyGlm4);
   load_adapter(*merged, adapter, kTinyGlm4);
   merge_adapters(*merged, DType::F32);
@@ -71,7 +72,8 @@ TEST(CliExport, GgufLoraWritesTheAdapterPairs) {
   const std::string adapter = (dir / "adapter").string();
   make_adapter(adapter);
   const std::string out = (dir / "lora.gguf").string();
-  Result r = run({"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", adapter, "--out", out, "--type", "bf16"});
+  Result r = run({"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", adapter, "--out", out,
+                  "--type", "bf16"});
   ASSERT_TRUE(succeeds(r));
   auto f = GgufFile::open(out);
   EXPECT_EQ(f->get_string("general.type"), "adapter");
@@ -91,22 +93,28 @@ TEST(CliExport, BadFlagsExitOneNamingTheFlag) {
     std::vector<std::string> parts;
   };
   const std::vector<Case> cases = {
-      {{"export", "gguf", "--model", kTinyGlm4, "--out", out, "--type", "q3_k"}, {"--type", "q3_k", "q8_0"}},
+      {{"export", "gguf", "--model", kTinyGlm4, "--out", out, "--type", "q3_k"},
+       {"--type", "q3_k", "q8_0"}},
       {{"export", "gguf", "--out", out}, {"--model"}},
       {{"export", "gguf", "--model", kTinyGlm4}, {"--out"}},
-      {{"export", "gguf", "--model", (dir / "missing").string(), "--out", out}, {"--model", "missing"}},
-      {{"export", "gguf", "--model", kTinyGlm4, "--out", dir.path().string()}, {"--out", "is a directory"}},
-      {{"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", kTinyGlm4, "--out", out, "--type", "q8_0"},
+      {{"export", "gguf", "--model", (dir / "missing").string(), "--out", out},
+       {"--model", "missing"}},
+      {{"export", "gguf", "--model", kTinyGlm4, "--out", dir.path().string()},
+       {"--out", "is a directory"}},
+      {{"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", kTinyGlm4, "--out", out, "--type",
+        "q8_0"},
        {"--type", "q8_0", "f32, f16 or bf16"}},
       {{"export", "gguf-lora", "--model", kTinyGlm4, "--out", out}, {"--adapter"}},
-      {{"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", (dir / "none").string(), "--out", out},
+      {{"export", "gguf-lora", "--model", kTinyGlm4, "--adapter", (dir / "none").string(), "--out",
+        out},
        {"--adapter", "none"}},
       {{"export", "ggml"}, {"ggml"}},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
     EXPECT_EQ(r.status, 1) << r.output;
-    for (const auto& p : c.parts) EXPECT_NE(r.output.find(p), std::string::npos) << p << " in: " << r.output;
+    for (const auto& p : c.parts)
+      EXPECT_NE(r.output.find(p), std::string::npos) << p << " in: " << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(out));
 }

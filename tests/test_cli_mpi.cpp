@@ -38,11 +38,24 @@ const char* const kMpiexec = nullptr;
 // mpirun -np `ranks` glm4 train ARGS under `timeout` (status 124: it hung). Root may run Open
 // MPI only with the two variables, set here for this command alone.
 Result mpi_train(int ranks, const std::vector<std::string>& args, const std::string& fault = "") {
-  std::vector<std::string> cmd{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                               "OMPI_MCA_btl_vader_single_copy_mechanism=none", "GLM4_FAULT=" + fault,
-                               "timeout", "-k", "10", std::to_string(kTimeLimit), kMpiexec, "-np",
-                               std::to_string(ranks), "--oversubscribe", "--bind-to", "none", "-x", "GLM4_FAULT",
-                               GLM4_BINARY, "train"};
+  std::vector<std::string> cmd{"OMPI_ALLOW_RUN_AS_ROOT=1",
+                               "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                               "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+                               "GLM4_FAULT=" + fault,
+                               "timeout",
+                               "-k",
+                               "10",
+                               std::to_string(kTimeLimit),
+                               kMpiexec,
+                               "-np",
+                               std::to_string(ranks),
+                               "--oversubscribe",
+                               "--bind-to",
+                               "none",
+                               "-x",
+                               "GLM4_FAULT",
+                               GLM4_BINARY,
+                               "train"};
   // Under scripts/test.sh --sanitize: Open MPI's libraries have no frame pointers, so only the
   // slow unwinder lets LeakSanitizer see that its leaks come from Open MPI (and suppress them).
   if (const char* asan = std::getenv("ASAN_OPTIONS"))
@@ -85,11 +98,12 @@ Metrics read_metrics(const fs::path& file) {
   return m;
 }
 
-void expect_close(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want, const char* what) {
+void expect_close(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want,
+                  const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (const auto& [step, v] : want)
-    EXPECT_LE(std::abs(got.at(step) - v), kRelative * std::abs(v)) << what << " at step " << step << ": "
-                                                                   << got.at(step) << " vs " << v;
+    EXPECT_LE(std::abs(got.at(step) - v), kRelative * std::abs(v))
+        << what << " at step " << step << ": " << got.at(step) << " vs " << v;
 }
 
 // Every tensor of two safetensors files, to `tolerance` of the tensor's largest magnitude.
@@ -118,18 +132,33 @@ struct MpiTrain : ::testing::Test {
     write_jsonl(data / "valid.jsonl", 7, 2);
   }
   // The run's flags; `changes` replace defaults or add flags ("" = a flag without a value).
-  std::vector<std::string> flags(const std::string& out,
-                                 const std::vector<std::pair<std::string, std::string>>& changes = {}) {
+  std::vector<std::string> flags(
+      const std::string& out,
+      const std::vector<std::pair<std::string, std::string>>& changes = {}) {
     std::vector<std::pair<std::string, std::string>> f{
-        {"--model", std::string(GLM4_TEST_DATA) + "/tiny_glm4"}, {"--data", data.string()},
-        {"--out", (tmp / out).string()}, {"--iters", "20"}, {"--batch-size", "2"}, {"--grad-accum", "2"},
-        {"--learning-rate", "3e-3"}, {"--warmup", "2"}, {"--lora-rank", "4"}, {"--lora-targets", "all-linear"},
-        {"--steps-per-eval", "10"}, {"--val-batches", "-1"}, {"--save-every", "10"}, {"--steps-per-report", "100"},
-        {"--threads", "1"}, {"--seed", "3"}, {"--sync-check-every", "5"}};
+        {"--model", std::string(GLM4_TEST_DATA) + "/tiny_glm4"},
+        {"--data", data.string()},
+        {"--out", (tmp / out).string()},
+        {"--iters", "20"},
+        {"--batch-size", "2"},
+        {"--grad-accum", "2"},
+        {"--learning-rate", "3e-3"},
+        {"--warmup", "2"},
+        {"--lora-rank", "4"},
+        {"--lora-targets", "all-linear"},
+        {"--steps-per-eval", "10"},
+        {"--val-batches", "-1"},
+        {"--save-every", "10"},
+        {"--steps-per-report", "100"},
+        {"--threads", "1"},
+        {"--seed", "3"},
+        {"--sync-check-every", "5"}};
     for (const auto& [key, value] : changes) {
       auto it = std::find_if(f.begin(), f.end(), [&](const auto& kv) { return kv.first == key; });
-      if (it != f.end()) it->second = value;
-      else f.push_back({key, value});
+      if (it != f.end())
+        it->second = value;
+      else
+        f.push_back({key, value});
     }
     std::vector<std::string> args;
     for (const auto& [key, value] : f) {
@@ -141,7 +170,8 @@ struct MpiTrain : ::testing::Test {
   // Losses to 1e-6 relative; weights to `weights_tolerance` of each tensor's largest magnitude.
   void expect_same_run(const std::string& a, const std::string& b, const std::string& weights,
                        double weights_tolerance = kRelative) {
-    Metrics ma = read_metrics(tmp / a / "metrics.jsonl"), mb = read_metrics(tmp / b / "metrics.jsonl");
+    Metrics ma = read_metrics(tmp / a / "metrics.jsonl"),
+            mb = read_metrics(tmp / b / "metrics.jsonl");
     EXPECT_EQ(ma.loss.size(), 20u);
     expect_close(ma.loss, mb.loss, "loss");
     expect_close(ma.val_loss, mb.val_loss, "val_loss");
@@ -160,7 +190,8 @@ TEST_F(MpiTrain, LoraOnTwoRanksIsOneProcessOnTheSameGlobalBatch) {
   Metrics m = read_metrics(tmp / "two" / "metrics.jsonl");
   EXPECT_EQ(m.last["ranks"], 2);
   EXPECT_EQ(m.last["rank_peak_rss_mb"].size(), 2u);
-  EXPECT_EQ(two.output.find("trained 20 steps"), two.output.rfind("trained 20 steps"));  // rank 0 reports
+  EXPECT_EQ(two.output.find("trained 20 steps"),
+            two.output.rfind("trained 20 steps"));  // rank 0 reports
 }
 
 // 3 rows a step: rank 0 reads 1, rank 1 reads 2. The weight gradient of a cut batch is summed in
@@ -168,7 +199,8 @@ TEST_F(MpiTrain, LoraOnTwoRanksIsOneProcessOnTheSameGlobalBatch) {
 // micro-batches of 1; AdamW's first, sign-like steps carry that to about 5e-5 of the largest
 // weight in both cases (measured), while the losses stay within 1e-7.
 TEST_F(MpiTrain, LoraWithBatchesCutBetweenRanks) {
-  const std::vector<std::pair<std::string, std::string>> cut{{"--batch-size", "3"}, {"--grad-accum", "1"}};
+  const std::vector<std::pair<std::string, std::string>> cut{{"--batch-size", "3"},
+                                                             {"--grad-accum", "1"}};
   ASSERT_TRUE(succeeds(one_process(flags("one", cut))));
   ASSERT_TRUE(succeeds(mpi_train(2, flags("two", cut))));
   expect_same_run("two", "one", "adapter_model.safetensors", 2e-4);
@@ -204,7 +236,9 @@ TEST_F(MpiTrain, RankThatRaisesEndsTheJobNamingIt) {
   Result r = mpi_train(2, flags("out", {{"--iters", "100000"}}), "1:3:raise");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.status, 124) << "the job hung";
-  EXPECT_NE(r.output.find("error on rank 1 of 2: GLM4_FAULT: rank 1 raises at step 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("error on rank 1 of 2: GLM4_FAULT: rank 1 raises at step 3"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(MpiTrain, RankKilledBySignalEndsTheJob) {
@@ -220,7 +254,8 @@ TEST_F(MpiTrain, RankKilledBySignalEndsTheJob) {
 TEST_F(MpiTrain, RanksThatDivergeAreCaught) {
   Result r = mpi_train(2, flags("out"), "1:3:perturb");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("the parameters of rank(s) 1 differ from rank 0's after step 5"), std::string::npos)
+  EXPECT_NE(r.output.find("the parameters of rank(s) 1 differ from rank 0's after step 5"),
+            std::string::npos)
       << r.output;
 }
 

@@ -127,7 +127,8 @@ TEST(ConfigErrors, NonPositiveAndHugeSizes) {
                   R"(field "vocab_size" (1099511627776) must be at most 2147483647)");
   j = small_glm4();
   j["head_dim"] = int64_t(1) << 62;
-  EXPECT_CONTAINS(parse_error(j), R"(field "head_dim" (4611686018427387904) must be at most 2147483647)");
+  EXPECT_CONTAINS(parse_error(j),
+                  R"(field "head_dim" (4611686018427387904) must be at most 2147483647)");
   json c = chatglm3();
   c["kv_channels"] = 0;
   EXPECT_CONTAINS(parse_error(c), R"(field "kv_channels" (0) must be positive)");

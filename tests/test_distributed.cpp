@@ -6,10 +6,10 @@
 
 #include <cmath>
 
+#include "tests/support/random_values.h"
 #include "train/distributed.h"
 #include "train/grad_reducer.h"
 #include "train/param_sync.h"
-#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {

@@ -13,17 +13,17 @@
 #include "base/check.h"
 #include "infer/merge.h"
 #include "infer/merge_quantized.h"
-#include "model/dora.h"
-#include "model/forward_context.h"
 #include "infer/score.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_io.h"
 #include "model/compute_choice.h"
+#include "model/dora.h"
+#include "model/forward_context.h"
 #include "model/glm4_model.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/fixture_logits.h"
 #include "tests/support/random_values.h"
 #include "tests/support/reference_batches.h"
+#include "tests/support/temp_dir.h"
 #include "train/train_step.h"
 
 namespace glm4 {
@@ -39,7 +39,8 @@ const std::string kPrefix = "base_model.model.";
 // Our parameter name ("PATH.lora_A", ".lora_B", ".lora_magnitude") -> PEFT's key.
 std::string peft_key(const std::string& name) {
   const std::string mag = ".lora_magnitude";
-  if (name.ends_with(mag)) return kPrefix + name.substr(0, name.size() - mag.size()) + ".lora_magnitude_vector";
+  if (name.ends_with(mag))
+    return kPrefix + name.substr(0, name.size() - mag.size()) + ".lora_magnitude_vector";
   return kPrefix + name + ".weight";
 }
 
@@ -99,30 +100,42 @@ void perturb(Glm4Model& m, uint64_t seed) {
 
 TEST(DoraTrainParity, FirstStepGradientsOfABAndMagnitudeMatchPeft) {
   DoraFixture f = setup();
-  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0),
+                           testing::fixture_train_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
-  for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
+  for (const Batch& b : micro)
+    backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(testing::max_relative_error(t.grad().to_vector(), read_f32(f.file->at("grad0." + key))), 1e-5) << key;
+    EXPECT_LE(
+        testing::max_relative_error(t.grad().to_vector(), read_f32(f.file->at("grad0." + key))),
+        1e-5)
+        << key;
   }
 }
 
 void run_twenty_steps(bool recompute_layers) {
   DoraFixture f = setup();
-  AdamW opt(f.params, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
-  std::vector<float> losses = read_f32(f.file->at("losses")), norms = read_f32(f.file->at("grad_norms"));
+  AdamW opt(f.params,
+            {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  std::vector<float> losses = read_f32(f.file->at("losses")),
+                     norms = read_f32(f.file->at("grad_norms"));
   for (int s = 0; s < 20; ++s) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(
+        *f.model, opt,
+        {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)},
+        o);
     EXPECT_NEAR(r.loss, losses[size_t(s)], 1e-5 * std::abs(losses[size_t(s)])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[size_t(s)], 1e-4 * norms[size_t(s)]) << "step " << s;
   }
   for (auto& [key, t] : f.params)
-    EXPECT_LE(testing::max_relative_error(t.to_vector(), read_f32(f.file->at("final." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.to_vector(), read_f32(f.file->at("final." + key))),
+              1e-4)
+        << key;
 }
 
 TEST(DoraTrainParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }
@@ -167,7 +180,9 @@ TEST(Dora, CachedNormFollowsTheAdapter) {
   auto fresh = load_model(kData + "/tiny_glm4");
   fresh->add_lora(dora_config(), 1);
   auto from = model->lora_parameters(), to = fresh->lora_parameters();
-  for (size_t i = 0; i < from.size(); ++i) std::copy(from[i].second.data(), from[i].second.data() + from[i].second.numel(), to[i].second.data());
+  for (size_t i = 0; i < from.size(); ++i)
+    std::copy(from[i].second.data(), from[i].second.data() + from[i].second.numel(),
+              to[i].second.data());
   EXPECT_EQ(logits_of(*fresh), changed);
   EXPECT_NE(changed, first);
 }
@@ -187,16 +202,19 @@ TEST(Dora, SavesAndLoadsInPeftAndMlxLayouts) {
     EXPECT_EQ(logits_of(*loaded), live) << format;
   }
   auto peft = SafetensorsFile::open(tmp / "peft/adapter_model.safetensors");
-  EXPECT_EQ(peft->at(kPrefix + "model.layers.1.mlp.down_proj.lora_magnitude_vector").shape, (Shape{64}));
+  EXPECT_EQ(peft->at(kPrefix + "model.layers.1.mlp.down_proj.lora_magnitude_vector").shape,
+            (Shape{64}));
   auto mlx = SafetensorsFile::open(tmp / "mlx/adapters.safetensors");
   EXPECT_EQ(read_f32(mlx->at("model.layers.1.mlp.down_proj.m")),
             read_f32(peft->at(kPrefix + "model.layers.1.mlp.down_proj.lora_magnitude_vector")));
-  std::ifstream peft_cfg(tmp / "peft/adapter_config.json"), mlx_cfg(tmp / "mlx/adapter_config.json");
+  std::ifstream peft_cfg(tmp / "peft/adapter_config.json"),
+      mlx_cfg(tmp / "mlx/adapter_config.json");
   EXPECT_EQ(nlohmann::json::parse(peft_cfg)["use_dora"], true);
   EXPECT_EQ(nlohmann::json::parse(mlx_cfg)["fine_tune_type"], "dora");
   convert_adapter(tmp / "mlx", tmp / "back", "peft");
   auto back = SafetensorsFile::open(tmp / "back/adapter_model.safetensors");
-  for (const TensorInfo& t : peft->tensors()) EXPECT_EQ(read_f32(back->at(t.name)), read_f32(t)) << t.name;
+  for (const TensorInfo& t : peft->tensors())
+    EXPECT_EQ(read_f32(back->at(t.name)), read_f32(t)) << t.name;
 }
 
 // DoRA on a bf16 base with bf16 products (where the CPU has them, else f32) and on a 4-bit base:
@@ -214,12 +232,14 @@ TEST(Dora, TrainsOnBf16ComputeAndQuantizedBases) {
       }
     }
     model->add_lora(dora_config(), 2);
-    AdamW opt(model->lora_parameters(), {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0});
+    AdamW opt(model->lora_parameters(),
+              {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0});
     std::vector<double> losses;
     for (int s = 0; s < 4; ++s) {
       StepOptions o;
       o.lr = 1e-2;
-      losses.push_back(train_step(*model, opt, {testing::fixture_train_batch(*file, 1, 0)}, o).loss);
+      losses.push_back(
+          train_step(*model, opt, {testing::fixture_train_batch(*file, 1, 0)}, o).loss);
       ASSERT_TRUE(std::isfinite(losses.back())) << name;
     }
     EXPECT_LT(losses.back(), losses.front()) << name;
@@ -265,7 +285,8 @@ TEST(Dora, DropoutFollowsPeftsFormula) {
         low += h * w.lora_B.data()[o * r + j];
         adapted += hx * w.lora_B.data()[o * r + j];
       }
-      const double g = double(w.magnitude.data()[o]) / norm[size_t(o)], b = lin.bias.value.data()[o];
+      const double g = double(w.magnitude.data()[o]) / norm[size_t(o)],
+                   b = lin.bias.value.data()[o];
       const double expected = base + b + (g - 1) * base_d + g * w.scale * low;
       worst = std::max(worst, std::abs(expected - ours[size_t(t * out + o)]));
       scale = std::max(scale, std::abs(expected));
@@ -285,14 +306,16 @@ TEST(Dora, RequantizedFuseCarriesTheWholeChange) {
   const std::vector<float> live = logits_of(*model);
   auto base = load_model(kData + "/tiny_glm4_q");
   const double base_gap = testing::max_relative_error(logits_of(*base), live);
-  std::vector<ModuleMerge> merged = merge_requantized(*model, {.dtype = DType::F32, .min_kept = 0.5});
+  std::vector<ModuleMerge> merged =
+      merge_requantized(*model, {.dtype = DType::F32, .min_kept = 0.5});
   ASSERT_EQ(merged.size(), 12u);
   for (const ModuleMerge& m : merged) {
     EXPECT_GT(m.delta_ratio, 0.0) << m.path;
     EXPECT_TRUE(std::isfinite(m.error)) << m.path;
   }
   const double fused_gap = testing::max_relative_error(logits_of(*model), live);
-  std::printf("[ dora ] 4-bit fuse: logits rel gap to live %.3g (base: %.3g)\n", fused_gap, base_gap);
+  std::printf("[ dora ] 4-bit fuse: logits rel gap to live %.3g (base: %.3g)\n", fused_gap,
+              base_gap);
   EXPECT_LT(fused_gap, 0.5 * base_gap);
 }
 
@@ -302,10 +325,12 @@ TEST(Dora, ResidentSlotsRefuseIt) {
   model->add_lora(dora_config(), 4);
   save_adapter(*model, dora_config(), tmp / "a", "peft", "");
   auto serving = load_model(kData + "/tiny_glm4");
-  EXPECT_TRUE(throws_with([&] { load_resident_adapter(*serving, tmp / "a", 0); }, {"DoRA", "fuse"}));
+  EXPECT_TRUE(
+      throws_with([&] { load_resident_adapter(*serving, tmp / "a", 0); }, {"DoRA", "fuse"}));
   LoraConfig plain = dora_config();
   plain.dora = false;
-  EXPECT_TRUE(throws_with([&] { save_adapter(*model, plain, tmp / "b", "peft", ""); }, {"DoRA", "q_proj"}));
+  EXPECT_TRUE(
+      throws_with([&] { save_adapter(*model, plain, tmp / "b", "peft", ""); }, {"DoRA", "q_proj"}));
 }
 
 }  // namespace

@@ -9,7 +9,10 @@ namespace glm4 {
 TEST(DType, Bf16RoundTripsEveryValue) {
   for (uint32_t h = 0; h < 65536; ++h) {
     float f = bf16_to_f32(uint16_t(h));
-    if (std::isnan(f)) { EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(f)))); continue; }
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(f))));
+      continue;
+    }
     EXPECT_EQ(f32_to_bf16(f), h) << h;
   }
 }
@@ -17,7 +20,10 @@ TEST(DType, Bf16RoundTripsEveryValue) {
 TEST(DType, F16RoundTripsEveryValue) {
   for (uint32_t h = 0; h < 65536; ++h) {
     float f = f16_to_f32(uint16_t(h));
-    if (std::isnan(f)) { EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(f)))); continue; }
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(f))));
+      continue;
+    }
     EXPECT_EQ(f32_to_f16(f), h) << h;
   }
 }

@@ -46,22 +46,24 @@ void expect_same(const std::vector<Shape>& shapes, const Fn& fused, const Fn& co
 
 TEST(FusedOps, RmsNormEqualsComposition) {
   float eps = 1e-5f;
-  expect_same({{3, 5, 16}, {16}}, [&](const V& x) { return ops::rms_norm(x[0], x[1], eps); },
-              [&](const V& x) {
-                Tensor ms = ops::scale(ops::sum_last(ops::mul(x[0], x[0])), 1.0f / 16);
-                Tensor inv = ops::rsqrt(ops::add(ms, Tensor::scalar(eps)));
-                return ops::mul(ops::mul(x[0], inv), x[1]);
-              },
-              1e-5, "rms_norm");
+  expect_same(
+      {{3, 5, 16}, {16}}, [&](const V& x) { return ops::rms_norm(x[0], x[1], eps); },
+      [&](const V& x) {
+        Tensor ms = ops::scale(ops::sum_last(ops::mul(x[0], x[0])), 1.0f / 16);
+        Tensor inv = ops::rsqrt(ops::add(ms, Tensor::scalar(eps)));
+        return ops::mul(ops::mul(x[0], inv), x[1]);
+      },
+      1e-5, "rms_norm");
 }
 
 TEST(FusedOps, SwigluEqualsComposition) {
-  expect_same({{2, 3, 14}}, [](const V& x) { return ops::swiglu(x[0]); },
-              [](const V& x) {
-                Tensor gate = ops::slice(x[0], -1, 0, 7), up = ops::slice(x[0], -1, 7, 14);
-                return ops::mul(ops::mul(gate, ops::sigmoid(gate)), up);
-              },
-              1e-5, "swiglu");
+  expect_same(
+      {{2, 3, 14}}, [](const V& x) { return ops::swiglu(x[0]); },
+      [](const V& x) {
+        Tensor gate = ops::slice(x[0], -1, 0, 7), up = ops::slice(x[0], -1, 7, 14);
+        return ops::mul(ops::mul(gate, ops::sigmoid(gate)), up);
+      },
+      1e-5, "swiglu");
 }
 
 // rope(x) = x * C + (x P) * S with P the pair-swap matrix and C, S the cos/sin tables.
@@ -71,7 +73,8 @@ TEST(FusedOps, RopeEqualsComposition) {
   std::vector<int32_t> pos;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) pos.push_back(int32_t(t + 100 * b));
-  Tensor c = Tensor::empty({B, T, 1, D}), s = Tensor::empty({B, T, 1, D}), p = Tensor::zeros({D, D});
+  Tensor c = Tensor::empty({B, T, 1, D}), s = Tensor::empty({B, T, 1, D}),
+         p = Tensor::zeros({D, D});
   for (int64_t r = 0; r < B * T; ++r)
     for (int64_t j = 0; j < D; ++j) {
       bool rotated = j < R;
@@ -84,15 +87,15 @@ TEST(FusedOps, RopeEqualsComposition) {
     p.data()[(2 * i + 1) * D + 2 * i] = -1.0f;  // (xP)[2i] = -x[2i+1]
     p.data()[(2 * i) * D + 2 * i + 1] = 1.0f;   // (xP)[2i+1] = x[2i]
   }
-  expect_same({{B, T, H, D}}, [&](const V& x) { return ops::rope(x[0], pos, R, theta); },
-              [&](const V& x) {
-                return ops::add(ops::mul(x[0], c), ops::mul(ops::matmul(x[0], p), s));
-              },
-              1e-5, "rope");
+  expect_same(
+      {{B, T, H, D}}, [&](const V& x) { return ops::rope(x[0], pos, R, theta); },
+      [&](const V& x) { return ops::add(ops::mul(x[0], c), ops::mul(ops::matmul(x[0], p), s)); },
+      1e-5, "rope");
 }
 
 // attention = softmax(q k^T / sqrt(D) + mask) v per head, kv heads repeated for GQA.
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& m) {
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const AttentionMask& m) {
   int64_t B = q.dim(0), T = q.dim(1), Hq = q.dim(2), D = q.dim(3), S = k.dim(1), Hkv = k.dim(2);
   Tensor bias = Tensor::empty({B, 1, T, S});
   Tensor row_valid = Tensor::empty({B, T, 1, 1});  // padding query rows give 0, as in the kernel
@@ -101,22 +104,27 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
       int64_t lo, hi;
       m.range(b, t, S, &lo, &hi);
       row_valid.data()[b * T + t] = lo < hi ? 1.0f : 0.0f;
-      for (int64_t j = 0; j < S; ++j) bias.data()[(b * T + t) * S + j] = (j >= lo && j < hi) ? 0.0f : -1e30f;
+      for (int64_t j = 0; j < S; ++j)
+        bias.data()[(b * T + t) * S + j] = (j >= lo && j < hi) ? 0.0f : -1e30f;
     }
   auto repeat_kv = [&](const Tensor& x) {  // [B,S,Hkv,D] -> [B,Hq,S,D]
     std::vector<Tensor> heads;
-    for (int64_t h = 0; h < Hq; ++h) heads.push_back(ops::slice(x, 2, h / (Hq / Hkv), h / (Hq / Hkv) + 1));
+    for (int64_t h = 0; h < Hq; ++h)
+      heads.push_back(ops::slice(x, 2, h / (Hq / Hkv), h / (Hq / Hkv) + 1));
     return ops::transpose(ops::concat(heads, 2), 1, 2);
   };
-  Tensor qh = ops::transpose(q, 1, 2);                                     // [B,Hq,T,D]
-  Tensor scores = ops::matmul(qh, ops::transpose(repeat_kv(k), 2, 3));     // [B,Hq,T,S]
+  Tensor qh = ops::transpose(q, 1, 2);                                  // [B,Hq,T,D]
+  Tensor scores = ops::matmul(qh, ops::transpose(repeat_kv(k), 2, 3));  // [B,Hq,T,S]
   scores = ops::add(ops::scale(scores, float(1.0 / std::sqrt(double(D)))), bias);
-  Tensor out = ops::matmul(ops::softmax(scores), repeat_kv(v));            // [B,Hq,T,D]
+  Tensor out = ops::matmul(ops::softmax(scores), repeat_kv(v));  // [B,Hq,T,D]
   return ops::mul(ops::transpose(out, 1, 2), row_valid);
 }
 
 TEST(FusedOps, AttentionEqualsComposition) {
-  struct Case { int64_t B, T, S, Hq, Hkv, D; AttentionMask mask; };
+  struct Case {
+    int64_t B, T, S, Hq, Hkv, D;
+    AttentionMask mask;
+  };
   AttentionMask padded;
   padded.kv_end = {37, 80};
   AttentionMask decode;
@@ -124,14 +132,17 @@ TEST(FusedOps, AttentionEqualsComposition) {
   AttentionMask packed;
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t t = 0; t < 40; ++t) packed.seg_start.push_back(t < 13 ? 0 : t < 30 ? 13 : 30);
-  std::vector<Case> cases{{2, 80, 80, 4, 2, 16, padded}, {1, 3, 80, 8, 1, 8, decode},
-                          {2, 40, 40, 2, 2, 4, packed}, {1, 1, 1, 1, 1, 1, {}},
+  std::vector<Case> cases{{2, 80, 80, 4, 2, 16, padded},
+                          {1, 3, 80, 8, 1, 8, decode},
+                          {2, 40, 40, 2, 2, 4, packed},
+                          {1, 1, 1, 1, 1, 1, {}},
                           {1, 200, 200, 2, 1, 8, {}}};  // backward cut into 7 query splits
   for (const Case& c : cases) {
-    expect_same({{c.B, c.T, c.Hq, c.D}, {c.B, c.S, c.Hkv, c.D}, {c.B, c.S, c.Hkv, c.D}},
-                [&](const V& x) { return ops::attention(x[0], x[1], x[2], c.mask, kF32Compute); },
-                [&](const V& x) { return composed_attention(x[0], x[1], x[2], c.mask); }, 1e-5,
-                "attention");
+    expect_same(
+        {{c.B, c.T, c.Hq, c.D}, {c.B, c.S, c.Hkv, c.D}, {c.B, c.S, c.Hkv, c.D}},
+        [&](const V& x) { return ops::attention(x[0], x[1], x[2], c.mask, kF32Compute); },
+        [&](const V& x) { return composed_attention(x[0], x[1], x[2], c.mask); }, 1e-5,
+        "attention");
   }
 }
 
@@ -140,12 +151,13 @@ TEST(FusedOps, CrossEntropyEqualsComposition) {
   Tensor onehot = Tensor::zeros({6, 10});
   for (int i = 0; i < 6; ++i)
     if (labels[i] >= 0) onehot.data()[i * 10 + labels[i]] = 1.0f;
-  expect_same({{6, 10}}, [&](const V& x) { return ops::cross_entropy(x[0], labels); },
-              [&](const V& x) {
-                Tensor logp = ops::log(ops::softmax(x[0]));
-                return ops::scale(ops::sum(ops::mul(logp, onehot)), -1.0f / 4);
-              },
-              1e-5, "cross_entropy");
+  expect_same(
+      {{6, 10}}, [&](const V& x) { return ops::cross_entropy(x[0], labels); },
+      [&](const V& x) {
+        Tensor logp = ops::log(ops::softmax(x[0]));
+        return ops::scale(ops::sum(ops::mul(logp, onehot)), -1.0f / 4);
+      },
+      1e-5, "cross_entropy");
 }
 
 }  // namespace
@@ -157,17 +169,20 @@ TEST(FusedOps, LinearCrossEntropyEqualsLinearThenCrossEntropy) {
   std::vector<int32_t> labels;
   for (int i = 0; i < 300; ++i) labels.push_back(i % 7 == 0 ? -100 : (i * 13) % 37);
   for (bool trainable : {false, true}) {
-    expect_same({{300, 16}, {37, 16}},
-                [&](const V& x) {
-                  Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
-                  return ops::linear_cross_entropy(x[0], frozen, trainable ? x[1] : Tensor(), labels, 0, kF32Compute);
-                },
-                [&](const V& x) {
-                  Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
-                  Tensor logits = trainable ? ops::linear(x[0], x[1], Tensor()) : ops::linear(x[0], frozen, Tensor(), kF32Compute);
-                  return ops::cross_entropy(logits, labels);
-                },
-                1e-5, trainable ? "linear_cross_entropy (trainable)" : "linear_cross_entropy");
+    expect_same(
+        {{300, 16}, {37, 16}},
+        [&](const V& x) {
+          Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
+          return ops::linear_cross_entropy(x[0], frozen, trainable ? x[1] : Tensor(), labels, 0,
+                                           kF32Compute);
+        },
+        [&](const V& x) {
+          Weight frozen = Weight::from_f32(x[1].data(), 37, 16);
+          Tensor logits = trainable ? ops::linear(x[0], x[1], Tensor())
+                                    : ops::linear(x[0], frozen, Tensor(), kF32Compute);
+          return ops::cross_entropy(logits, labels);
+        },
+        1e-5, trainable ? "linear_cross_entropy (trainable)" : "linear_cross_entropy");
   }
 }
 }  // namespace

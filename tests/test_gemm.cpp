@@ -1,8 +1,7 @@
 // GEMM kernels against a plain double-precision triple loop, on odd shapes (Weight storage itself:
 // test_weight.cpp).
-#include <gtest/gtest.h>
-
 #include <cblas.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
@@ -10,11 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
+#include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 namespace {
@@ -29,10 +28,9 @@ std::vector<float> random_vec(int64_t n, uint32_t seed) {
 
 // C = alpha op(A) op(B) + beta C in double; also returns per element the magnitude
 // sum |alpha a b| + |beta c| that bounds the rounding error.
-void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, double beta,
-                    const float* C0, int64_t ldc, std::vector<double>* C,
-                    std::vector<double>* scale) {
+void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, double beta, const float* C0,
+                    int64_t ldc, std::vector<double>* C, std::vector<double>* scale) {
   C->assign(size_t(M * N), 0.0);
   scale->assign(size_t(M * N), 0.0);
   for (int64_t i = 0; i < M; ++i)
@@ -51,9 +49,8 @@ void reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double al
 }
 
 // Every element within the rigorous bound of a K-term fp32 sum: (K + 4) u * magnitude.
-void expect_close(const std::vector<double>& ref, const std::vector<double>& scale,
-                  const float* C, int64_t M, int64_t N, int64_t ldc, int64_t K,
-                  const std::string& what) {
+void expect_close(const std::vector<double>& ref, const std::vector<double>& scale, const float* C,
+                  int64_t M, int64_t N, int64_t ldc, int64_t K, const std::string& what) {
   const double u = std::numeric_limits<float>::epsilon() / 2;
   int bad = 0;
   for (int64_t i = 0; i < M; ++i)
@@ -153,8 +150,8 @@ TEST(Gemm, LinearProductsMatchReference) {
 
             auto X = random_vec(M * K, 12);
             auto Y = random_vec(M * N, 13);
-            reference_gemm(false, true, M, N, K, 1.0, X.data(), K, wide.data(), K,
-                           acc ? 1.0 : 0.0, Y.data(), N, &ref, &scale);
+            reference_gemm(false, true, M, N, K, 1.0, X.data(), K, wide.data(), K, acc ? 1.0 : 0.0,
+                           Y.data(), N, &ref, &scale);
             linear_forward(X.data(), M, K, W, Y.data(), acc, kF32Compute);
             expect_close(ref, scale, Y.data(), M, N, N, K, "linear_forward " + name);
 
@@ -176,7 +173,8 @@ TEST(Gemm, DecodeRowsEqualThemselvesAloneForEveryBatchUpToSixteen) {
     Weight W = Weight::from_f32(w32.data(), N, K, dt);
     auto X = random_vec(16 * K, 22);
     std::vector<float> alone(size_t(16 * N));
-    for (int64_t m = 0; m < 16; ++m) linear_forward(X.data() + m * K, 1, K, W, alone.data() + m * N, false, kF32Compute);
+    for (int64_t m = 0; m < 16; ++m)
+      linear_forward(X.data() + m * K, 1, K, W, alone.data() + m * N, false, kF32Compute);
     for (int64_t M = 2; M <= 16; ++M) {
       std::vector<float> Y(size_t(M * N));
       linear_forward(X.data(), M, K, W, Y.data(), false, kF32Compute);

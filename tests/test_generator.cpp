@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
+#include "base/check.h"
 #include "infer/generator.h"
 #include "io/safetensors.h"
 #include "tests/support/fixture_logits.h"
@@ -37,7 +37,8 @@ std::vector<float> recompute_last(const Glm4Model& model, const std::vector<int3
 
 using testing::max_relative_error;
 
-std::vector<int32_t> generate(const Glm4Model& model, const std::vector<int32_t>& prompt, GenerationConfig cfg) {
+std::vector<int32_t> generate(const Glm4Model& model, const std::vector<int32_t>& prompt,
+                              GenerationConfig cfg) {
   Generator gen(model, cfg);
   gen.start(prompt);
   std::vector<int32_t> out;
@@ -49,7 +50,8 @@ class GreedyGeneration : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GreedyGeneration, MatchesTheReferenceGreedyIds) {
   auto model = load_model(dir_of(GetParam()));
-  std::vector<int32_t> prompt = read_ids(GetParam(), "greedy_prompt"), want = read_ids(GetParam(), "greedy_ids");
+  std::vector<int32_t> prompt = read_ids(GetParam(), "greedy_prompt"),
+                       want = read_ids(GetParam(), "greedy_ids");
   GenerationConfig cfg;
   cfg.max_tokens = int(want.size());
   Generator gen(*model, cfg);
@@ -66,7 +68,8 @@ TEST_P(GreedyGeneration, MatchesTheReferenceGreedyIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GreedyGeneration,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm",
+                                           "tiny_glm4_bf16", "tiny_glm4_q"));
 
 class CachedDecoding : public ::testing::TestWithParam<std::string> {};
 
@@ -82,7 +85,8 @@ TEST_P(CachedDecoding, EqualsFullRecomputationAtEveryStep) {
     Generator gen(*model, cfg);
     gen.start(prompt);
     std::vector<int32_t> seq = prompt;
-    EXPECT_LE(max_relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5) << "prefill, chunk " << chunk;
+    EXPECT_LE(max_relative_error(gen.last_logits(), recompute_last(*model, seq)), 1e-5)
+        << "prefill, chunk " << chunk;
     int steps = 0;
     while (auto t = gen.next()) {
       // last_logits() is what this token was drawn from: the logits after seq.
@@ -96,7 +100,8 @@ TEST_P(CachedDecoding, EqualsFullRecomputationAtEveryStep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CachedDecoding, ::testing::Values("tiny_glm4", "tiny_chatglm", "tiny_glm4_q"));
+INSTANTIATE_TEST_SUITE_P(Families, CachedDecoding,
+                         ::testing::Values("tiny_glm4", "tiny_chatglm", "tiny_glm4_q"));
 
 TEST(BatchGeneration, LeftPaddedBatchEqualsOneByOne) {
   for (const char* name : {"tiny_glm4", "tiny_chatglm"}) {
@@ -173,7 +178,8 @@ TEST(KvWindow, GenerationRunsPastTheWindowWithinTheBound) {
   EXPECT_EQ(longest, 16);
   // Until the window first fills (16 tokens fed), nothing differs from unbounded decoding.
   const size_t same = 16 - prompt.size() + 1;
-  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + same), std::vector<int32_t>(full.begin(), full.begin() + same));
+  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + same),
+            std::vector<int32_t>(full.begin(), full.begin() + same));
 
   // Batched generation honours the window too (it keeps the padding as well).
   std::vector<std::vector<int32_t>> prompts = {prompt, {1, 2}};
@@ -211,7 +217,8 @@ TEST(KvWindow, SlidingWindowEqualsAMaskedFullForward) {
   std::vector<int32_t> lowest(static_cast<size_t>(N));
   int64_t cached = 0;
   for (int64_t c = 0; c < N;) {
-    const int64_t T = c < int64_t(prompt.size()) ? std::min<int64_t>(5, int64_t(prompt.size()) - c) : 1;
+    const int64_t T =
+        c < int64_t(prompt.size()) ? std::min<int64_t>(5, int64_t(prompt.size()) - c) : 1;
     if (cached + T > W) cached = W - T;
     for (int64_t t = c; t < c + T; ++t) lowest[size_t(t)] = int32_t(c - cached);
     cached += T;
@@ -228,7 +235,8 @@ TEST(KvWindow, SlidingWindowEqualsAMaskedFullForward) {
   const int64_t V = model->config.vocab_size;
   for (size_t i = 0; i < drawn_from.size(); ++i) {
     const float* row = logits.data() + (int64_t(prompt.size()) - 1 + int64_t(i)) * V;
-    EXPECT_LE(max_relative_error(drawn_from[i], std::vector<float>(row, row + V)), 1e-5) << "token " << i;
+    EXPECT_LE(max_relative_error(drawn_from[i], std::vector<float>(row, row + V)), 1e-5)
+        << "token " << i;
   }
 }
 

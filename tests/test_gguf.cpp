@@ -10,9 +10,9 @@
 #include "base/check.h"
 #include "base/dtype.h"
 #include "export/ggml_quants.h"
-#include "tests/support/gguf_reader.h"
 #include "export/gguf_writer.h"
 #include "support/temp_dir.h"
+#include "tests/support/gguf_reader.h"
 #include "tests/support/random_values.h"
 
 namespace glm4 {
@@ -81,9 +81,11 @@ TEST(GgufQuants, BlocksMatchTheReferenceRuleBitForBit) {
     const size_t bb = ggml_block_bytes(t);
     for (size_t b = 0; b < x.size() / 32; ++b) {
       const RefBlock r = t == GgmlType::Q8_0 ? ref_q8_0(&x[b * 32]) : ref_q4_0(&x[b * 32]);
-      ASSERT_EQ(std::vector<uint8_t>(got.begin() + long(b * bb), got.begin() + long((b + 1) * bb)), r.bytes)
+      ASSERT_EQ(std::vector<uint8_t>(got.begin() + long(b * bb), got.begin() + long((b + 1) * bb)),
+                r.bytes)
           << ggml_type_name(t) << " block " << b;
-      for (int j = 0; j < 32; ++j) ASSERT_EQ(decoded[b * 32 + j], r.decoded[j]) << ggml_type_name(t) << " " << b;
+      for (int j = 0; j < 32; ++j)
+        ASSERT_EQ(decoded[b * 32 + j], r.decoded[j]) << ggml_type_name(t) << " " << b;
     }
   }
   // q4_0 zero block: every quant is 8 (value 0), scale 0.
@@ -102,7 +104,8 @@ TEST(GgufQuants, ErrorsStayWithinHalfAStepPlusTheFp16ScaleRounding) {
       for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[blk * 32 + j]));
       const float step = amax / (t == GgmlType::Q8_0 ? 127 : 8);
       for (int j = 0; j < 32; ++j)
-        ASSERT_LE(std::fabs(x[blk * 32 + j] - y[blk * 32 + j]), step * (t == GgmlType::Q8_0 ? 0.57f : 1.01f));
+        ASSERT_LE(std::fabs(x[blk * 32 + j] - y[blk * 32 + j]),
+                  step * (t == GgmlType::Q8_0 ? 0.57f : 1.01f));
     }
   }
   EXPECT_THROW(bytes_of(std::vector<float>(33, 1.0f), GgmlType::Q8_0), Error);
@@ -127,7 +130,8 @@ TEST(Gguf, EveryMetadataTypeRoundTripsInOrder) {
       {"t.i32s", GgufValue::i32_array({1, -3, 5})},
       {"t.f32s", GgufValue::f32_array({-10000.0f, 0.25f})},
       {"t.empty", GgufValue::array(GgufType::U8, {})},
-      {"t.nested", GgufValue::array(GgufType::Array, {GgufValue::i32_array({7}), GgufValue::i32_array({})})},
+      {"t.nested",
+       GgufValue::array(GgufType::Array, {GgufValue::i32_array({7}), GgufValue::i32_array({})})},
   };
   GgufWriter w;
   for (const auto& [k, v] : kvs) w.set(k, v);
@@ -138,7 +142,8 @@ TEST(Gguf, EveryMetadataTypeRoundTripsInOrder) {
   ASSERT_EQ(f->kvs().size(), kvs.size());
   for (size_t k = 0; k < kvs.size(); ++k) {
     EXPECT_EQ(f->kvs()[k].first, kvs[k].first);
-    EXPECT_TRUE(f->kvs()[k].second == kvs[k].second) << kvs[k].first << ": " << f->kvs()[k].second.describe();
+    EXPECT_TRUE(f->kvs()[k].second == kvs[k].second)
+        << kvs[k].first << ": " << f->kvs()[k].second.describe();
   }
   EXPECT_EQ(f->get_u32("t.u32"), 4000000000u);
   EXPECT_EQ(f->get_f32("t.f32"), 1.5625e-07f);
@@ -151,15 +156,18 @@ TEST(Gguf, EveryMetadataTypeRoundTripsInOrder) {
 TEST(Gguf, EveryTensorTypeRoundTripsWithGgmlDimsAndAlignment) {
   TempDir dir;
   const std::vector<float> mat = randn(3 * 64, 3), vec = randn(40, 4);
-  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0};
+  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                            GgmlType::Q4_0};
   for (uint32_t alignment : {32u, 64u}) {
     GgufWriter w(alignment);
     for (GgmlType t : types) {
-      w.add_tensor(std::string("m.") + ggml_type_name(t), {64, 3}, t, [&, t] { return bytes_of(mat, t); });
+      w.add_tensor(std::string("m.") + ggml_type_name(t), {64, 3}, t,
+                   [&, t] { return bytes_of(mat, t); });
     }
     w.add_tensor("v", {40}, GgmlType::F32, [&] { return bytes_of(vec, GgmlType::F32); });
     EXPECT_THROW(w.add_tensor("v", {40}, GgmlType::F32, nullptr), Error);
-    EXPECT_TRUE(throws_with([&] { w.add_tensor("bad", {40}, GgmlType::Q8_0, nullptr); }, {"bad", "40", "q8_0"}));
+    EXPECT_TRUE(throws_with([&] { w.add_tensor("bad", {40}, GgmlType::Q8_0, nullptr); },
+                            {"bad", "40", "q8_0"}));
     const fs::path path = dir / ("a" + std::to_string(alignment) + ".gguf");
     w.write(path);
 
@@ -201,7 +209,8 @@ TEST(Gguf, EveryTensorTypeRoundTripsWithGgmlDimsAndAlignment) {
 fs::path tiny_file(const TempDir& dir) {
   GgufWriter w;
   w.set("a", GgufValue::of_u32(7));
-  w.add_tensor("t", {32}, GgmlType::F32, [] { return bytes_of(std::vector<float>(32, 1.0f), GgmlType::F32); });
+  w.add_tensor("t", {32}, GgmlType::F32,
+               [] { return bytes_of(std::vector<float>(32, 1.0f), GgmlType::F32); });
   w.write(dir / "tiny.gguf");
   return dir / "tiny.gguf";
 }
@@ -239,15 +248,22 @@ TEST(Gguf, TruncatedAndCorruptFilesNameTheFileAndField) {
       {"tensor_count", patched(good, 8, uint64_t(1000)), {"tensor_count", "cannot fit"}},
       {"key_len", patched(good, 24, uint64_t(100000)), {"kv[0] key", "string length", "runs past"}},
       // The named limits, checked before the counts are compared with the file's size.
-      {"kv_limit", patched(good, 16, kMaxGgufKeyValues + 1), {"metadata_kv_count", "kMaxGgufKeyValues = 65536"}},
-      {"tensor_limit", patched(good, 8, kMaxGgufTensors + 1), {"tensor_count", "kMaxGgufTensors = 1048576"}},
-      {"string_limit", patched(good, 24, kMaxGgufStringBytes + 1),
+      {"kv_limit",
+       patched(good, 16, kMaxGgufKeyValues + 1),
+       {"metadata_kv_count", "kMaxGgufKeyValues = 65536"}},
+      {"tensor_limit",
+       patched(good, 8, kMaxGgufTensors + 1),
+       {"tensor_count", "kMaxGgufTensors = 1048576"}},
+      {"string_limit",
+       patched(good, 24, kMaxGgufStringBytes + 1),
        {"kv[0] key", "kMaxGgufStringBytes = 67108864"}},
       {"value_type", patched(good, 33, uint32_t(99)), {"kv[0]", "'a'", "unknown value type 99"}},
       {"n_dims", patched(good, 50, uint32_t(5)), {"tensor 't' n_dims", "5"}},
       {"ggml_type", patched(good, 62, uint32_t(12)), {"tensor 't' type", "ggml type 12"}},
       {"offset_align", patched(good, 66, uint64_t(8)), {"tensor 't' offset", "alignment 32"}},
-      {"offset_past", patched(good, 66, uint64_t(1024)), {"tensor 't' offset", "runs past the data section"}},
+      {"offset_past",
+       patched(good, 66, uint64_t(1024)),
+       {"tensor 't' offset", "runs past the data section"}},
       {"dims_past", patched(good, 54, uint64_t(64)), {"tensor 't' offset", "runs past"}},
       {"cut_header", good.substr(0, 20), {"metadata_kv_count", "truncated"}},
       {"cut_kv", good.substr(0, 38), {"tensor_count", "cannot fit"}},  // counts are checked first
@@ -267,16 +283,21 @@ TEST(Gguf, TruncatedAndCorruptFilesNameTheFileAndField) {
   w.write(dir / "arr.gguf");
   std::string arr = read_all(dir / "arr.gguf");
   // "arr": key 24..35, type 35, elem type 39, length 43.
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "len.gguf", patched(arr, 43, uint64_t(1000)))); },
-                          {"len.gguf", "kv[0] 'arr'", "array length 1000", "cannot fit"}));
   EXPECT_TRUE(throws_with(
-      [&] { GgufFile::open(write_variant(dir, "big.gguf", patched(arr, 43, kMaxGgufArrayLength + 1))); },
+      [&] { GgufFile::open(write_variant(dir, "len.gguf", patched(arr, 43, uint64_t(1000)))); },
+      {"len.gguf", "kv[0] 'arr'", "array length 1000", "cannot fit"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        GgufFile::open(write_variant(dir, "big.gguf", patched(arr, 43, kMaxGgufArrayLength + 1)));
+      },
       {"big.gguf", "kv[0] 'arr'", "kMaxGgufArrayLength = 16777216"}));
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "cut.gguf", arr.substr(0, 55))); },
-                          {"cut.gguf", "kv[0] 'arr'", "array length 2", "cannot fit"}));
+  EXPECT_TRUE(
+      throws_with([&] { GgufFile::open(write_variant(dir, "cut.gguf", arr.substr(0, 55))); },
+                  {"cut.gguf", "kv[0] 'arr'", "array length 2", "cannot fit"}));
   const size_t flag_at = arr.find("flag") + 4 + 4;
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "bool.gguf", patched(arr, flag_at, uint8_t(2)))); },
-                          {"bool.gguf", "'flag'", "bool byte is 2"}));
+  EXPECT_TRUE(throws_with(
+      [&] { GgufFile::open(write_variant(dir, "bool.gguf", patched(arr, flag_at, uint8_t(2)))); },
+      {"bool.gguf", "'flag'", "bool byte is 2"}));
 }
 
 // Found by fuzz_gguf: decoding a tensor with a zero dimension passed a null destination to
@@ -285,7 +306,9 @@ TEST(Gguf, EmptyTensorsDecodeToNothing) {
   TempDir dir;
   GgufWriter w;
   w.add_tensor("empty", {0, 4}, GgmlType::F32, [] { return std::vector<uint8_t>(); });
-  w.add_tensor("x", {2}, GgmlType::F32, [] { return bytes_of(std::vector<float>{1.0f, 2.0f}, GgmlType::F32); });
+  w.add_tensor("x", {2}, GgmlType::F32, [] {
+    return bytes_of(std::vector<float>{1.0f, 2.0f}, GgmlType::F32);
+  });
   w.write(dir / "empty.gguf");
   auto f = GgufFile::open(dir / "empty.gguf");
   EXPECT_EQ(f->tensor("empty").numel(), 0);
@@ -302,20 +325,24 @@ TEST(Gguf, ElementCountOverflowIsRefused) {
   w.write(dir / "z.gguf");
   std::string s = read_all(dir / "z.gguf");
   const size_t ne0 = s.find("ZZZ") + 3 + 4;  // name, n_dims
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "big.gguf", patched(s, ne0, uint64_t(1) << 62))); },
-                          {"big.gguf", "tensor 'ZZZ' ne[1]", "element count overflows"}));
+  EXPECT_TRUE(throws_with(
+      [&] { GgufFile::open(write_variant(dir, "big.gguf", patched(s, ne0, uint64_t(1) << 62))); },
+      {"big.gguf", "tensor 'ZZZ' ne[1]", "element count overflows"}));
 }
 
 TEST(Gguf, OverlappingTensorsAreRefused) {
   TempDir dir;
   GgufWriter w;
-  w.add_tensor("x", {32}, GgmlType::F32, [] { return bytes_of(std::vector<float>(32, 0.0f), GgmlType::F32); });
-  w.add_tensor("y", {32}, GgmlType::F32, [] { return bytes_of(std::vector<float>(32, 0.0f), GgmlType::F32); });
+  w.add_tensor("x", {32}, GgmlType::F32,
+               [] { return bytes_of(std::vector<float>(32, 0.0f), GgmlType::F32); });
+  w.add_tensor("y", {32}, GgmlType::F32,
+               [] { return bytes_of(std::vector<float>(32, 0.0f), GgmlType::F32); });
   w.write(dir / "two.gguf");
   std::string s = read_all(dir / "two.gguf");
   const size_t y_offset = s.find('y', 24) + 1 + 4 + 8 + 4;  // name, n_dims, ne[0], type
-  EXPECT_TRUE(throws_with([&] { GgufFile::open(write_variant(dir, "ov.gguf", patched(s, y_offset, uint64_t(64)))); },
-                          {"ov.gguf", "tensor 'y' offset", "overlaps tensor 'x'"}));
+  EXPECT_TRUE(throws_with(
+      [&] { GgufFile::open(write_variant(dir, "ov.gguf", patched(s, y_offset, uint64_t(64)))); },
+      {"ov.gguf", "tensor 'y' offset", "overlaps tensor 'x'"}));
 }
 
 }  // namespace

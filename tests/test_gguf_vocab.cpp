@@ -1,14 +1,15 @@
 // GGUF tokenizer metadata of the real GLM tokenizers in tests/data/tokenizers and of
 // models/glm4-tiny: model, pre-tokenizer, sizes, token types, merges (the tiktoken merges rebuilt
-// from the ranks must be among tokenizer.json's) and special ids, as llama.cpp's converter sets them.
+// from the ranks must be among tokenizer.json's) and special ids, as llama.cpp's converter sets
+// them.
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "tests/support/gguf_reader.h"
 #include "export/gguf_vocab.h"
 #include "export/gguf_writer.h"
 #include "support/temp_dir.h"
+#include "tests/support/gguf_reader.h"
 #include "tests/support/repo_paths.h"
 
 namespace glm4 {

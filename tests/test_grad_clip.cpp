@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "base/parallel.h"
-#include "train/grad_clip.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/random_values.h"
+#include "train/grad_clip.h"
 
 namespace glm4 {
 namespace {

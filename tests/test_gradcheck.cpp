@@ -1,9 +1,9 @@
 // Table-driven finite-difference check of every op's backward, edge shapes included.
 #include <gtest/gtest.h>
 
-#include "autograd/recompute.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 #include "autograd/weight.h"
 #include "tests/support/gradcheck.h"
 
@@ -28,27 +28,35 @@ AttentionMask padded_mask(std::vector<int32_t> kv_end, int64_t q_offset = 0) {
 
 GradCase attention_case(std::string name, int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv,
                         int64_t D, AttentionMask mask) {
-  return {name, {{B, T, Hq, D}, {B, S, Hkv, D}, {B, S, Hkv, D}},
-          [mask](const V& x) { return ops::attention(x[0], x[1], x[2], mask, kF32Compute); }, 2e-2};
+  return {name,
+          {{B, T, Hq, D}, {B, S, Hkv, D}, {B, S, Hkv, D}},
+          [mask](const V& x) { return ops::attention(x[0], x[1], x[2], mask, kF32Compute); },
+          2e-2};
 }
 
 std::vector<GradCase> all_cases() {
   std::vector<GradCase> c;
   // elementwise with broadcasting
   c.push_back({"add", {{2, 3, 4}, {2, 3, 4}}, [](const V& x) { return ops::add(x[0], x[1]); }});
-  c.push_back({"add_broadcast", {{2, 3, 4}, {3, 1}}, [](const V& x) { return ops::add(x[0], x[1]); }});
+  c.push_back(
+      {"add_broadcast", {{2, 3, 4}, {3, 1}}, [](const V& x) { return ops::add(x[0], x[1]); }});
   c.push_back({"add_scalar", {{4}, {}}, [](const V& x) { return ops::add(x[0], x[1]); }});
   c.push_back({"sub_broadcast", {{4}, {2, 3, 4}}, [](const V& x) { return ops::sub(x[0], x[1]); }});
-  c.push_back({"mul_broadcast", {{2, 1, 4}, {3, 1}}, [](const V& x) { return ops::mul(x[0], x[1]); }});
+  c.push_back(
+      {"mul_broadcast", {{2, 1, 4}, {3, 1}}, [](const V& x) { return ops::mul(x[0], x[1]); }});
   c.push_back({"scale", {{3, 5}}, [](const V& x) { return ops::scale(x[0], -2.5f); }});
   c.push_back({"dropout", {{4, 9}}, [](const V& x) { return ops::dropout(x[0], 0.3f, 42); }});
   // unary and activations
   c.push_back({"exp", {{2, 5}}, [](const V& x) { return ops::exp(x[0]); }});
   GradCase log_case{"log", {{2, 5}}, [](const V& x) { return ops::log(x[0]); }};
-  log_case.lo = 0.5f; log_case.hi = 2.0f; log_case.eps = 1e-3f;
+  log_case.lo = 0.5f;
+  log_case.hi = 2.0f;
+  log_case.eps = 1e-3f;
   c.push_back(log_case);
   GradCase rsqrt_case{"rsqrt", {{7}}, [](const V& x) { return ops::rsqrt(x[0]); }};
-  rsqrt_case.lo = 0.5f; rsqrt_case.hi = 2.0f; rsqrt_case.eps = 1e-3f;
+  rsqrt_case.lo = 0.5f;
+  rsqrt_case.hi = 2.0f;
+  rsqrt_case.eps = 1e-3f;
   c.push_back(rsqrt_case);
   c.push_back({"sigmoid", {{3, 3}}, [](const V& x) { return ops::sigmoid(x[0]); }});
   c.push_back({"silu", {{3, 7}}, [](const V& x) { return ops::silu(x[0]); }});
@@ -63,7 +71,8 @@ std::vector<GradCase> all_cases() {
   // shape
   c.push_back({"reshape", {{2, 6}}, [](const V& x) { return ops::reshape(x[0], {3, -1}); }});
   c.push_back({"transpose_3d", {{2, 3, 5}}, [](const V& x) { return ops::transpose(x[0], 0, 2); }});
-  c.push_back({"transpose_4d", {{2, 3, 4, 5}}, [](const V& x) { return ops::transpose(x[0], 1, 2); }});
+  c.push_back(
+      {"transpose_4d", {{2, 3, 4, 5}}, [](const V& x) { return ops::transpose(x[0], 1, 2); }});
   c.push_back({"slice", {{3, 7}}, [](const V& x) { return ops::slice(x[0], 1, 2, 5); }});
   c.push_back({"concat", {{2, 3}, {2, 1}, {2, 4}}, [](const V& x) { return ops::concat(x, 1); }});
   c.push_back({"split", {{5, 4}}, [](const V& x) {
@@ -73,17 +82,25 @@ std::vector<GradCase> all_cases() {
   // matmul and linear
   c.push_back({"matmul", {{3, 5}, {5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
   c.push_back({"matmul_1x1", {{1, 1}, {1, 1}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
-  c.push_back({"matmul_batched", {{2, 3, 5}, {2, 5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
-  c.push_back({"matmul_shared_b", {{2, 3, 5}, {5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
-  c.push_back({"linear", {{2, 3, 7}, {5, 7}, {5}}, [](const V& x) { return ops::linear(x[0], x[1], x[2]); }});
+  c.push_back({"matmul_batched", {{2, 3, 5}, {2, 5, 4}}, [](const V& x) {
+                 return ops::matmul(x[0], x[1]);
+               }});
+  c.push_back(
+      {"matmul_shared_b", {{2, 3, 5}, {5, 4}}, [](const V& x) { return ops::matmul(x[0], x[1]); }});
+  c.push_back({"linear", {{2, 3, 7}, {5, 7}, {5}}, [](const V& x) {
+                 return ops::linear(x[0], x[1], x[2]);
+               }});
   // add_low_rank consumes its first operand, so it gets a fresh one (scale by 1) every call.
   c.push_back({"add_low_rank", {{2, 3, 5}, {2, 3, 4}, {5, 4}}, [](const V& x) {
                  return ops::add_low_rank(ops::scale(x[0], 1.0f), x[1], x[2], 0.7f);
                }});
-  c.push_back({"linear_nobias_m1", {{1, 7}, {3, 7}}, [](const V& x) { return ops::linear(x[0], x[1], Tensor()); }});
+  c.push_back({"linear_nobias_m1", {{1, 7}, {3, 7}}, [](const V& x) {
+                 return ops::linear(x[0], x[1], Tensor());
+               }});
   c.push_back({"linear_frozen_bf16", {{4, 6}, {3}}, [](const V& x) {
                  static std::vector<float> w = testing::random_tensor({3, 6}, 9).to_vector();
-                 return ops::linear(x[0], Weight::from_f32(w.data(), 3, 6, DType::BF16), x[1], kF32Compute);
+                 return ops::linear(x[0], Weight::from_f32(w.data(), 3, 6, DType::BF16), x[1],
+                                    kF32Compute);
                }});
   // embedding
   c.push_back({"embedding", {{6, 4}}, [](const V& x) {
@@ -91,8 +108,11 @@ std::vector<GradCase> all_cases() {
                  return ops::embedding(ids, x[0]);
                }});
   // norm
-  c.push_back({"rms_norm", {{3, 7}, {7}}, [](const V& x) { return ops::rms_norm(x[0], x[1], 1e-5f); }});
-  c.push_back({"rms_norm_len1", {{1, 1, 1}, {1}}, [](const V& x) { return ops::rms_norm(x[0], x[1], 1e-5f); }});
+  c.push_back(
+      {"rms_norm", {{3, 7}, {7}}, [](const V& x) { return ops::rms_norm(x[0], x[1], 1e-5f); }});
+  c.push_back({"rms_norm_len1", {{1, 1, 1}, {1}}, [](const V& x) {
+                 return ops::rms_norm(x[0], x[1], 1e-5f);
+               }});
   // rope
   c.push_back({"rope_partial", {{2, 3, 2, 8}}, [](const V& x) {
                  static auto pos = positions(2, 3, 4);
@@ -123,10 +143,14 @@ std::vector<GradCase> all_cases() {
                  static const std::vector<int32_t> index{4, 1, 0, 0, 2, 3};
                  return ops::gather_last(x[0], index, 2);
                }});
-  GradCase div_case{"div_broadcast", {{3, 4}, {3, 1}}, [](const V& x) { return ops::div(x[0], x[1]); }};
-  div_case.lo = 0.5f; div_case.hi = 2.0f; div_case.eps = 1e-3f;
+  GradCase div_case{
+      "div_broadcast", {{3, 4}, {3, 1}}, [](const V& x) { return ops::div(x[0], x[1]); }};
+  div_case.lo = 0.5f;
+  div_case.hi = 2.0f;
+  div_case.eps = 1e-3f;
   c.push_back(div_case);
-  // attention: GQA 1 and 8, length 1, odd sizes, tiles crossed, padding rows, decode offset, packing
+  // attention: GQA 1 and 8, length 1, odd sizes, tiles crossed, padding rows, decode offset,
+  // packing
   c.push_back(attention_case("attention_mha", 2, 5, 5, 2, 2, 4, {}));
   c.push_back(attention_case("attention_gqa8", 1, 3, 3, 8, 1, 3, {}));
   c.push_back(attention_case("attention_len1", 1, 1, 1, 2, 1, 5, {}));
@@ -156,8 +180,9 @@ std::vector<GradCase> all_cases() {
   // checkpointed block: input and a parameter used inside both get gradients
   c.push_back({"recompute", {{3, 4}, {4, 4}}, [](const V& x) {
                  Tensor w = x[1];
-                 return recompute([w](const V& in) { return ops::silu(ops::linear(in[0], w, Tensor())); },
-                                   {x[0]});
+                 return recompute(
+                     [w](const V& in) { return ops::silu(ops::linear(in[0], w, Tensor())); },
+                     {x[0]});
                }});
   return c;
 }
@@ -170,7 +195,9 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradCheck, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<GradCase>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<GradCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST(GradCheck, CrossEntropyWithNoTargetsIsZeroWithZeroGradient) {
   Tensor logits = testing::random_tensor({2, 3}, 5);
@@ -203,9 +230,10 @@ namespace {
 TEST(GradCheck, DetectsAWrongBackward) {
   GradCase wrong{"wrong_square", {{4}}, [](const V& x) {
                    Tensor y = ops::mul(x[0], x[0]).detach();
-                   return record(y, "wrong_square", {x[0]}, {x[0].detach()}, [](Node& n, const Tensor& g) {
-                     return std::vector<Tensor>{ops::mul(g, n.saved[0])};  // missing factor 2
-                   });
+                   return record(
+                       y, "wrong_square", {x[0]}, {x[0].detach()}, [](Node& n, const Tensor& g) {
+                         return std::vector<Tensor>{ops::mul(g, n.saved[0])};  // missing factor 2
+                       });
                  }};
   std::string report = testing::check_gradients(wrong);
   EXPECT_NE(report.find("wrong_square: input 0 (4) worst element"), std::string::npos) << report;

@@ -1,7 +1,6 @@
 // HDF5 store: round trips of every dataset kind and attribute, nested names, atomic commit,
 // and errors that name the file and dataset.
 #include <gtest/gtest.h>
-
 #include <hdf5.h>
 
 #include <fstream>
@@ -52,14 +51,16 @@ TEST(Hdf5Store, ChecksumGuardsEveryByteBeforeLibhdf5ReadsIt) {
   for (size_t at : {kHdf5SealBytes, kHdf5SealBytes + 100, bytes.size() / 2, bytes.size() - 1}) {
     std::string flipped = bytes;
     flipped[at] = char(flipped[at] ^ 0x10);
-    EXPECT_TRUE(throws_with([&] { Hdf5Reader r(write("flip.h5", flipped)); }, {"flip.h5", "checksum mismatch"}))
+    EXPECT_TRUE(throws_with([&] { Hdf5Reader r(write("flip.h5", flipped)); },
+                            {"flip.h5", "checksum mismatch"}))
         << "byte " << at;
   }
   EXPECT_TRUE(throws_with([&] { Hdf5Reader r(write("cut.h5", bytes.substr(0, bytes.size() - 8))); },
                           {"cut.h5", "truncated"}));
   std::string unsealed = bytes;
   std::fill(unsealed.begin(), unsealed.begin() + 8, '\0');
-  EXPECT_TRUE(throws_with([&] { Hdf5Reader r(write("plain.h5", unsealed)); }, {"plain.h5", "no checksum block"}));
+  EXPECT_TRUE(throws_with([&] { Hdf5Reader r(write("plain.h5", unsealed)); },
+                          {"plain.h5", "no checksum block"}));
 }
 
 TEST(Hdf5Store, RoundTripsDatasetsAndAttributes) {
@@ -68,7 +69,8 @@ TEST(Hdf5Store, RoundTripsDatasetsAndAttributes) {
   std::iota(w.begin(), w.end(), -5.5f);
   std::vector<int64_t> ids = {INT64_MIN, -1, 0, INT64_MAX};
   std::vector<uint8_t> rng = {0, 1, 254, 255, 7};
-  const std::string config = R"({"lr": 1e-4, "note": "ünïcode"})" + std::string(50000, 'x');  // < kMaxHdf5StringAttrBytes
+  const std::string config =
+      R"({"lr": 1e-4, "note": "ünïcode"})" + std::string(50000, 'x');  // < kMaxHdf5StringAttrBytes
   float scalar = 3.25f;
   {
     Hdf5Writer out(dir / "c.h5");
@@ -90,8 +92,8 @@ TEST(Hdf5Store, RoundTripsDatasetsAndAttributes) {
 
   Hdf5Reader in(dir / "c.h5");
   EXPECT_EQ(in.names(), (std::vector<std::string>{"adam/m/deep/er/x", "cursor", "empty", "no_bytes",
-                                                  "params/model.layers.0.q_proj.lora_A", "rng_state",
-                                                  "scalar"}));
+                                                  "params/model.layers.0.q_proj.lora_A",
+                                                  "rng_state", "scalar"}));
   EXPECT_TRUE(in.has("params/model.layers.0.q_proj.lora_A"));
   EXPECT_TRUE(in.has("/cursor"));
   EXPECT_FALSE(in.has("params"));  // a group, not a dataset
@@ -126,8 +128,10 @@ TEST(Hdf5Store, ErrorsNameTheFileAndDataset) {
     EXPECT_TRUE(throws_with([&] { out.write_f32("a/x", {1}, &x); }, {"e.h5", "'a/x'", "twice"}));
     EXPECT_TRUE(throws_with([&] { out.write_f32("b", {-2}, &x); }, {"e.h5", "'b'", "-2"}));
     EXPECT_TRUE(throws_with([&] { out.write_f32("c", {2}, nullptr); }, {"'c'", "null"}));
-    EXPECT_TRUE(throws_with([&] { out.write_f32("a", {1}, &x); }, {"e.h5", "'a'", "cannot create"}));
-    EXPECT_TRUE(throws_with([&] { out.set_attr("bin", std::string("a\0b", 3)); }, {"'bin'", "NUL"}));
+    EXPECT_TRUE(
+        throws_with([&] { out.write_f32("a", {1}, &x); }, {"e.h5", "'a'", "cannot create"}));
+    EXPECT_TRUE(
+        throws_with([&] { out.set_attr("bin", std::string("a\0b", 3)); }, {"'bin'", "NUL"}));
     out.commit();
     EXPECT_TRUE(throws_with([&] { out.commit(); }, {"twice"}));
   }
@@ -145,8 +149,10 @@ TEST(Hdf5Store, RejectsFilesThatAreNotHdf5) {
   TempDir dir;
   std::ofstream(dir / "text.h5") << "definitely not hdf5\n";
   EXPECT_TRUE(throws_with([&] { Hdf5Reader r(dir / "text.h5"); }, {"text.h5", "not an HDF5 file"}));
-  EXPECT_TRUE(throws_with([&] { Hdf5Reader r(dir / "missing.h5"); }, {"missing.h5", "no such file"}));
-  EXPECT_TRUE(throws_with([&] { Hdf5Writer w(dir / "no/such/dir/x.h5"); }, {"x.h5.tmp", "cannot create"}));
+  EXPECT_TRUE(
+      throws_with([&] { Hdf5Reader r(dir / "missing.h5"); }, {"missing.h5", "no such file"}));
+  EXPECT_TRUE(
+      throws_with([&] { Hdf5Writer w(dir / "no/such/dir/x.h5"); }, {"x.h5.tmp", "cannot create"}));
 
   // A real HDF5 file cut short is reported, not crashed on.
   std::vector<float> big(4096, 1.0f);
@@ -207,8 +213,9 @@ TEST(Hdf5Store, DatasetLargerThanTheFileIsRefused) {
   ASSERT_LT(std::filesystem::file_size(path), 100000u);
   Hdf5Reader r(dir / "huge.h5");
   EXPECT_EQ(r.shape("big"), std::vector<int64_t>{int64_t(1) << 28});
-  EXPECT_TRUE(throws_with([&] { r.read_f32("big"); },
-                          {"huge.h5", "dataset 'big'", "268435456 elements", "more than the file's"}));
+  EXPECT_TRUE(
+      throws_with([&] { r.read_f32("big"); },
+                  {"huge.h5", "dataset 'big'", "268435456 elements", "more than the file's"}));
 }
 
 // Found by fuzz_training_state: a corrupt global heap behind a variable-length string attribute

@@ -26,7 +26,8 @@ std::string nested(int depth) { return std::string(depth, '[') + std::string(dep
 TEST(JsonDepth, CountsBracketsOutsideStrings) {
   EXPECT_EQ(json_nesting_depth("1"), 0);
   EXPECT_EQ(json_nesting_depth(R"({"a": [1, {"b": []}]})"), 4);
-  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[\"[[["})"), 1);  // brackets and escaped quotes in strings
+  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[\"[[["})"),
+            1);  // brackets and escaped quotes in strings
   EXPECT_EQ(json_nesting_depth(nested(kMaxJsonDepth)), kMaxJsonDepth);
   EXPECT_NO_THROW(check_json_depth(nested(kMaxJsonDepth), "x"));
   EXPECT_TRUE(throws_with([] { check_json_depth(nested(kMaxJsonDepth + 1), "x.json"); },
@@ -38,7 +39,8 @@ TEST(JsonDepth, JsonFilesAreCheckedBeforeParsing) {
   std::ofstream(dir / "config.json") << R"({"architectures": )" << nested(100000) << "}";
   EXPECT_TRUE(throws_with([&] { load_model_config(dir / "config.json"); },
                           {"config.json", "kMaxJsonDepth"}));
-  EXPECT_TRUE(throws_with([&] { read_json_file(dir / "config.json"); }, {"config.json", "100001 levels"}));
+  EXPECT_TRUE(
+      throws_with([&] { read_json_file(dir / "config.json"); }, {"config.json", "100001 levels"}));
   std::ofstream(dir / "tokenizer.json") << R"({"model": )" << nested(1000) << "}";
   EXPECT_TRUE(throws_with([&] { load_tokenizer_json(dir / "tokenizer.json"); },
                           {"tokenizer.json", "kMaxJsonDepth"}));
@@ -53,13 +55,18 @@ TEST(JsonDepth, TokenizerConfigsAreChecked) {
   std::string ranks;  // every single byte, base64-encoded, ranked by value
   for (int b = 0; b < 256; ++b) ranks += str_cat(b64[b >> 2], b64[(b & 3) << 4], "== ", b, "\n");
   std::ofstream(dir / "tiktoken" / "tokenizer.model") << ranks;
-  std::ofstream(dir / "tiktoken" / "tokenizer_config.json") << R"({"added_tokens_decoder": )" << nested(1000) << "}";
+  std::ofstream(dir / "tiktoken" / "tokenizer_config.json")
+      << R"({"added_tokens_decoder": )" << nested(1000) << "}";
   EXPECT_TRUE(throws_with([&] { load_tiktoken(dir / "tiktoken" / "tokenizer.model"); },
                           {"tokenizer_config.json", "kMaxJsonDepth"}));
   // Pieces "<unk>" (type UNKNOWN) and "a": enough for the config to be read.
-  std::ofstream(dir / "sp" / "tokenizer.model", std::ios::binary)
-      << std::string("\x0a\x09\x0a\x05<unk>\x18\x02" "\x0a\x03\x0a\x01" "a", 16);
-  std::ofstream(dir / "sp" / "tokenizer_config.json") << R"({"tokenizer_class": )" << nested(1000) << "}";
+  std::ofstream(dir / "sp" / "tokenizer.model", std::ios::binary) << std::string(
+      "\x0a\x09\x0a\x05<unk>\x18\x02"
+      "\x0a\x03\x0a\x01"
+      "a",
+      16);
+  std::ofstream(dir / "sp" / "tokenizer_config.json")
+      << R"({"tokenizer_class": )" << nested(1000) << "}";
   EXPECT_TRUE(throws_with([&] { load_sentencepiece(dir / "sp" / "tokenizer.model"); },
                           {"tokenizer_config.json", "kMaxJsonDepth"}));
 }
@@ -85,7 +92,8 @@ TEST(JsonFiles, NumberOverflowIsAnErrorNamingTheFile) {
   std::ofstream(dir / "model.safetensors.index.json") << R"({"weight_map": {"a": 1e999999}})";
   EXPECT_TRUE(throws_with([&] { read_json_file(dir / "model.safetensors.index.json"); },
                           {"model.safetensors.index.json", "invalid JSON", "number overflow"}));
-  EXPECT_TRUE(throws_with([&] { parse_record(R"({"input_ids": [1e999999]})"); }, {"invalid JSON", "number overflow"}));
+  EXPECT_TRUE(throws_with([&] { parse_record(R"({"input_ids": [1e999999]})"); },
+                          {"invalid JSON", "number overflow"}));
 }
 
 }  // namespace

@@ -35,10 +35,31 @@ using nlohmann::json;
 const std::string kTinyGlm4 = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
 
 std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int iters) {
-  return {"train", "--model", kTinyGlm4, "--data", data.string(), "--out", out.string(), "--iters",
-          std::to_string(iters), "--batch-size", "2", "--learning-rate", "3e-3", "--lora-dropout", "0.1",
-          "--lora-targets", "q_proj,v_proj,gate_up_proj", "--steps-per-eval", "6", "--save-every", "4",
-          "--seed", "3", "--threads", "1"};
+  return {"train",
+          "--model",
+          kTinyGlm4,
+          "--data",
+          data.string(),
+          "--out",
+          out.string(),
+          "--iters",
+          std::to_string(iters),
+          "--batch-size",
+          "2",
+          "--learning-rate",
+          "3e-3",
+          "--lora-dropout",
+          "0.1",
+          "--lora-targets",
+          "q_proj,v_proj,gate_up_proj",
+          "--steps-per-eval",
+          "6",
+          "--save-every",
+          "4",
+          "--seed",
+          "3",
+          "--threads",
+          "1"};
 }
 
 // The last "step" of a training line in metrics.jsonl, 0 if none yet.
@@ -86,7 +107,8 @@ TEST(KillResume, SigkillAtARandomStepThenResumeEqualsAnUninterruptedRun) {
   pid_t pid;
   ASSERT_EQ(posix_spawn(&pid, GLM4_BINARY, nullptr, nullptr, argv.data(), environ), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);  // a hang fails
-  while (last_step(tmp / "killed" / "metrics.jsonl") < kill_at && std::chrono::steady_clock::now() < deadline) {
+  while (last_step(tmp / "killed" / "metrics.jsonl") < kill_at &&
+         std::chrono::steady_clock::now() < deadline) {
     int status;
     ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the run ended before step " << kill_at;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

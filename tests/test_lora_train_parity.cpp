@@ -5,10 +5,10 @@
 #include <cmath>
 
 #include "autograd/node.h"
-#include "infer/score.h"
 #include "base/check.h"
-#include "model/compute_choice.h"
+#include "infer/score.h"
 #include "io/safetensors.h"
+#include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "tests/support/fixture_logits.h"
 #include "tests/support/reference_batches.h"
@@ -27,7 +27,8 @@ struct LoraFixture {
 
 LoraFixture setup(const std::string& model = "tiny_glm4") {
   LoraFixture f;
-  f.file = SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
+  f.file =
+      SafetensorsFile::open(std::string(GLM4_TEST_DATA) + "/lora_train_glm4/fixture.safetensors");
   f.model = load_model(std::string(GLM4_TEST_DATA) + "/" + model);
   LoraConfig lora;
   lora.rank = 4;
@@ -47,12 +48,15 @@ LoraFixture setup(const std::string& model = "tiny_glm4") {
 
 TEST(LoraTrainParity, FirstStepGradientsMatchPeft) {
   LoraFixture f = setup();
-  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0),
+                           testing::fixture_train_batch(*f.file, 0, 1)};
   double targets = double(micro[0].target_tokens + micro[1].target_tokens);
-  for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = double(targets), .training = true}));
+  for (const Batch& b : micro)
+    backward(batch_loss(*f.model, b, {.divide_by = double(targets), .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.file->at("grad0." + key))), 1e-4)
+        << key;
   }
 }
 
@@ -67,7 +71,10 @@ void run_twenty_steps(bool recompute_layers) {
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(
+        *f.model, opt,
+        {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)},
+        o);
     EXPECT_NEAR(r.loss, losses[s], 1e-4 * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 1e-4 * norms[s]) << "step " << s;
   }
@@ -83,16 +90,21 @@ TEST(LoraTrainParity, RecomputeWithDropoutGivesTheSameGradients) {
     f.model->visit_linears([&](const LinearSite&, Linear& linear) {
       if (linear.lora) linear.lora->dropout = dropout;
     });
-    std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0), testing::fixture_train_batch(*f.file, 0, 1)};
+    std::vector<Batch> micro{testing::fixture_train_batch(*f.file, 0, 0),
+                             testing::fixture_train_batch(*f.file, 0, 1)};
     double targets = double(micro[0].target_tokens + micro[1].target_tokens);
     for (size_t i = 0; i < micro.size(); ++i)
-      backward(batch_loss(*f.model, micro[i], {.divide_by = targets, .recompute_layers = recompute, .training = true,
-                                               .dropout_seed = 40 + i}));
+      backward(batch_loss(*f.model, micro[i],
+                          {.divide_by = targets,
+                           .recompute_layers = recompute,
+                           .training = true,
+                           .dropout_seed = 40 + i}));
     std::vector<std::vector<float>> out;
     for (auto& [key, t] : f.params) out.push_back(t.grad().to_vector());
     return out;
   };
-  auto stored = gradients(0.3f, false), recomputed = gradients(0.3f, true), plain = gradients(0.0f, false);
+  auto stored = gradients(0.3f, false), recomputed = gradients(0.3f, true),
+       plain = gradients(0.0f, false);
   ASSERT_EQ(stored.size(), 24u);
   EXPECT_EQ(stored, recomputed);
   EXPECT_NE(stored, plain);
@@ -118,11 +130,15 @@ TEST(LoraTrainParity, Bf16ComputeLossCurveWithinTwiceTorchBf16) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
-    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)}, o);
+    StepResult r = train_step(
+        *f.model, opt,
+        {testing::fixture_train_batch(*f.file, s, 0), testing::fixture_train_batch(*f.file, s, 1)},
+        o);
     ours = std::max(ours, std::abs(r.loss - double(ref[size_t(s)])));
     theirs = std::max(theirs, std::abs(double(torch[size_t(s)]) - double(ref[size_t(s)])));
   }
-  std::printf("[ bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n", ours, theirs);
+  std::printf("[ bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n", ours,
+              theirs);
   EXPECT_LE(ours, 2 * theirs);
   EXPECT_GT(ours, 0.0);
 }

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "train/lr_schedule.h"
 #include "tests/support/expect_error.h"
+#include "train/lr_schedule.h"
 
 namespace glm4 {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
+#include "base/check.h"
 #include "infer/merge.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
@@ -33,7 +33,8 @@ void add_random_lora(Glm4Model& model) {
   testing::randomize_lora_b(model, 3, 0.2f);
 }
 
-std::map<std::string, std::vector<int64_t>> key_shapes(const std::filesystem::path& dir, std::string* dtype = nullptr) {
+std::map<std::string, std::vector<int64_t>> key_shapes(const std::filesystem::path& dir,
+                                                       std::string* dtype = nullptr) {
   ModelFiles files = ModelFiles::open(dir);
   std::map<std::string, std::vector<int64_t>> out;
   for (const std::string& k : files.keys()) {
@@ -67,7 +68,9 @@ TEST_P(MergeAndSave, MergedEqualsLiveAdapterAndSavedModelReloads) {
   EXPECT_EQ(key_shapes(tmp.path(), &dtype), key_shapes(dir_of(name)));
   EXPECT_EQ(dtype, "F32");
   if (model->config.family == ModelConfig::Family::ChatGlm) {
-    EXPECT_EQ(key_shapes(tmp.path()).count("transformer.encoder.layers.0.self_attention.query_key_value.weight"), 1u);
+    EXPECT_EQ(key_shapes(tmp.path())
+                  .count("transformer.encoder.layers.0.self_attention.query_key_value.weight"),
+              1u);
     // The derived RoPE buffer is written as the reference code computes it.
     const std::string key = "transformer.rotary_pos_emb.inv_freq";
     std::vector<float> want = read_f32(ModelFiles::open(dir_of(name)).at(key));
@@ -139,8 +142,8 @@ TEST(SaveModel, RefusesLiveAdaptersAndMismatchedConfigs) {
   EXPECT_TRUE(testing::throws_with([&] { save_model(*model, other, tmp.path(), DType::F32); },
                                    {"does not describe"}));
   add_random_lora(*model);
-  EXPECT_TRUE(testing::throws_with([&] { save_model(*model, model->config, tmp.path(), DType::F32); },
-                                   {"LoRA", "merge"}));
+  EXPECT_TRUE(testing::throws_with(
+      [&] { save_model(*model, model->config, tmp.path(), DType::F32); }, {"LoRA", "merge"}));
 }
 
 }  // namespace

@@ -68,12 +68,14 @@ TEST(ModelFiles, ShardsLikeTransformersAndReadsBack) {
                             "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                             "model-00003-of-00003.safetensors", "model.safetensors.index.json"}));
   auto index = read_json(dir / "model.safetensors.index.json");
-  const nlohmann::json want = {
-      {"metadata", {{"total_size", 572}}},
-      {"weight_map",
-       {{"t0", "model-00001-of-00003.safetensors"}, {"t1", "model-00001-of-00003.safetensors"},
-        {"t2", "model-00002-of-00003.safetensors"}, {"t3", "model-00003-of-00003.safetensors"},
-        {"t4", "model-00003-of-00003.safetensors"}, {"t5", "model-00003-of-00003.safetensors"}}}};
+  const nlohmann::json want = {{"metadata", {{"total_size", 572}}},
+                               {"weight_map",
+                                {{"t0", "model-00001-of-00003.safetensors"},
+                                 {"t1", "model-00001-of-00003.safetensors"},
+                                 {"t2", "model-00002-of-00003.safetensors"},
+                                 {"t3", "model-00003-of-00003.safetensors"},
+                                 {"t4", "model-00003-of-00003.safetensors"},
+                                 {"t5", "model-00003-of-00003.safetensors"}}}};
   EXPECT_EQ(index, want);
   // Layout as json.dumps(index, indent=2, sort_keys=True) + "\n".
   std::ifstream in(dir / "model.safetensors.index.json");
@@ -133,9 +135,9 @@ TEST(ModelFiles, ANewSaveRemovesTheOldOnesWeightFiles) {
   write_model_files(dir.path(), small.tensors);
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"config.json", "model.safetensors"}));
   write_model_files(dir.path(), big.tensors, 250);  // [t0 t1] [t2]
-  EXPECT_EQ(dir.list(), (std::vector<std::string>{
-                            "config.json", "model-00001-of-00002.safetensors",
-                            "model-00002-of-00002.safetensors", "model.safetensors.index.json"}));
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{"config.json", "model-00001-of-00002.safetensors",
+                                                  "model-00002-of-00002.safetensors",
+                                                  "model.safetensors.index.json"}));
   EXPECT_EQ(ModelFiles::open(dir.path()).keys().size(), 3u);
 }
 
@@ -143,7 +145,8 @@ TEST(ModelFiles, WriterRejectsDuplicatesBeforeWritingAnything) {
   TempDir dir;
   Fixture fx({1, 1});
   fx.tensors[1].name = "t0";
-  EXPECT_TRUE(throws_with([&] { write_model_files(dir.path(), fx.tensors, 4); }, {"'t0'", "twice"}));
+  EXPECT_TRUE(
+      throws_with([&] { write_model_files(dir.path(), fx.tensors, 4); }, {"'t0'", "twice"}));
   EXPECT_TRUE(dir.list().empty());
 }
 
@@ -192,15 +195,16 @@ TEST_F(BrokenIndex, ShardOutsideTheDirectory) {
 
 TEST_F(BrokenIndex, CorruptShardNamesTheShard) {
   std::filesystem::resize_file(dir_ / "model-00002-of-00003.safetensors", 30);
-  EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir_.path()); },
-                          {"model-00002-of-00003.safetensors"}));
+  EXPECT_TRUE(
+      throws_with([&] { ModelFiles::open(dir_.path()); }, {"model-00002-of-00003.safetensors"}));
 }
 
 TEST(ModelFiles, NoWeightsListsWhatWasLookedFor) {
   TempDir dir;
   EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir.path()); },
                           {"model.safetensors", "model.safetensors.index.json"}));
-  EXPECT_TRUE(throws_with([&] { ModelFiles::open(dir / "absent"); }, {"absent", "not a directory"}));
+  EXPECT_TRUE(
+      throws_with([&] { ModelFiles::open(dir / "absent"); }, {"absent", "not a directory"}));
 }
 
 TEST(ModelFiles, EveryFileIsAtomic) {

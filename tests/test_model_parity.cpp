@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "autograd/node.h"
-#include "io/safetensors.h"
 #include "base/check.h"
+#include "io/safetensors.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
 
@@ -32,7 +32,8 @@ Fixture read_fixture(const std::string& dir) {
 }
 
 // max |a - b| over valid positions, relative to max |b| there.
-double relative_error(const float* a, const std::vector<float>& b, const Fixture& f, int64_t width) {
+double relative_error(const float* a, const std::vector<float>& b, const Fixture& f,
+                      int64_t width) {
   double worst = 0, scale = 0;
   for (int64_t bi = 0; bi < f.B; ++bi)
     for (int64_t t = 0; t < f.lengths[bi]; ++t)
@@ -64,14 +65,17 @@ TEST_P(ModelParity, LogitsAndHiddenStatesMatchTheReference) {
   int64_t H = model->config.hidden_size, V = model->config.vocab_size;
   ASSERT_EQ(layers.size(), size_t(model->config.num_hidden_layers));
   for (size_t l = 0; l < layers.size(); ++l)
-    EXPECT_LE(relative_error(layers[l].data(), read_f32(f.file->at("hidden." + std::to_string(l))), f, H), 1e-5)
+    EXPECT_LE(
+        relative_error(layers[l].data(), read_f32(f.file->at("hidden." + std::to_string(l))), f, H),
+        1e-5)
         << "hidden." << l;
   EXPECT_LE(relative_error(hidden.data(), read_f32(f.file->at("hidden.final")), f, H), 1e-5);
   EXPECT_LE(relative_error(logits.data(), read_f32(f.file->at("logits")), f, V), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelParity,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm",
+                                           "tiny_glm4_bf16", "tiny_glm4_q"));
 
 // Largest |ours - fp64 reference| over valid positions, absolute.
 double max_abs_error(const float* a, const std::vector<float>& b, const Fixture& f, int64_t width) {
@@ -111,8 +115,10 @@ TEST(Bf16Compute, LogitsWithinTwiceTorchBf16OfTheFp64Reference) {
   model->compute = kF32Compute;
   Tensor f32 = logits_of();
   const int64_t V = model->config.vocab_size;
-  std::vector<float> ref = read_f32(f.file->at("logits")), torch = read_f32(f.file->at("logits_torch_bf16"));
-  const double ours = max_abs_error(bf16.data(), ref, f, V), theirs = max_abs_error(torch.data(), ref, f, V);
+  std::vector<float> ref = read_f32(f.file->at("logits")),
+                     torch = read_f32(f.file->at("logits_torch_bf16"));
+  const double ours = max_abs_error(bf16.data(), ref, f, V),
+               theirs = max_abs_error(torch.data(), ref, f, V);
   std::printf("[ bf16 ] %s: max |logit - fp64| ours %.3g, PyTorch bf16 %.3g, ours in f32 %.3g\n",
               choice.describe().c_str(), ours, theirs, max_abs_error(f32.data(), ref, f, V));
   EXPECT_LE(ours, 2 * theirs);

@@ -9,8 +9,8 @@
 #include "autograd/node.h"
 #include "io/model_files.h"
 #include "io/safetensors.h"
-#include "model/key_layout.h"
 #include "model/glm4_model.h"
+#include "model/key_layout.h"
 #include "model/save.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,7 +20,9 @@ namespace {
 using glm4::testing::TempDir;
 namespace fs = std::filesystem;
 
-ModelConfig tiny_config() { return load_model_config(std::string(GLM4_SOURCE_DIR) + "/configs/tiny.json"); }
+ModelConfig tiny_config() {
+  return load_model_config(std::string(GLM4_SOURCE_DIR) + "/configs/tiny.json");
+}
 
 std::map<std::string, std::vector<float>> values_of(Glm4Model& m) {
   std::map<std::string, std::vector<float>> out;
@@ -48,9 +50,11 @@ TEST(InitRandom, SameSeedSameWeightsOtherSeedOthers) {
   init_random(c, 43);
   auto va = values_of(a), vb = values_of(b), vc = values_of(c);
   EXPECT_EQ(va, vb);
-  EXPECT_NE(va.at("model.layers.0.self_attn.q_proj.weight"), vc.at("model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_NE(va.at("model.layers.0.self_attn.q_proj.weight"),
+            vc.at("model.layers.0.self_attn.q_proj.weight"));
   // Two tensors of the same shape are not copies of each other.
-  EXPECT_NE(va.at("model.layers.0.self_attn.q_proj.weight"), va.at("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_NE(va.at("model.layers.0.self_attn.q_proj.weight"),
+            va.at("model.layers.1.self_attn.q_proj.weight"));
 }
 
 TEST(InitRandom, HuggingFaceDistribution) {
@@ -59,7 +63,8 @@ TEST(InitRandom, HuggingFaceDistribution) {
   Glm4Model m(config);
   init_random(m, 7);
   auto v = values_of(m);
-  for (const std::string name : {"model.embed_tokens.weight", "model.layers.1.mlp.gate_up_proj.weight", "lm_head.weight"}) {
+  for (const std::string name :
+       {"model.embed_tokens.weight", "model.layers.1.mlp.gate_up_proj.weight", "lm_head.weight"}) {
     const std::vector<float>& x = v.at(name);
     double sum = 0, sq = 0;
     for (float f : x) sum += f, sq += double(f) * f;
@@ -89,7 +94,8 @@ TEST(InitRandom, Bf16StorageIsTheRoundedF32Init) {
   EXPECT_EQ(std::get<Glm4Mlp>(h.layers[0].mlp).down_proj.weight.frozen.dtype(), DType::BF16);
   auto vf = values_of(f), vh = values_of(h);
   for (const auto& [name, x] : vf)
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bf16_to_f32(f32_to_bf16(x[i])), vh.at(name)[i]) << name;
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(bf16_to_f32(f32_to_bf16(x[i])), vh.at(name)[i]) << name;
 }
 
 // Saving a loaded checkpoint reproduces every tensor byte for byte, under the family's names
@@ -129,7 +135,8 @@ TEST_P(SaveModel, RewritesTheCheckpointByteForByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SaveModel,
-                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm", "tiny_glm4_bf16", "tiny_glm4_q"));
+                         ::testing::Values("tiny_glm4", "tiny_glm", "tiny_chatglm",
+                                           "tiny_glm4_bf16", "tiny_glm4_q"));
 
 TEST(SaveModelShards, ShardsAndDtypes) {
   TempDir tmp;

@@ -19,7 +19,8 @@ namespace glm4 {
 namespace {
 
 // A scalar, loop-only router: the reference semantics (tools/reference/glm4_moe_model.py).
-std::set<int32_t> scalar_route(const std::vector<float>& s, const std::vector<float>& bias, const RouterSettings& r) {
+std::set<int32_t> scalar_route(const std::vector<float>& s, const std::vector<float>& bias,
+                               const RouterSettings& r) {
   const int64_t E = r.experts, per = E / r.n_group;
   std::vector<float> choice(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) choice[size_t(e)] = s[size_t(e)] + bias[size_t(e)];
@@ -29,12 +30,15 @@ std::set<int32_t> scalar_route(const std::vector<float>& s, const std::vector<fl
     std::sort(v.rbegin(), v.rend());
     groups.push_back({v[0] + v[1], g});
   }
-  std::stable_sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](auto& a, auto& b) { return a.first > b.first; });
   std::vector<bool> kept(size_t(r.n_group), false);
   for (int64_t i = 0; i < r.topk_group; ++i) kept[size_t(groups[size_t(i)].second)] = true;
   std::vector<std::pair<float, int32_t>> ranked;
-  for (int64_t e = 0; e < E; ++e) ranked.push_back({kept[size_t(e / per)] ? choice[size_t(e)] : 0.0f, int32_t(e)});
-  std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (int64_t e = 0; e < E; ++e)
+    ranked.push_back({kept[size_t(e / per)] ? choice[size_t(e)] : 0.0f, int32_t(e)});
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](auto& a, auto& b) { return a.first > b.first; });
   std::set<int32_t> out;
   for (int64_t i = 0; i < r.top_k; ++i) out.insert(ranked[size_t(i)].second);
   return out;
@@ -57,8 +61,8 @@ TEST(MoeRouter, GroupLimitAndBiasDecide) {
 TEST(MoeRouter, EqualsAScalarLoopOnRandomScores) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(0.0f, 1.0f), b(-0.2f, 0.2f);
-  for (RouterSettings r : {RouterSettings{16, 4, 4, 2}, RouterSettings{16, 3, 1, 1}, RouterSettings{12, 5, 3, 2},
-                           RouterSettings{8, 8, 2, 2}}) {
+  for (RouterSettings r : {RouterSettings{16, 4, 4, 2}, RouterSettings{16, 3, 1, 1},
+                           RouterSettings{12, 5, 3, 2}, RouterSettings{8, 8, 2, 2}}) {
     const int64_t N = 300;
     std::vector<float> scores(size_t(N * r.experts)), bias(size_t(r.experts));
     for (float& v : scores) v = u(rng);
@@ -67,7 +71,8 @@ TEST(MoeRouter, EqualsAScalarLoopOnRandomScores) {
     std::vector<int64_t> per_expert(size_t(r.experts), 0);
     for (int64_t t = 0; t < N; ++t) {
       std::vector<float> row(scores.begin() + t * r.experts, scores.begin() + (t + 1) * r.experts);
-      std::set<int32_t> ours(route.experts.begin() + t * r.top_k, route.experts.begin() + (t + 1) * r.top_k);
+      std::set<int32_t> ours(route.experts.begin() + t * r.top_k,
+                             route.experts.begin() + (t + 1) * r.top_k);
       ASSERT_EQ(ours, scalar_route(row, bias, r)) << "token " << t;
       for (int32_t e : ours) ++per_expert[size_t(e)];
     }
@@ -103,13 +108,16 @@ void fill(MoeBlock& m, uint64_t seed) {
     std::vector<float> v(size_t(shape_numel(p.shape)));
     for (float& x : v) x = n(rng);
     const bool matrix = p.shape.size() == 2;
-    p.assign(Weight::from_f32(v.data(), matrix ? p.shape[0] : 1, matrix ? p.shape[1] : int64_t(v.size())));
+    p.assign(Weight::from_f32(v.data(), matrix ? p.shape[0] : 1,
+                              matrix ? p.shape[1] : int64_t(v.size())));
   };
   m.visit("mlp", [&](const std::string&, Param& p) { weight(p); });
 }
 
 Tensor swiglu_of(const SwigluMlp& m, const Tensor& x) {
-  auto lin = [](const Linear& l, const Tensor& in) { return ops::linear(in, l.weight.frozen, Tensor(), kF32Compute); };
+  auto lin = [](const Linear& l, const Tensor& in) {
+    return ops::linear(in, l.weight.frozen, Tensor(), kF32Compute);
+  };
   return lin(m.down_proj, ops::mul(ops::silu(lin(m.gate_proj, x)), lin(m.up_proj, x)));
 }
 
@@ -138,14 +146,21 @@ TEST(MoeBlockTest, EqualsEveryExpertOnEveryTokenMasked) {
         }
     }
     double worst = 0;
-    for (int64_t i = 0; i < ours.numel(); ++i) worst = std::max(worst, double(std::abs(ours.data()[i] - want[size_t(i)])));
+    for (int64_t i = 0; i < ours.numel(); ++i)
+      worst = std::max(worst, double(std::abs(ours.data()[i] - want[size_t(i)])));
     EXPECT_LE(worst, 1e-5) << "norm_topk_prob " << norm;
     // The weights: sigmoid scores of the chosen experts, normalised when asked, scaled.
     for (int64_t t = 0; t < 10; ++t) {
       double sum = 0;
-      for (int64_t j = 0; j < 3; ++j) sum += 1.0 / (1.0 + std::exp(-double(traces[0].logits.data()[t * 8 + traces[0].experts[size_t(t * 3 + j)]])));
+      for (int64_t j = 0; j < 3; ++j)
+        sum += 1.0 /
+               (1.0 + std::exp(-double(
+                          traces[0].logits.data()[t * 8 + traces[0].experts[size_t(t * 3 + j)]])));
       for (int64_t j = 0; j < 3; ++j) {
-        const double s = 1.0 / (1.0 + std::exp(-double(traces[0].logits.data()[t * 8 + traces[0].experts[size_t(t * 3 + j)]])));
+        const double s =
+            1.0 /
+            (1.0 + std::exp(-double(
+                       traces[0].logits.data()[t * 8 + traces[0].experts[size_t(t * 3 + j)]])));
         EXPECT_NEAR(traces[0].weights.data()[t * 3 + j], (norm ? s / sum : s) * 1.7, 1e-5);
       }
     }
@@ -158,12 +173,14 @@ TEST(MoeBlockTest, GradientsMatchFiniteDifferences) {
   for (bool norm : {true, false}) {
     auto block = std::make_shared<MoeBlock>(small_moe(4, 2, norm));
     fill(*block, 5);
-    testing::GradCase c{norm ? "moe_block_norm" : "moe_block", {{7, 6}, {8, 6}},
+    testing::GradCase c{norm ? "moe_block_norm" : "moe_block",
+                        {{7, 6}, {8, 6}},
                         [block](const std::vector<Tensor>& in) {
                           block->gate.weight.value = in[1];
                           return block->forward(in[0], ForwardContext{});
                         },
-                        2e-2, 1e-3f};
+                        2e-2,
+                        1e-3f};
     const std::string report = testing::check_gradients(c, 2);
     EXPECT_TRUE(report.empty()) << report;
   }

@@ -101,28 +101,43 @@ TEST(MoeConfig, ErrorsNameTheField) {
     j[key] = std::move(v);
     return parse_error(j);
   };
-  EXPECT_NE(with("n_group", 3).find(R"(field "n_group" (3) must divide "n_routed_experts" (16))"), std::string::npos);
-  EXPECT_NE(with("n_group", 16).find(R"(field "n_group" (16) leaves 1 expert per group)"), std::string::npos);
+  EXPECT_NE(with("n_group", 3).find(R"(field "n_group" (3) must divide "n_routed_experts" (16))"),
+            std::string::npos);
+  EXPECT_NE(with("n_group", 16).find(R"(field "n_group" (16) leaves 1 expert per group)"),
+            std::string::npos);
   {
     json j = minimal();
     j["n_group"] = 4;
     j["topk_group"] = 5;
-    EXPECT_NE(parse_error(j).find(R"(field "topk_group" (5) exceeds "n_group" (4))"), std::string::npos);
+    EXPECT_NE(parse_error(j).find(R"(field "topk_group" (5) exceeds "n_group" (4))"),
+              std::string::npos);
     j["topk_group"] = 1;
     j["num_experts_per_tok"] = 5;
-    EXPECT_NE(parse_error(j).find(R"(field "num_experts_per_tok" (5) exceeds the 4 experts of the "topk_group" (1) groups kept)"),
-              std::string::npos);
+    EXPECT_NE(
+        parse_error(j).find(
+            R"(field "num_experts_per_tok" (5) exceeds the 4 experts of the "topk_group" (1) groups kept)"),
+        std::string::npos);
   }
-  EXPECT_NE(with("num_experts_per_tok", 0).find(R"(field "num_experts_per_tok" (0) must be positive)"), std::string::npos);
-  EXPECT_NE(with("first_k_dense_replace", 4).find(R"(field "first_k_dense_replace" (4) must be in [0, "num_hidden_layers" (3)])"),
+  EXPECT_NE(
+      with("num_experts_per_tok", 0).find(R"(field "num_experts_per_tok" (0) must be positive)"),
+      std::string::npos);
+  EXPECT_NE(
+      with("first_k_dense_replace", 4)
+          .find(R"(field "first_k_dense_replace" (4) must be in [0, "num_hidden_layers" (3)])"),
+      std::string::npos);
+  EXPECT_NE(with("routed_scaling_factor", -1.0)
+                .find(R"(field "routed_scaling_factor" (-1) must be positive)"),
             std::string::npos);
-  EXPECT_NE(with("routed_scaling_factor", -1.0).find(R"(field "routed_scaling_factor" (-1) must be positive)"), std::string::npos);
-  EXPECT_NE(with("scoring_func", "softmax").find(R"(field "scoring_func" is "softmax")"), std::string::npos);
-  EXPECT_NE(with("use_qk_norm", 1).find(R"(field "use_qk_norm" must be true or false)"), std::string::npos);
+  EXPECT_NE(with("scoring_func", "softmax").find(R"(field "scoring_func" is "softmax")"),
+            std::string::npos);
+  EXPECT_NE(with("use_qk_norm", 1).find(R"(field "use_qk_norm" must be true or false)"),
+            std::string::npos);
   for (const char* key : {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"}) {
     json j = minimal();
     j.erase(key);
-    EXPECT_NE(parse_error(j).find(std::string("missing required field \"") + key + "\""), std::string::npos) << key;
+    EXPECT_NE(parse_error(j).find(std::string("missing required field \"") + key + "\""),
+              std::string::npos)
+        << key;
   }
   json odd = minimal();
   odd["partial_rotary_factor"] = 0.25;
@@ -137,10 +152,11 @@ TEST(MoeConfig, RoundTripsThroughToHfJson) {
     const json j = to_hf_json(c);
     EXPECT_EQ(j["architectures"], json::array({"Glm4MoeForCausalLM"})) << name;
     EXPECT_EQ(j["model_type"], "glm4_moe");
-    for (const char* key : {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
-                            "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
-                            "first_k_dense_replace", "num_nextn_predict_layers", "use_qk_norm",
-                            "partial_rotary_factor", "rope_theta", "head_dim"})
+    for (const char* key :
+         {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+          "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+          "first_k_dense_replace", "num_nextn_predict_layers", "use_qk_norm",
+          "partial_rotary_factor", "rope_theta", "head_dim"})
       EXPECT_TRUE(j.contains(key)) << name << " " << key;
     EXPECT_FALSE(j.contains("rope_parameters"));
     EXPECT_EQ(parse_model_config(j, "written"), c) << name;
@@ -159,7 +175,8 @@ TEST(MoeConfig, RealShapesLoad) {
                          Shape{"glm-4.6.json", 92, 160, 5120, 3, true, 2.5},
                          Shape{"glm-4.7.json", 92, 160, 5120, 3, true, 2.5},
                          Shape{"moe-mid.json", 8, 32, 1024, 1, false, 1.0}}) {
-    const ModelConfig c = load_model_config(std::filesystem::path(GLM4_SOURCE_DIR) / "configs" / s.file);
+    const ModelConfig c =
+        load_model_config(std::filesystem::path(GLM4_SOURCE_DIR) / "configs" / s.file);
     EXPECT_EQ(c.family, Family::Glm4Moe) << s.file;
     EXPECT_EQ(c.num_hidden_layers, s.layers) << s.file;
     EXPECT_EQ(c.n_routed_experts, s.experts) << s.file;
@@ -177,9 +194,13 @@ TEST(MoeConfig, DenseFamiliesRejectMoeSettings) {
   c.family = Family::Glm4;
   c.model_type = "glm4";
   c.post_norms = true;
-  EXPECT_NE(error_of([&] { validate_model_config(c, "cfg"); }).find("rotates RoPE pairs (2i, 2i + 1)"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { validate_model_config(c, "cfg"); }).find("rotates RoPE pairs (2i, 2i + 1)"),
+      std::string::npos);
   c.rope_style = RopeStyle::Interleaved;
-  EXPECT_NE(error_of([&] { validate_model_config(c, "cfg"); }).find("experts and q/k norms belong to glm4_moe"),
+  EXPECT_NE(error_of([&] {
+              validate_model_config(c, "cfg");
+            }).find("experts and q/k norms belong to glm4_moe"),
             std::string::npos);
 }
 

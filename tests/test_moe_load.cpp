@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -23,7 +23,9 @@ namespace glm4 {
 namespace {
 
 namespace fs = std::filesystem;
-std::string moe_dir(const std::string& name) { return std::string(GLM4_TEST_DATA) + "/moe/" + name; }
+std::string moe_dir(const std::string& name) {
+  return std::string(GLM4_TEST_DATA) + "/moe/" + name;
+}
 
 // A copy of fixture `name` whose tensors went through `edit` (return false to drop one; it may
 // change the name, shape and bytes).
@@ -32,7 +34,8 @@ struct Edited {
   std::vector<int64_t> shape;
   std::vector<std::byte> bytes;
 };
-void copy_model(const std::string& name, const fs::path& out, const std::function<bool(Edited&)>& edit) {
+void copy_model(const std::string& name, const fs::path& out,
+                const std::function<bool(Edited&)>& edit) {
   fs::create_directories(out);
   fs::copy_file(moe_dir(name) + "/config.json", out / "config.json");
   std::vector<std::string> files{"model.safetensors"};
@@ -43,7 +46,8 @@ void copy_model(const std::string& name, const fs::path& out, const std::functio
     if (edit(e)) kept.push_back(std::move(e));
   }
   std::vector<TensorToWrite> w;
-  for (const Edited& e : kept) w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
+  for (const Edited& e : kept)
+    w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
   write_safetensors(out / "model.safetensors", w);
 }
 
@@ -75,8 +79,10 @@ TEST(MoeLoad, MultiTokenPredictionLayerIsSkipped) {
 
 TEST(MoeLoad, MissingExpertIsNamed) {
   testing::TempDir tmp;
-  copy_model("tiny_moe", tmp.path(), [](Edited& e) { return e.name != "model.layers.2.mlp.experts.9.up_proj.weight"; });
-  testing::expect_error([&] { load_model(tmp.path()); }, "missing keys (1):\n  model.layers.2.mlp.experts.9.up_proj.weight");
+  copy_model("tiny_moe", tmp.path(),
+             [](Edited& e) { return e.name != "model.layers.2.mlp.experts.9.up_proj.weight"; });
+  testing::expect_error([&] { load_model(tmp.path()); },
+                        "missing keys (1):\n  model.layers.2.mlp.experts.9.up_proj.weight");
 }
 
 // One expert too few in the files (config says 16): the missing expert's keys are named; one
@@ -84,18 +90,24 @@ TEST(MoeLoad, MissingExpertIsNamed) {
 TEST(MoeLoad, WrongExpertCountIsNamed) {
   testing::TempDir tmp;
   const fs::path fewer = tmp / "fewer", more = tmp / "more";
-  copy_model("tiny_moe", fewer, [](Edited& e) { return e.name.find(".mlp.experts.15.") == std::string::npos; });
-  testing::expect_error([&] { load_model(fewer); }, "model.layers.1.mlp.experts.15.down_proj.weight");
+  copy_model("tiny_moe", fewer,
+             [](Edited& e) { return e.name.find(".mlp.experts.15.") == std::string::npos; });
+  testing::expect_error([&] { load_model(fewer); },
+                        "model.layers.1.mlp.experts.15.down_proj.weight");
   copy_model("tiny_moe", more, [](Edited&) { return true; });
   {
     auto file = SafetensorsFile::open(more / "model.safetensors");
     std::vector<Edited> all;
-    for (const TensorInfo& t : file->tensors()) all.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+    for (const TensorInfo& t : file->tensors())
+      all.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
     const TensorInfo& extra = file->at("model.layers.1.mlp.experts.0.gate_proj.weight");
-    all.push_back({"model.layers.1.mlp.experts.16.gate_proj.weight", extra.dtype, extra.shape,
+    all.push_back({"model.layers.1.mlp.experts.16.gate_proj.weight",
+                   extra.dtype,
+                   extra.shape,
                    {extra.data, extra.data + extra.nbytes}});
     std::vector<TensorToWrite> w;
-    for (const Edited& e : all) w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
+    for (const Edited& e : all)
+      w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
     file.reset();
     write_safetensors(more / "model.safetensors", w);
   }
@@ -106,11 +118,13 @@ TEST(MoeLoad, WrongExpertCountIsNamed) {
 TEST(MoeLoad, WrongExpertShapeIsNamed) {
   testing::TempDir tmp;
   copy_model("tiny_moe", tmp.path(), [](Edited& e) {
-    if (e.name == "model.layers.1.mlp.experts.4.down_proj.weight") e.shape = {16, 32};  // transposed
+    if (e.name == "model.layers.1.mlp.experts.4.down_proj.weight")
+      e.shape = {16, 32};  // transposed
     return true;
   });
-  testing::expect_error([&] { load_model(tmp.path()); },
-                        "tensor model.layers.1.mlp.experts.4.down_proj.weight has shape (16,32), expected (32,16)");
+  testing::expect_error(
+      [&] { load_model(tmp.path()); },
+      "tensor model.layers.1.mlp.experts.4.down_proj.weight has shape (16,32), expected (32,16)");
 }
 
 // mlx-lm's stacked tensors: 15 experts where the config says 16 is an error naming the tensor.
@@ -125,7 +139,8 @@ TEST(MoeLoad, StackedLayoutWrongExpertCountIsNamed) {
     return true;
   });
   testing::expect_error([&] { load_model(tmp.path()); },
-                        "tensor model.layers.2.mlp.switch_mlp.gate_proj.weight has shape (15,16,32), expected (16,16,32)");
+                        "tensor model.layers.2.mlp.switch_mlp.gate_proj.weight has shape "
+                        "(15,16,32), expected (16,16,32)");
 }
 
 // mlx-community's quantized conversions: each MoE layer's experts stacked into switch_mlp codes,
@@ -138,7 +153,8 @@ TEST(MoeLoad, StackedQuantizedExpertsEqualThePerExpertLayout) {
   SaveOptions o;
   o.dtype = DType::BF16;
   o.quantize = [](const std::string& module, const Param& p) -> std::optional<QuantFormat> {
-    if (module.ends_with(".mlp.gate") || p.shape[1] % 32 != 0) return std::nullopt;  // down_proj (16 inputs) stays dense
+    if (module.ends_with(".mlp.gate") || p.shape[1] % 32 != 0)
+      return std::nullopt;  // down_proj (16 inputs) stays dense
     return QuantFormat{4, 32};
   };
   save_model(*base, base->config, per_expert, o);
@@ -147,27 +163,35 @@ TEST(MoeLoad, StackedQuantizedExpertsEqualThePerExpertLayout) {
   auto file = SafetensorsFile::open(per_expert / "model.safetensors");
   std::vector<Edited> out;
   for (const TensorInfo& t : file->tensors())
-    if (t.name.find(".mlp.experts.") == std::string::npos) out.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+    if (t.name.find(".mlp.experts.") == std::string::npos)
+      out.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
   for (int layer : {1, 2})
     for (const std::string proj : {"gate_proj", "up_proj", "down_proj"})
       for (const std::string part : {".weight", ".scales", ".biases"}) {
-        const std::string first = "model.layers." + std::to_string(layer) + ".mlp.experts.0." + proj + part;
+        const std::string first =
+            "model.layers." + std::to_string(layer) + ".mlp.experts.0." + proj + part;
         if (!file->find(first)) continue;  // a dense module has no scales
-        Edited e{"model.layers." + std::to_string(layer) + ".mlp.switch_mlp." + proj + part, file->at(first).dtype, {16}, {}};
+        Edited e{"model.layers." + std::to_string(layer) + ".mlp.switch_mlp." + proj + part,
+                 file->at(first).dtype,
+                 {16},
+                 {}};
         for (int64_t d : file->at(first).shape) e.shape.push_back(d);
         for (int x = 0; x < 16; ++x) {
-          const TensorInfo& t = file->at("model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(x) + "." + proj + part);
+          const TensorInfo& t = file->at("model.layers." + std::to_string(layer) + ".mlp.experts." +
+                                         std::to_string(x) + "." + proj + part);
           e.bytes.insert(e.bytes.end(), t.data, t.data + t.nbytes);
         }
         out.push_back(std::move(e));
       }
   std::vector<TensorToWrite> w;
-  for (const Edited& e : out) w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
+  for (const Edited& e : out)
+    w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
   write_safetensors(stacked / "model.safetensors", w);
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(per_expert / "config.json"));
   nlohmann::json q = {{"group_size", 32}, {"bits", 4}};
   for (auto it = cfg["quantization"].begin(); it != cfg["quantization"].end(); ++it)
-    if (it.key().find(".mlp.experts.") == std::string::npos && it.key() != "group_size" && it.key() != "bits")
+    if (it.key().find(".mlp.experts.") == std::string::npos && it.key() != "group_size" &&
+        it.key() != "bits")
       q[it.key()] = it.value();
   q["model.layers.1.mlp.switch_mlp.down_proj"] = false;  // named as mlx-lm names it
   cfg["quantization"] = q;
@@ -194,7 +218,8 @@ TEST(MoeLoad, InitSaveLoadRoundTrip) {
   EXPECT_EQ(file->at("model.layers.1.mlp.gate.e_score_correction_bias").dtype, "F32");
   EXPECT_EQ(file->at("model.layers.1.mlp.experts.15.down_proj.weight").dtype, "BF16");
   EXPECT_EQ(file->find("model.layers.3.eh_proj.weight"), nullptr);
-  for (float v : read_f32(file->at("model.layers.2.mlp.gate.e_score_correction_bias"))) EXPECT_EQ(v, 0.0f);
+  for (float v : read_f32(file->at("model.layers.2.mlp.gate.e_score_correction_bias")))
+    EXPECT_EQ(v, 0.0f);
   auto back = load_model(tmp.path());
   EXPECT_EQ(back->config.num_nextn_predict_layers, 0);
   ModelConfig expected = c;

@@ -23,7 +23,9 @@ namespace glm4 {
 namespace {
 
 const std::string kPrefix = "base_model.model.";
-std::string moe_dir(const std::string& name) { return std::string(GLM4_TEST_DATA) + "/moe/" + name; }
+std::string moe_dir(const std::string& name) {
+  return std::string(GLM4_TEST_DATA) + "/moe/" + name;
+}
 
 struct LoraFixture {
   std::shared_ptr<SafetensorsFile> file;
@@ -37,7 +39,8 @@ LoraFixture setup(const std::string& base = "tiny_moe") {
   f.file = SafetensorsFile::open(moe_dir("lora_train_moe") + "/fixture.safetensors");
   f.model = load_model(moe_dir(base));
   load_adapter(*f.model, moe_dir("lora_train_moe"));
-  for (auto& [name, t] : f.model->lora_parameters()) f.params.push_back({kPrefix + name + ".weight", t});
+  for (auto& [name, t] : f.model->lora_parameters())
+    f.params.push_back({kPrefix + name + ".weight", t});
   EXPECT_EQ(f.params.size(), 234u);
   return f;
 }
@@ -62,7 +65,9 @@ Hits read_hits(const SafetensorsFile& file) {
 // (MoE layer position, expert) of a routed expert's adapter key, or (-1, -1).
 std::pair<int64_t, int64_t> expert_of(const std::string& key, int64_t first_moe_layer) {
   int layer = -1, expert = -1;
-  if (std::sscanf(key.c_str(), "base_model.model.model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return {-1, -1};
+  if (std::sscanf(key.c_str(), "base_model.model.model.layers.%d.mlp.experts.%d.", &layer,
+                  &expert) != 2)
+    return {-1, -1};
   return {layer - first_moe_layer, expert};
 }
 
@@ -124,14 +129,18 @@ TEST(MoeLoraParity, FirstStepLossAndGradientsMatchPeft) {
     EXPECT_LE(e, 1e-4) << key;
     worst = std::max(worst, e);
   }
-  std::printf("[ moe lora ] step 0: loss %.8f (fp64 %.8f); %zu gradients, worst relative error %.3g, %lld without one\n",
-              loss, want_loss, f.params.size(), worst, static_cast<long long>(without));
+  std::printf(
+      "[ moe lora ] step 0: loss %.8f (fp64 %.8f); %zu gradients, worst relative error %.3g, %lld "
+      "without one\n",
+      loss, want_loss, f.params.size(), worst, static_cast<long long>(without));
 }
 
 void run_twenty_steps(bool recompute_layers) {
   LoraFixture f = setup();
-  AdamW opt(f.params, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
-  const std::vector<float> losses = read_f32(f.file->at("losses")), norms = read_f32(f.file->at("grad_norms"));
+  AdamW opt(f.params,
+            {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  const std::vector<float> losses = read_f32(f.file->at("losses")),
+                           norms = read_f32(f.file->at("grad_norms"));
   double worst_loss = 0, worst_norm = 0;
   for (int s = 0; s < 20; ++s) {
     StepOptions o;
@@ -154,13 +163,16 @@ void run_twenty_steps(bool recompute_layers) {
   // steps some token reached it.
   const Hits hits = read_hits(*f.file);
   for (size_t i = 0; i < f.params.size(); ++i) {
-    const auto [moe_layer, expert] = expert_of(f.params[i].first, f.model->config.first_k_dense_replace);
+    const auto [moe_layer, expert] =
+        expert_of(f.params[i].first, f.model->config.first_k_dense_replace);
     int64_t steps = 0;
     for (int s = 0; s < 20; ++s) steps += expert < 0 || hits.at(s, moe_layer, expert) > 0;
     EXPECT_EQ(opt.param_steps()[i], steps) << f.params[i].first;
   }
-  std::printf("[ moe lora ] 20 AdamW steps%s: max |loss - fp64| %.3g, grad norm rel %.3g, final adapters rel %.3g\n",
-              recompute_layers ? " (gradient checkpointing)" : "", worst_loss, worst_norm, worst_param);
+  std::printf(
+      "[ moe lora ] 20 AdamW steps%s: max |loss - fp64| %.3g, grad norm rel %.3g, final adapters "
+      "rel %.3g\n",
+      recompute_layers ? " (gradient checkpointing)" : "", worst_loss, worst_norm, worst_param);
 }
 
 TEST(MoeLoraParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }
@@ -170,7 +182,8 @@ TEST(MoeLoraParity, TwentyStepsMatchWithGradientCheckpointing) { run_twenty_step
 // than PyTorch's bf16 run is.
 TEST(MoeLoraParity, Bf16BaseLossCurveNoWorseThanTorch) {
   LoraFixture f = setup("tiny_moe_bf16");
-  AdamW opt(f.params, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+  AdamW opt(f.params,
+            {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   const std::vector<float> ref = read_f32(f.file->at("bf16_base.losses_fp64"));
   const std::vector<float> torch = read_f32(f.file->at("bf16_base.losses_torch_bf16"));
   double ours = 0, theirs = 0;
@@ -182,7 +195,9 @@ TEST(MoeLoraParity, Bf16BaseLossCurveNoWorseThanTorch) {
     ours = std::max(ours, std::abs(r.loss - double(ref[size_t(s)])));
     theirs = std::max(theirs, std::abs(double(torch[size_t(s)]) - double(ref[size_t(s)])));
   }
-  std::printf("[ moe lora bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n", ours, theirs);
+  std::printf(
+      "[ moe lora bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n",
+      ours, theirs);
   EXPECT_LE(ours, theirs);
 }
 

@@ -4,9 +4,8 @@
 // adapters on the experts equal to the live adapter.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
 #include "model/adapter/adapter_io.h"
@@ -17,7 +16,9 @@
 namespace glm4 {
 namespace {
 
-std::string moe_dir(const std::string& name) { return std::string(GLM4_TEST_DATA) + "/moe/" + name; }
+std::string moe_dir(const std::string& name) {
+  return std::string(GLM4_TEST_DATA) + "/moe/" + name;
+}
 
 std::vector<std::string> adapted(Glm4Model& m) {
   std::vector<std::string> out;
@@ -35,17 +36,22 @@ int64_t count_with(const std::vector<std::string>& paths, const std::string& par
 
 TEST(MoeLoraTargets, ResolveNamesInCanonicalOrder) {
   EXPECT_EQ(resolve_lora_targets({"all-linear"}, true),
-            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                      "up_proj", "down_proj"}));
   EXPECT_EQ(resolve_lora_targets({"experts", "self_attn.q_proj"}, true),
-            (std::vector<std::string>{"q_proj", "experts.gate_proj", "experts.up_proj", "experts.down_proj"}));
+            (std::vector<std::string>{"q_proj", "experts.gate_proj", "experts.up_proj",
+                                      "experts.down_proj"}));
   // A qualified name is redundant beside its bare one.
   EXPECT_EQ(resolve_lora_targets({"shared_experts.up_proj", "up_proj", "mlp.down_proj"}, true),
             (std::vector<std::string>{"up_proj", "mlp.down_proj"}));
-  testing::expect_error([] { resolve_lora_targets({"gate"}, true); }, "the glm4_moe router (mlp.gate) is not a linear layer");
-  testing::expect_error([] { resolve_lora_targets({"gate_up_proj"}, true); }, "unknown LoRA target module \"gate_up_proj\" for glm4_moe");
+  testing::expect_error([] { resolve_lora_targets({"gate"}, true); },
+                        "the glm4_moe router (mlp.gate) is not a linear layer");
+  testing::expect_error([] { resolve_lora_targets({"gate_up_proj"}, true); },
+                        "unknown LoRA target module \"gate_up_proj\" for glm4_moe");
   // The dense families keep their own names.
   EXPECT_EQ(resolve_lora_targets({"all-linear"}),
-            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"}));
+            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj",
+                                      "down_proj"}));
 }
 
 TEST(MoeLoraTargets, EachNameAdaptsItsLinears) {
@@ -54,10 +60,11 @@ TEST(MoeLoraTargets, EachNameAdaptsItsLinears) {
     int64_t total, routed, shared, dense_mlp, attention;
   };
   // tiny_moe: 3 layers (layer 0 dense), 16 routed experts in layers 1 and 2.
-  for (const Case& c : {Case{{"all-linear"}, 117, 96, 6, 3, 12}, Case{{"experts"}, 96, 96, 0, 0, 0},
-                        Case{{"shared_experts.up_proj", "q_proj"}, 5, 0, 2, 0, 3},
-                        Case{{"mlp.down_proj"}, 1, 0, 0, 1, 0}, Case{{"down_proj"}, 35, 32, 2, 1, 0},
-                        Case{{"experts.gate_proj", "o_proj"}, 35, 32, 0, 0, 3}}) {
+  for (const Case& c :
+       {Case{{"all-linear"}, 117, 96, 6, 3, 12}, Case{{"experts"}, 96, 96, 0, 0, 0},
+        Case{{"shared_experts.up_proj", "q_proj"}, 5, 0, 2, 0, 3},
+        Case{{"mlp.down_proj"}, 1, 0, 0, 1, 0}, Case{{"down_proj"}, 35, 32, 2, 1, 0},
+        Case{{"experts.gate_proj", "o_proj"}, 35, 32, 0, 0, 3}}) {
     auto model = load_model(moe_dir("tiny_moe"));
     LoraConfig lora;
     lora.rank = 2;
@@ -76,13 +83,18 @@ TEST(MoeLoraTargets, UnsupportedCasesAreRefused) {
   LoraConfig dora;
   dora.dora = true;
   dora.targets = {"q_proj", "experts"};
-  testing::expect_error([&] { model->add_lora(dora, 1); }, "DoRA on glm4_moe's MLP and expert linears");
+  testing::expect_error([&] { model->add_lora(dora, 1); },
+                        "DoRA on glm4_moe's MLP and expert linears");
   LoraConfig lora;
   lora.targets = {"all-linear"};
   testing::expect_error([&] { check_adapter_layout(model->config, lora, "mlx"); },
                         "mlx-lm's adapter layout for glm4_moe");
-  testing::expect_error([&] { load_adapter(*load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4"), moe_dir("lora_train_moe")); },
-                        "holds adapters of glm4_moe modules (experts, gate_proj, up_proj) but the model is glm4");
+  testing::expect_error(
+      [&] {
+        load_adapter(*load_model(std::string(GLM4_TEST_DATA) + "/tiny_glm4"),
+                     moe_dir("lora_train_moe"));
+      },
+      "holds adapters of glm4_moe modules (experts, gate_proj, up_proj) but the model is glm4");
   testing::TempDir tmp;
   testing::expect_error([&] { convert_adapter(moe_dir("lora_train_moe"), tmp / "mlx", "mlx"); },
                         "mlx-lm's adapter layout for glm4_moe");
@@ -98,12 +110,15 @@ TEST(MoeLoraTargets, NarrowedAdapterRoundTripsThroughPeft) {
   lora.targets = {"experts.up_proj", "shared_experts", "k_proj"};
   model->add_lora(lora, 3);
   for (auto& [name, t] : model->lora_parameters())
-    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = 0.01f * float((i * 7 + int64_t(name.size())) % 13);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data()[i] = 0.01f * float((i * 7 + int64_t(name.size())) % 13);
   testing::TempDir tmp;
   save_adapter(*model, lora, tmp.path(), "peft", "tiny_moe");
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(tmp / "adapter_config.json"));
   ASSERT_TRUE(cfg["target_modules"].is_string()) << cfg["target_modules"].dump();
-  EXPECT_EQ(cfg["target_modules"], R"(.*\.(k_proj|shared_experts\.gate_proj|shared_experts\.up_proj|shared_experts\.down_proj|experts\.[0-9]+\.up_proj))");
+  EXPECT_EQ(
+      cfg["target_modules"],
+      R"(.*\.(k_proj|shared_experts\.gate_proj|shared_experts\.up_proj|shared_experts\.down_proj|experts\.[0-9]+\.up_proj))");
   const AdapterInfo info = read_adapter_info(tmp.path());
   EXPECT_EQ(info.lora.targets, resolve_lora_targets(lora.targets, true));
   auto fresh = load_model(moe_dir("tiny_moe"));
@@ -111,7 +126,8 @@ TEST(MoeLoraTargets, NarrowedAdapterRoundTripsThroughPeft) {
   EXPECT_EQ(adapted(*fresh), adapted(*model));
   auto a = model->lora_parameters(), b = fresh->lora_parameters();
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector()) << a[i].first;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector()) << a[i].first;
 }
 
 // Per-request adapters (serve): a resident adapter applied to one row of a batch gives that row
@@ -135,11 +151,14 @@ TEST(MoeLoraTargets, ResidentAdapterRowsEqualTheLiveAdapter) {
     return m.logits(m.forward_hidden(ids, ctx), ctx).to_vector();
   };
   AdapterRows rows{{0, 6, 12}, {-1, 0}};  // row 0 base, row 1 adapted
-  const std::vector<float> mixed = logits(*resident, &rows), with = logits(*live, nullptr), without = logits(*base, nullptr);
+  const std::vector<float> mixed = logits(*resident, &rows), with = logits(*live, nullptr),
+                           without = logits(*base, nullptr);
   const size_t half = mixed.size() / 2;
   double worst_base = 0, worst_adapted = 0;
-  for (size_t i = 0; i < half; ++i) worst_base = std::max(worst_base, double(std::abs(mixed[i] - without[i])));
-  for (size_t i = half; i < mixed.size(); ++i) worst_adapted = std::max(worst_adapted, double(std::abs(mixed[i] - with[i])));
+  for (size_t i = 0; i < half; ++i)
+    worst_base = std::max(worst_base, double(std::abs(mixed[i] - without[i])));
+  for (size_t i = half; i < mixed.size(); ++i)
+    worst_adapted = std::max(worst_adapted, double(std::abs(mixed[i] - with[i])));
   EXPECT_LE(worst_base, 1e-5);
   EXPECT_LE(worst_adapted, 1e-5);
 }

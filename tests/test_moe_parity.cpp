@@ -86,11 +86,13 @@ TEST_P(MoeParity, LogitsAndHiddenStatesMatchTheReference) {
   ASSERT_EQ(r.layers.size(), size_t(model->config.num_hidden_layers));
   double worst_hidden = 0;
   for (size_t l = 0; l < r.layers.size(); ++l) {
-    const double e = max_abs_error(r.layers[l].data(), read_f32(f.file->at("hidden." + std::to_string(l))), f, H);
+    const double e = max_abs_error(r.layers[l].data(),
+                                   read_f32(f.file->at("hidden." + std::to_string(l))), f, H);
     EXPECT_LE(e, 1e-4) << "hidden." << l;
     worst_hidden = std::max(worst_hidden, e);
   }
-  const double final_err = max_abs_error(r.hidden.data(), read_f32(f.file->at("hidden.final")), f, H);
+  const double final_err =
+      max_abs_error(r.hidden.data(), read_f32(f.file->at("hidden.final")), f, H);
   const double logits_err = max_abs_error(r.logits.data(), read_f32(f.file->at("logits")), f, V);
   EXPECT_LE(final_err, 1e-4);
   EXPECT_LE(logits_err, 1e-4);
@@ -106,30 +108,37 @@ TEST_P(MoeParity, RouterChoicesMatchTheReference) {
   const BatchRun r = run_batch(*model, f);
   const int64_t E = model->config.n_routed_experts, k = model->config.num_experts_per_tok;
   int64_t moe_layers = 0;
-  for (int64_t l = 0; l < model->config.num_hidden_layers; ++l) moe_layers += is_moe_layer(model->config, l);
+  for (int64_t l = 0; l < model->config.num_hidden_layers; ++l)
+    moe_layers += is_moe_layer(model->config, l);
   ASSERT_EQ(int64_t(r.routes.size()), moe_layers);
   double worst_w = 0, worst_logit = 0;
   for (const RouterTrace& t : r.routes) {
     const std::string p = "router." + std::to_string(t.layer) + ".";
     const std::vector<int64_t> want = read_int(f.file->at(p + "indices"));
     const std::vector<float> want_w = read_f32(f.file->at(p + "weights"));
-    worst_logit = std::max(worst_logit, max_abs_error(t.logits.data(), read_f32(f.file->at(p + "logits")), f, E));
+    worst_logit = std::max(
+        worst_logit, max_abs_error(t.logits.data(), read_f32(f.file->at(p + "logits")), f, E));
     for (int64_t b = 0; b < f.B; ++b)
       for (int64_t s = 0; s < f.lengths[size_t(b)]; ++s) {
         const int64_t n = b * f.T + s;
-        std::vector<std::pair<int64_t, float>> ours;  // (expert, weight), by expert id like the fixture
-        for (int64_t j = 0; j < k; ++j) ours.push_back({t.experts[size_t(n * k + j)], t.weights.data()[n * k + j]});
+        std::vector<std::pair<int64_t, float>>
+            ours;  // (expert, weight), by expert id like the fixture
+        for (int64_t j = 0; j < k; ++j)
+          ours.push_back({t.experts[size_t(n * k + j)], t.weights.data()[n * k + j]});
         std::sort(ours.begin(), ours.end());
         for (int64_t j = 0; j < k; ++j) {
-          ASSERT_EQ(ours[size_t(j)].first, want[size_t(n * k + j)]) << p << " row " << b << " position " << s;
-          worst_w = std::max(worst_w, double(std::abs(ours[size_t(j)].second - want_w[size_t(n * k + j)])));
+          ASSERT_EQ(ours[size_t(j)].first, want[size_t(n * k + j)])
+              << p << " row " << b << " position " << s;
+          worst_w = std::max(worst_w,
+                             double(std::abs(ours[size_t(j)].second - want_w[size_t(n * k + j)])));
         }
       }
   }
   EXPECT_LE(worst_w, 1e-5);
   EXPECT_LE(worst_logit, 1e-5);
-  std::printf("[ moe ] %s: routing equal as sets; max |weight - fp64| %.3g, |router logit - fp64| %.3g\n",
-              GetParam().c_str(), worst_w, worst_logit);
+  std::printf(
+      "[ moe ] %s: routing equal as sets; max |weight - fp64| %.3g, |router logit - fp64| %.3g\n",
+      GetParam().c_str(), worst_w, worst_logit);
 }
 
 TEST_P(MoeParity, GreedyIdsMatchTheReference) {
@@ -148,7 +157,8 @@ TEST_P(MoeParity, GreedyIdsMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MoeParity,
-                         ::testing::Values("tiny_moe", "tiny_moe_plain", "tiny_moe_mlx", "tiny_moe_bf16"));
+                         ::testing::Values("tiny_moe", "tiny_moe_plain", "tiny_moe_mlx",
+                                           "tiny_moe_bf16"));
 
 // The bf16 checkpoint: our logits are no further from the fp64 reference than PyTorch's own bf16
 // forward is, in f32 compute (bf16 weights widened) and in bf16 compute where the CPU has it.
@@ -156,7 +166,8 @@ TEST(MoeBf16, LogitsNoWorseThanTorchBf16) {
   auto model = load_model(dir_of("tiny_moe_bf16"));
   const Fixture f = read_fixture("tiny_moe_bf16");
   const int64_t V = model->config.vocab_size;
-  const std::vector<float> ref = read_f32(f.file->at("logits")), torch = read_f32(f.file->at("logits_torch_bf16"));
+  const std::vector<float> ref = read_f32(f.file->at("logits")),
+                           torch = read_f32(f.file->at("logits_torch_bf16"));
   const double theirs = max_abs_error(torch.data(), ref, f, V);
   const double f32 = max_abs_error(run_batch(*model, f).logits.data(), ref, f, V);
   EXPECT_LE(f32, theirs);
@@ -168,11 +179,13 @@ TEST(MoeBf16, LogitsNoWorseThanTorchBf16) {
     bf16_line = str_cat(choice.describe(), " ", bf16);
   } catch (const Error&) {
   }
-  std::printf("[ moe bf16 ] max |logit - fp64|: PyTorch bf16 %.3g, ours f32 compute %.3g, %s\n", theirs, f32,
-              bf16_line.c_str());
+  std::printf("[ moe bf16 ] max |logit - fp64|: PyTorch bf16 %.3g, ours f32 compute %.3g, %s\n",
+              theirs, f32, bf16_line.c_str());
   model->visit([&](const std::string& name, Param& p) {
-    if (name.ends_with("e_score_correction_bias")) EXPECT_TRUE(p.value.defined()) << name;  // fp32
-    else if (p.is_matrix()) EXPECT_EQ(p.frozen.dtype(), DType::BF16) << name;
+    if (name.ends_with("e_score_correction_bias"))
+      EXPECT_TRUE(p.value.defined()) << name;  // fp32
+    else if (p.is_matrix())
+      EXPECT_EQ(p.frozen.dtype(), DType::BF16) << name;
   });
 }
 
@@ -221,9 +234,11 @@ TEST(MoeCachedDecoding, EqualsFullRecomputationAtEveryStep) {
       Generator gen(*model, cfg);
       gen.start(prompt);
       std::vector<int32_t> seq = prompt;
-      EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5) << name << " prefill chunk " << chunk;
+      EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5)
+          << name << " prefill chunk " << chunk;
       while (auto t = gen.next()) {
-        EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5) << name << " step " << seq.size();
+        EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5)
+            << name << " step " << seq.size();
         seq.push_back(*t);
       }
       EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);

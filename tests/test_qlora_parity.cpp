@@ -21,7 +21,8 @@ namespace {
 const std::string kData = GLM4_TEST_DATA;
 
 struct QloraFixture {
-  std::shared_ptr<SafetensorsFile> run, ref;  // batches and init (lora_train_glm4), results (tiny_glm4_q)
+  std::shared_ptr<SafetensorsFile> run,
+      ref;  // batches and init (lora_train_glm4), results (tiny_glm4_q)
   std::unique_ptr<Glm4Model> model;
   std::vector<std::pair<std::string, Tensor>> params;
 };
@@ -49,12 +50,15 @@ QloraFixture setup() {
 
 TEST(QloraParity, FirstStepGradientsMatchTorchOnTheDequantizedBase) {
   QloraFixture f = setup();
-  std::vector<Batch> micro{testing::fixture_train_batch(*f.run, 0, 0), testing::fixture_train_batch(*f.run, 0, 1)};
+  std::vector<Batch> micro{testing::fixture_train_batch(*f.run, 0, 0),
+                           testing::fixture_train_batch(*f.run, 0, 1)};
   const double targets = double(micro[0].target_tokens + micro[1].target_tokens);
-  for (const Batch& b : micro) backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
+  for (const Batch& b : micro)
+    backward(batch_loss(*f.model, b, {.divide_by = targets, .training = true}));
   for (auto& [key, t] : f.params) {
     ASSERT_TRUE(t.grad().defined()) << key;
-    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.ref->at("grad0." + key))), 1e-4) << key;
+    EXPECT_LE(testing::max_relative_error(t.grad(), read_f32(f.ref->at("grad0." + key))), 1e-4)
+        << key;
   }
   // The frozen quantized base got no gradient and stayed quantized.
   f.model->visit_linears([&](const LinearSite& site, Linear& l) {
@@ -66,19 +70,24 @@ TEST(QloraParity, FirstStepGradientsMatchTorchOnTheDequantizedBase) {
 }
 
 // Returns the largest |loss - reference| over 20 steps with the model's products under `compute`.
-double run_twenty_steps(bool recompute_layers, double tolerance, const std::string& compute = "f32") {
+double run_twenty_steps(bool recompute_layers, double tolerance,
+                        const std::string& compute = "f32") {
   QloraFixture f = setup();
   apply_compute_flag(*f.model, compute);
   std::vector<std::pair<std::string, Tensor>> named(f.params.begin(), f.params.end());
   AdamW opt(named, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
-  const std::vector<float> losses = read_f32(f.ref->at("losses")), norms = read_f32(f.ref->at("grad_norms"));
+  const std::vector<float> losses = read_f32(f.ref->at("losses")),
+                           norms = read_f32(f.ref->at("grad_norms"));
   double worst = 0;
   for (int s = 0; s < 20; ++s) {
     StepOptions o;
     o.lr = 1e-3;
     o.max_grad_norm = 1.0;
     o.recompute_layers = recompute_layers;
-    StepResult r = train_step(*f.model, opt, {testing::fixture_train_batch(*f.run, s, 0), testing::fixture_train_batch(*f.run, s, 1)}, o);
+    StepResult r = train_step(
+        *f.model, opt,
+        {testing::fixture_train_batch(*f.run, s, 0), testing::fixture_train_batch(*f.run, s, 1)},
+        o);
     worst = std::max(worst, std::abs(r.loss - double(losses[size_t(s)])));
     EXPECT_NEAR(r.loss, losses[s], tolerance * std::abs(losses[s])) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[s], 10 * tolerance * norms[s]) << "step " << s;

@@ -48,7 +48,8 @@ Reference reference(const QuantizedMatrix& q, const std::vector<float>& X, int64
       double y = 0, bound = 0, magnitude = 0;
       for (int64_t g = 0; g < K / gs; ++g) {
         double amax = 0;
-        for (int64_t c = g * gs; c < (g + 1) * gs; ++c) amax = std::max(amax, std::fabs(double(X[size_t(m * K + c)])));
+        for (int64_t c = g * gs; c < (g + 1) * gs; ++c)
+          amax = std::max(amax, std::fabs(double(X[size_t(m * K + c)])));
         const double unit = amax / (127.0 * 256.0), s = q.scale(n, g), b = q.bias(n, g);
         for (int64_t c = g * gs; c < (g + 1) * gs; ++c) {
           const double x = X[size_t(m * K + c)], w = s * codes[size_t(c)] + b;
@@ -157,7 +158,8 @@ TEST(QuantDecodeInt8, RejectsMoreRowsThanADecodeAndOtherWidths) {
     quant_linear_forward_int8(X.data(), 33, K, w.quant(), y.data(), false);
     FAIL() << "33 rows accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("quant_linear_forward_int8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("quant_linear_forward_int8"), std::string::npos)
+        << e.what();
   }
   const Weight w3 = quantized(8, K, {3, 64}, 2);
   EXPECT_FALSE(quant_int8_decode_supported(w3.quant()));

@@ -34,9 +34,10 @@ std::vector<float> logits_of(const Glm4Model& model) {
 using testing::max_relative_error;
 
 // A copy of tiny_glm4_q whose tensors and config.json `edit` may change.
-fs::path edited_copy(const TempDir& tmp, const std::function<void(std::map<std::string, TensorToWrite>&,
-                                                                  std::vector<std::vector<uint8_t>>&,
-                                                                  nlohmann::json&)>& edit) {
+fs::path edited_copy(
+    const TempDir& tmp,
+    const std::function<void(std::map<std::string, TensorToWrite>&,
+                             std::vector<std::vector<uint8_t>>&, nlohmann::json&)>& edit) {
   const fs::path dir = tmp / "edited";
   fs::create_directories(dir);
   auto file = SafetensorsFile::open(kQuant / "model.safetensors");
@@ -62,9 +63,10 @@ TEST(QuantizedModel, LoadsMlxLayoutWithOverridesAndFalse) {
   model->visit([&](const std::string& name, Param& p) {
     if (!p.is_matrix()) return;
     const Weight& w = p.frozen;
-    got[name] = w.is_quantized() ? std::to_string(w.quant().bits) + "/" + std::to_string(w.quant().group_size) +
-                                       " " + dtype_name(w.dtype())
-                                 : std::string("dense ") + dtype_name(w.dtype());
+    got[name] = w.is_quantized()
+                    ? std::to_string(w.quant().bits) + "/" + std::to_string(w.quant().group_size) +
+                          " " + dtype_name(w.dtype())
+                    : std::string("dense ") + dtype_name(w.dtype());
   });
   EXPECT_EQ(got["model.embed_tokens.weight"], "4/64 BF16");
   EXPECT_EQ(got["model.layers.0.self_attn.q_proj.weight"], "4/64 BF16");
@@ -85,36 +87,49 @@ TEST(QuantizedModel, BadInputsAreRejectedByName) {
     t[q + ".weight"].shape = {64, 7};
     t[q + ".weight"].nbytes = 64 * 7 * 4;
   });
-  expect("missing biases", {"missing keys", q + ".biases"}, [&](auto& t, auto&, auto&) { t.erase(q + ".biases"); });
-  expect("group size not dividing in", {"model.layers.1.mlp.down_proj", "group_size 64", "in_features 160"},
+  expect("missing biases", {"missing keys", q + ".biases"},
+         [&](auto& t, auto&, auto&) { t.erase(q + ".biases"); });
+  expect("group size not dividing in",
+         {"model.layers.1.mlp.down_proj", "group_size 64", "in_features 160"},
          [&](auto&, auto&, nlohmann::json& c) {
            c["quantization"]["model.layers.1.mlp.down_proj"] = {{"group_size", 64}, {"bits", 4}};
          });
   expect("another width than the file's", {"model.layers.0.mlp.down_proj", "64 x 320", "(64,160)"},
-         [&](auto&, auto&, nlohmann::json& c) { c["quantization"].erase("model.layers.0.mlp.down_proj"); });
+         [&](auto&, auto&, nlohmann::json& c) {
+           c["quantization"].erase("model.layers.0.mlp.down_proj");
+         });
   expect("bits out of range", {"quantization", "bits is 7"},
          [&](auto&, auto&, nlohmann::json& c) { c["quantization"]["bits"] = 7; });
   expect("mode", {"quantization", "mxfp4", "affine"},
          [&](auto&, auto&, nlohmann::json& c) { c["quantization"]["mode"] = "mxfp4"; });
   expect("override of a missing module", {"model.layers.5.mlp.up_proj", "not a matrix"},
-         [&](auto&, auto&, nlohmann::json& c) { c["quantization"]["model.layers.5.mlp.up_proj"] = false; });
-  expect("scales without a quantization section", {"scales", "no \"quantization\""}, [&](auto&, auto&, nlohmann::json& c) {
-    c.erase("quantization");
-    c.erase("quantization_config");
-  });
-  expect("false for a module stored quantized", {"model.embed_tokens.weight", "U32", "does not quantize"},
+         [&](auto&, auto&, nlohmann::json& c) {
+           c["quantization"]["model.layers.5.mlp.up_proj"] = false;
+         });
+  expect("scales without a quantization section", {"scales", "no \"quantization\""},
+         [&](auto&, auto&, nlohmann::json& c) {
+           c.erase("quantization");
+           c.erase("quantization_config");
+         });
+  expect("false for a module stored quantized",
+         {"model.embed_tokens.weight", "U32", "does not quantize"},
          [&](auto&, auto&, nlohmann::json& c) { c["quantization"]["model.embed_tokens"] = false; });
-  expect("a dense module said to be quantized", {"missing keys", "lm_head.scales", "lm_head.biases"},
-         [&](auto&, auto&, nlohmann::json& c) { c["quantization"]["lm_head"] = nlohmann::json::object(); });
-  expect("another quant_method", {"quantization_config", "gptq"}, [&](auto&, auto&, nlohmann::json& c) {
-    c.erase("quantization");
-    c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
-  });
+  expect("a dense module said to be quantized",
+         {"missing keys", "lm_head.scales", "lm_head.biases"},
+         [&](auto&, auto&, nlohmann::json& c) {
+           c["quantization"]["lm_head"] = nlohmann::json::object();
+         });
+  expect("another quant_method", {"quantization_config", "gptq"},
+         [&](auto&, auto&, nlohmann::json& c) {
+           c.erase("quantization");
+           c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+         });
 }
 
 TEST(QuantizedModel, QuantizationConfigAloneIsRead) {
   TempDir tmp;
-  const fs::path dir = edited_copy(tmp, [](auto&, auto&, nlohmann::json& c) { c.erase("quantization"); });
+  const fs::path dir =
+      edited_copy(tmp, [](auto&, auto&, nlohmann::json& c) { c.erase("quantization"); });
   EXPECT_EQ(load_model(dir)->config.quantization, load_model(kQuant)->config.quantization);
 }
 
@@ -132,7 +147,8 @@ TEST(QuantizedModel, SavedFilesAreTheSameBytesAndTheSameConfigKeys) {
     ASSERT_EQ(s.nbytes, t.nbytes) << t.name;
     EXPECT_EQ(std::memcmp(s.data, t.data, t.nbytes), 0) << t.name;
   }
-  nlohmann::json written = read_json_file(tmp / "config.json"), original = read_json_file(kQuant / "config.json");
+  nlohmann::json written = read_json_file(tmp / "config.json"),
+                 original = read_json_file(kQuant / "config.json");
   EXPECT_EQ(written["quantization"], original["quantization"]);
   EXPECT_EQ(written["quantization_config"], original["quantization"]);
   EXPECT_EQ(load_model(tmp.path())->config, model->config);
@@ -155,7 +171,8 @@ TEST(QuantizedModel, DequantizedSaveEqualsTheQuantizedModel) {
 // give the same files, bit for bit, and the plan's rules land where they say.
 TEST(QuantizedModel, QuantizeEqualsInitBits) {
   ModelConfig config = load_model_config(fs::path(GLM4_TEST_DATA) / "tiny_glm4");
-  const QuantPlan plan = QuantPlan::parse({4, 64}, {"lm_head:8", "down_proj:6/32", "layers.1.mlp.gate_up_proj:none"}, "--keep");
+  const QuantPlan plan = QuantPlan::parse(
+      {4, 64}, {"lm_head:8", "down_proj:6/32", "layers.1.mlp.gate_up_proj:none"}, "--keep");
   TempDir tmp;
   Glm4Model dense(config);
   init_random(dense, 7, DType::BF16);
@@ -164,7 +181,9 @@ TEST(QuantizedModel, QuantizeEqualsInitBits) {
   o.quantize = [&](const std::string& m, const Param& p) { return plan.format_for(m, p.shape[1]); };
   save_model(dense, config, tmp / "quantized", o);
   Glm4Model empty(config);
-  o.source = [&](const std::string& name, const Param& p) { return random_param(config, 7, name, p.shape, DType::BF16); };
+  o.source = [&](const std::string& name, const Param& p) {
+    return random_param(config, 7, name, p.shape, DType::BF16);
+  };
   o.max_shard_bytes = 40000;
   save_model(empty, config, tmp / "init", o);
   ModelFiles a = ModelFiles::open(tmp / "quantized"), b = ModelFiles::open(tmp / "init");
@@ -175,25 +194,45 @@ TEST(QuantizedModel, QuantizeEqualsInitBits) {
   }
   auto model = load_model(tmp / "init");
   EXPECT_EQ(model->lm_head->weight.frozen.quant().bits, 8);
-  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).down_proj.weight.frozen.quant().format(), (QuantFormat{6, 32}));
+  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).down_proj.weight.frozen.quant().format(),
+            (QuantFormat{6, 32}));
   EXPECT_FALSE(std::get<Glm4Mlp>(model->layers[1].mlp).gate_up_proj.weight.frozen.is_quantized());
-  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).gate_up_proj.weight.frozen.quant().format(), (QuantFormat{4, 64}));
+  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).gate_up_proj.weight.frozen.quant().format(),
+            (QuantFormat{4, 64}));
   // Close to the dense model it came from (4 bits on random weights: a loose bound).
   EXPECT_LE(max_relative_error(logits_of(*model), logits_of(dense)), 0.5);
 }
 
 TEST(QuantPlan, ParsesRulesAndRejectsBadOnes) {
-  const QuantPlan plan = QuantPlan::parse({4, 64}, {"lm_head:8", "mlp.down_proj:3/32", "layers.0.mlp.down_proj:none"}, "--keep");
+  const QuantPlan plan = QuantPlan::parse(
+      {4, 64}, {"lm_head:8", "mlp.down_proj:3/32", "layers.0.mlp.down_proj:none"}, "--keep");
   EXPECT_EQ(plan.format_for("lm_head", 64), (QuantFormat{8, 64}));
   EXPECT_EQ(plan.format_for("model.layers.1.mlp.down_proj", 160), (QuantFormat{3, 32}));
   EXPECT_EQ(plan.format_for("model.layers.0.mlp.down_proj", 160), std::nullopt);
   EXPECT_EQ(plan.format_for("model.layers.0.self_attn.q_proj", 64), (QuantFormat{4, 64}));
-  EXPECT_EQ(plan.format_for("model.layers.0.self_attn.q_proj", 96), std::nullopt);  // 64 does not divide 96
+  EXPECT_EQ(plan.format_for("model.layers.0.self_attn.q_proj", 96),
+            std::nullopt);  // 64 does not divide 96
   EXPECT_FALSE(QuantPlan::matches("proj", "model.layers.0.self_attn.q_proj"));
-  EXPECT_TRUE(throws_with([] { QuantPlan::parse({4, 64}, {"lm_head"}, "--keep"); }, {"--keep", "lm_head", "PATTERN:BITS"}));
-  EXPECT_TRUE(throws_with([] { QuantPlan::parse({4, 64}, {"lm_head:7"}, "--keep"); }, {"--keep", "lm_head:7", "bits 7"}));
-  EXPECT_TRUE(throws_with([] { QuantPlan::parse({4, 64}, {"lm_head:8/48"}, "--keep"); }, {"lm_head:8/48", "group_size 48"}));
-  EXPECT_TRUE(throws_with([] { QuantPlan::parse({4, 64}, {"lm_head:x"}, "--keep"); }, {"lm_head:x", "not a number"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        QuantPlan::parse({4, 64}, {"lm_head"}, "--keep");
+      },
+      {"--keep", "lm_head", "PATTERN:BITS"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        QuantPlan::parse({4, 64}, {"lm_head:7"}, "--keep");
+      },
+      {"--keep", "lm_head:7", "bits 7"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        QuantPlan::parse({4, 64}, {"lm_head:8/48"}, "--keep");
+      },
+      {"lm_head:8/48", "group_size 48"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        QuantPlan::parse({4, 64}, {"lm_head:x"}, "--keep");
+      },
+      {"lm_head:x", "not a number"}));
 }
 
 // Adapters on every linear of the quantized tiny model, B random with standard deviation `b_std`.

@@ -20,17 +20,22 @@ struct LoraBlock {
   Tensor a, b;
   Tensor operator()(const V& in) const {
     Tensor lora = ops::linear(ops::linear(in[0], a, Tensor()), b, Tensor());
-    Tensor hidden = ops::silu(ops::add(ops::linear(in[0], up, Tensor(), kF32Compute), ops::scale(lora, 2.0f)));
+    Tensor hidden =
+        ops::silu(ops::add(ops::linear(in[0], up, Tensor(), kF32Compute), ops::scale(lora, 2.0f)));
     return ops::add(in[0], ops::linear(hidden, down, Tensor(), kF32Compute));
   }
 };
 
 LoraBlock make_block(int64_t h, int64_t r, uint64_t seed) {
   std::vector<float> w = ops::scale(testing::random_tensor({4 * h, h}, seed), 0.1f).to_vector();
-  std::vector<float> w2 = ops::scale(testing::random_tensor({h, 4 * h}, seed + 3), 0.1f).to_vector();
-  return {Weight::from_f32(w.data(), 4 * h, h), Weight::from_f32(w2.data(), h, 4 * h),
-          ops::scale(testing::random_tensor({r, h}, seed + 1), 0.3f).detach().set_requires_grad(true),
-          ops::scale(testing::random_tensor({4 * h, r}, seed + 2), 0.3f).detach().set_requires_grad(true)};
+  std::vector<float> w2 =
+      ops::scale(testing::random_tensor({h, 4 * h}, seed + 3), 0.1f).to_vector();
+  return {
+      Weight::from_f32(w.data(), 4 * h, h), Weight::from_f32(w2.data(), h, 4 * h),
+      ops::scale(testing::random_tensor({r, h}, seed + 1), 0.3f).detach().set_requires_grad(true),
+      ops::scale(testing::random_tensor({4 * h, r}, seed + 2), 0.3f)
+          .detach()
+          .set_requires_grad(true)};
 }
 
 TEST(Checkpoint, GivesIdenticalGradientsIncludingParametersInsideTheBlock) {
@@ -91,7 +96,8 @@ TEST(Checkpoint, AnEightBlockChainPeaksLowerWithCheckpoints) {
   std::vector<float> plain_grad = blocks[0].a.grad().to_vector();
   int64_t checkpointed = chain_peak_bytes(true, blocks);
   EXPECT_EQ(blocks[0].a.grad().to_vector(), plain_grad);
-  EXPECT_LT(checkpointed * 10, plain * 6) << "plain " << plain << " bytes, checkpointed " << checkpointed;
+  EXPECT_LT(checkpointed * 10, plain * 6)
+      << "plain " << plain << " bytes, checkpointed " << checkpointed;
 }
 
 }  // namespace

@@ -48,12 +48,12 @@ struct Case {
 TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   TempDir dir;
   const std::vector<Case> cases = {
-      {"a.f32", "F32", {3, 5}},        {"b.bf16", "BF16", {7}},      {"c.f16", "F16", {2, 3, 1}},
-      {"d.i32", "I32", {4}},           {"e.i64", "I64", {2, 2}},     {"f.f64", "F64", {3}},
-      {"g.i8", "I8", {5}},             {"h.u8", "U8", {9}},          {"i.bool", "BOOL", {3}},
-      {"j.i16", "I16", {3}},           {"k.u16", "U16", {1}},        {"l.u32", "U32", {2}},
-      {"m.u64", "U64", {1}},           {"n.f8", "F8_E4M3", {4}},     {"o.f8", "F8_E5M2", {2}},
-      {"scalar", "F32", {}},           {"empty", "BF16", {0, 4}},    {"empty2", "I64", {3, 0}},
+      {"a.f32", "F32", {3, 5}}, {"b.bf16", "BF16", {7}},   {"c.f16", "F16", {2, 3, 1}},
+      {"d.i32", "I32", {4}},    {"e.i64", "I64", {2, 2}},  {"f.f64", "F64", {3}},
+      {"g.i8", "I8", {5}},      {"h.u8", "U8", {9}},       {"i.bool", "BOOL", {3}},
+      {"j.i16", "I16", {3}},    {"k.u16", "U16", {1}},     {"l.u32", "U32", {2}},
+      {"m.u64", "U64", {1}},    {"n.f8", "F8_E4M3", {4}},  {"o.f8", "F8_E5M2", {2}},
+      {"scalar", "F32", {}},    {"empty", "BF16", {0, 4}}, {"empty2", "I64", {3, 0}},
   };
   std::vector<std::vector<uint8_t>> bufs;
   std::vector<TensorToWrite> tensors;
@@ -116,7 +116,8 @@ TEST(Safetensors, WritesTheStandardLayout) {
   std::vector<uint16_t> h = {1, 2, 3};  // 6 bytes: the next tensor would be misaligned if first
   std::vector<float> w = {1.5f, -2.0f};
   write_safetensors(dir / "l.safetensors",
-                    {{"h", "BF16", {3}, h.data(), 6}, {"w", "F32", {2}, w.data(), 8}}, {{"k", "v"}});
+                    {{"h", "BF16", {3}, h.data(), 6}, {"w", "F32", {2}, w.data(), 8}},
+                    {{"k", "v"}});
   std::string bytes = slurp(dir / "l.safetensors");
   ASSERT_GE(bytes.size(), 8u);
   uint64_t n = 0;
@@ -185,12 +186,11 @@ TEST(Safetensors, MappingOutlivesEverythingButItsOwner) {
 TEST(Safetensors, AcceptsGapsAndZeroSizedTensorsAnywhere) {
   TempDir dir;
   // 4 bytes of padding between the tensors and after them; zero-size tensors at 0, 8 and 16.
-  const std::string h =
-      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},)"
-      R"("z0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
-      R"("z1":{"dtype":"I64","shape":[2,0],"data_offsets":[8,8]},)"
-      R"("z2":{"dtype":"U8","shape":[0],"data_offsets":[16,16]}})";
+  const std::string h = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                        R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},)"
+                        R"("z0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                        R"("z1":{"dtype":"I64","shape":[2,0],"data_offsets":[8,8]},)"
+                        R"("z2":{"dtype":"U8","shape":[0],"data_offsets":[16,16]}})";
   auto f = SafetensorsFile::open(craft(dir / "g.safetensors", h, 16));
   EXPECT_EQ(f->tensors().size(), 5u);
   EXPECT_EQ(f->at("b").data - f->at("a").data, 8);
@@ -240,7 +240,8 @@ TEST_F(SafetensorsCorrupt, HeaderLengthAbsurd) {
 }
 
 TEST_F(SafetensorsCorrupt, HeaderLengthLimitIsNamed) {
-  EXPECT_TRUE(rejects("{}", 0, {"kMaxSafetensorsHeaderBytes = 100000000"}, kMaxSafetensorsHeaderBytes + 1));
+  EXPECT_TRUE(
+      rejects("{}", 0, {"kMaxSafetensorsHeaderBytes = 100000000"}, kMaxSafetensorsHeaderBytes + 1));
 }
 
 TEST_F(SafetensorsCorrupt, TooManyTensors) {
@@ -261,7 +262,8 @@ TEST_F(SafetensorsCorrupt, TooManyDimensions) {
   EXPECT_TRUE(rejects(one(R"({"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]})"), 1,
                       {"tensor 't'", "9 dimensions", "kMaxSafetensorsDims = 8"}));
   // Eight are fine.
-  auto p = craft(dir_ / "eight.safetensors", one(R"({"dtype":"U8","shape":[1,1,1,1,1,1,1,1],"data_offsets":[0,1]})"), 1);
+  auto p = craft(dir_ / "eight.safetensors",
+                 one(R"({"dtype":"U8","shape":[1,1,1,1,1,1,1,1],"data_offsets":[0,1]})"), 1);
   EXPECT_EQ(SafetensorsFile::open(p)->at("t").shape.size(), 8u);
 }
 
@@ -300,22 +302,23 @@ TEST_F(SafetensorsCorrupt, UnknownDtype) {
 }
 
 TEST_F(SafetensorsCorrupt, MissingOrIllTypedShape) {
-  EXPECT_TRUE(rejects(one(R"({"dtype":"F32","data_offsets":[0,4]})"), 4, {"'t'", "missing 'shape'"}));
-  EXPECT_TRUE(rejects(one(R"({"dtype":"F32","shape":"1","data_offsets":[0,4]})"), 4,
-                      {"'t'", "'shape'"}));
+  EXPECT_TRUE(
+      rejects(one(R"({"dtype":"F32","data_offsets":[0,4]})"), 4, {"'t'", "missing 'shape'"}));
+  EXPECT_TRUE(
+      rejects(one(R"({"dtype":"F32","shape":"1","data_offsets":[0,4]})"), 4, {"'t'", "'shape'"}));
   EXPECT_TRUE(rejects(one(R"({"dtype":"F32","shape":[1.0],"data_offsets":[0,4]})"), 4,
                       {"'t'", "'shape'", "integers"}));
 }
 
 TEST_F(SafetensorsCorrupt, NegativeDimension) {
-  EXPECT_TRUE(rejects(one(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), 4,
-                      {"'t'", "negative"}));
+  EXPECT_TRUE(
+      rejects(one(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})"), 4, {"'t'", "negative"}));
 }
 
 TEST_F(SafetensorsCorrupt, HugeShapeOverflows) {
-  EXPECT_TRUE(rejects(
-      one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})"), 4,
-      {"'t'", "too large"}));
+  EXPECT_TRUE(
+      rejects(one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})"), 4,
+              {"'t'", "too large"}));
 }
 
 TEST_F(SafetensorsCorrupt, MissingOrIllTypedOffsets) {
@@ -346,8 +349,8 @@ TEST_F(SafetensorsCorrupt, OffsetsBeyondDataSection) {
 TEST_F(SafetensorsCorrupt, ByteCountDisagreesWithShape) {
   EXPECT_TRUE(rejects(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), 8,
                       {"'t'", "holds 4 bytes", "needs 8"}));
-  EXPECT_TRUE(rejects(one(R"({"dtype":"BF16","shape":[],"data_offsets":[0,4]})"), 4,
-                      {"'t'", "needs 2"}));
+  EXPECT_TRUE(
+      rejects(one(R"({"dtype":"BF16","shape":[],"data_offsets":[0,4]})"), 4, {"'t'", "needs 2"}));
 }
 
 TEST_F(SafetensorsCorrupt, OverlappingTensors) {
@@ -358,8 +361,8 @@ TEST_F(SafetensorsCorrupt, OverlappingTensors) {
 
 TEST_F(SafetensorsCorrupt, TruncatedFile) {
   std::vector<float> v(100, 2.0f);
-  write_safetensors(dir_ / "bad.safetensors", {f32_tensor("x", {10}, v.data()),
-                                               f32_tensor("last", {90}, v.data())});
+  write_safetensors(dir_ / "bad.safetensors",
+                    {f32_tensor("x", {10}, v.data()), f32_tensor("last", {90}, v.data())});
   ASSERT_NO_THROW(SafetensorsFile::open(dir_ / "bad.safetensors"));
   auto size = std::filesystem::file_size(dir_ / "bad.safetensors");
   std::filesystem::resize_file(dir_ / "bad.safetensors", size - 1);
@@ -376,9 +379,10 @@ TEST(SafetensorsCorruptRandom, MutatedFilesFailCleanly) {
   TempDir dir;
   std::vector<float> v(16, 1.0f);
   std::vector<int64_t> ids = {1, 2, 3};
-  write_safetensors(dir / "ok.safetensors", {f32_tensor("w", {4, 4}, v.data()),
-                                             {"ids", "I64", {3}, ids.data(), 24},
-                                             f32_tensor("s", {}, v.data())},
+  write_safetensors(dir / "ok.safetensors",
+                    {f32_tensor("w", {4, 4}, v.data()),
+                     {"ids", "I64", {3}, ids.data(), 24},
+                     f32_tensor("s", {}, v.data())},
                     {{"format", "pt"}});
   const std::string good = slurp(dir / "ok.safetensors");
   std::mt19937 rng(1234);
@@ -415,18 +419,35 @@ TEST(SafetensorsWriter, RejectsBadInputAndLeavesNoFile) {
   std::vector<float> v(4);
   auto p = dir / "w.safetensors";
   EXPECT_TRUE(throws_with(
-      [&] { write_safetensors(p, {f32_tensor("a", {2}, v.data()), f32_tensor("a", {2}, v.data())}); },
+      [&] {
+        write_safetensors(p, {f32_tensor("a", {2}, v.data()), f32_tensor("a", {2}, v.data())});
+      },
       {"w.safetensors", "'a'", "twice"}));
-  EXPECT_TRUE(throws_with([&] { write_safetensors(p, {{"a", "F32", {3}, v.data(), 8}}); },
-                          {"'a'", "nbytes 8", "need 12"}));
-  EXPECT_TRUE(throws_with([&] { write_safetensors(p, {{"a", "Q4", {1}, v.data(), 1}}); },
-                          {"'a'", "unknown dtype 'Q4'"}));
-  EXPECT_TRUE(throws_with([&] { write_safetensors(p, {{"a", "F32", {-1}, v.data(), 0}}); },
-                          {"'a'", "negative"}));
-  EXPECT_TRUE(throws_with([&] { write_safetensors(p, {{"__metadata__", "F32", {1}, v.data(), 4}}); },
-                          {"invalid name"}));
-  EXPECT_TRUE(throws_with([&] { write_safetensors(p, {{"a", "F32", {1}, nullptr, 4}}); },
-                          {"'a'", "null"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        write_safetensors(p, {{"a", "F32", {3}, v.data(), 8}});
+      },
+      {"'a'", "nbytes 8", "need 12"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        write_safetensors(p, {{"a", "Q4", {1}, v.data(), 1}});
+      },
+      {"'a'", "unknown dtype 'Q4'"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        write_safetensors(p, {{"a", "F32", {-1}, v.data(), 0}});
+      },
+      {"'a'", "negative"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        write_safetensors(p, {{"__metadata__", "F32", {1}, v.data(), 4}});
+      },
+      {"invalid name"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        write_safetensors(p, {{"a", "F32", {1}, nullptr, 4}});
+      },
+      {"'a'", "null"}));
   EXPECT_TRUE(dir.list().empty());
 }
 

@@ -58,7 +58,8 @@ TEST(Sampler, TemperatureSharpensAndFlattens) {
   // p ~ q^(1/T): at T = 1/4 the top token has 0.4^4 / sum(q^4) = 0.64.
   double sum4 = std::pow(0.3, 4) + std::pow(0.1, 4) + std::pow(0.2, 4) + std::pow(0.4, 4);
   EXPECT_NEAR(c[3] / double(n), std::pow(0.4, 4) / sum4, 0.015);
-  double sumq = std::pow(0.3, 0.25) + std::pow(0.1, 0.25) + std::pow(0.2, 0.25) + std::pow(0.4, 0.25);
+  double sumq =
+      std::pow(0.3, 0.25) + std::pow(0.1, 0.25) + std::pow(0.2, 0.25) + std::pow(0.4, 0.25);
   EXPECT_NEAR(h[1] / double(n), std::pow(0.1, 0.25) / sumq, 0.015);
 }
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "infer/score.h"
 #include "io/safetensors.h"
 
@@ -32,7 +32,8 @@ Examples fixture_examples(const std::string& dir) {
 }
 
 // Mean next-token loss of one padded forward over every example, via ops::cross_entropy.
-double reference_loss(const Glm4Model& model, const Examples& e, const std::vector<std::vector<int32_t>>& labels) {
+double reference_loss(const Glm4Model& model, const Examples& e,
+                      const std::vector<std::vector<int32_t>>& labels) {
   NoGradGuard no_grad;
   const int64_t B = int64_t(e.ids.size()), T = e.T;
   ForwardContext ctx;
@@ -124,7 +125,8 @@ TEST(RowLogProbs, EqualMinusTheSummedLossOfEachExample) {
       labels.push_back(y);
     }
     std::vector<Example> examples = as_examples(e.ids, labels);
-    examples.push_back({e.ids[0], std::vector<int32_t>(e.ids[0].size(), kIgnoreLabel)});  // no targets
+    examples.push_back(
+        {e.ids[0], std::vector<int32_t>(e.ids[0].size(), kIgnoreLabel)});  // no targets
     std::vector<double> got = row_log_probs(*model, make_batch(examples, 0, 3, 0));
     ASSERT_EQ(got.size(), 3u);
     for (size_t i = 0; i < 2; ++i) {

@@ -1,8 +1,8 @@
 // `glm4 serve` end to end: the official OpenAI client (tests/serve/openai_client.mjs, pinned in
 // tests/package.json) against the real binary on the embedded model with two adapters built
 // here; a load test with the server's memory before and after; SIGTERM during a stream.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -40,7 +40,8 @@ const std::string kCompute = "f32";
 class Serve : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(std::string(GLM4_SOURCE_DIR) + "/tests/node_modules/openai/package.json"))
+    ASSERT_TRUE(
+        fs::exists(std::string(GLM4_SOURCE_DIR) + "/tests/node_modules/openai/package.json"))
         << "the OpenAI client is missing: run scripts/install_deps.sh (npm ci in tests/)";
     LoraConfig l;
     l.rank = 8;
@@ -56,23 +57,24 @@ class Serve : public ::testing::Test {
   std::unique_ptr<ServerProcess> start_main() {
     auto s = std::make_unique<ServerProcess>(std::vector<std::string>{
         "--model", kModel, "--adapter", "alpha=" + (dir / "alpha").string(), "--adapter",
-        "beta=" + (dir / "beta").string(), "--api-key", kKey, "--max-batch", "8", "--max-queue", "16",
-        "--compute", kCompute});
+        "beta=" + (dir / "beta").string(), "--api-key", kKey, "--max-batch", "8", "--max-queue",
+        "16", "--compute", kCompute});
     EXPECT_TRUE(s->listening()) << s->log();
     return s;
   }
 
   Result client(const std::string& phase, const ServerProcess& main, const std::string& busy_url) {
     return glm4::testing::run_program(
-        "env", {"GLM4_URL=" + main.url(), "GLM4_KEY=" + kKey, "GLM4_BASE=glm4-tiny", "GLM4_ADAPTERS=alpha,beta",
-                "GLM4_BUSY_URL=" + busy_url, "node", kClient, phase});
+        "env", {"GLM4_URL=" + main.url(), "GLM4_KEY=" + kKey, "GLM4_BASE=glm4-tiny",
+                "GLM4_ADAPTERS=alpha,beta", "GLM4_BUSY_URL=" + busy_url, "node", kClient, phase});
   }
 
   // The reply glm4 generate gives for the same chat prompt (greedy, 24 tokens).
   std::string generate_reply(const std::string& adapter_dir) {
-    std::vector<std::string> args = {"generate", "--model", kModel, "--chat", "--prompt",
-                                     "What is the capital of France?", "--max-tokens", "24", "--json",
-                                     "--compute", kCompute};
+    std::vector<std::string> args = {"generate",     "--model",  kModel,
+                                     "--chat",       "--prompt", "What is the capital of France?",
+                                     "--max-tokens", "24",       "--json",
+                                     "--compute",    kCompute};
     if (!adapter_dir.empty()) args.insert(args.end(), {"--adapter", adapter_dir});
     Result r = glm4::testing::run_program(GLM4_BINARY, args, true);
     EXPECT_EQ(r.status, 0) << r.output;
@@ -113,8 +115,9 @@ TEST_F(Serve, OpenAIClientChatStreamAdaptersErrorsConcurrencyAndDisconnect) {
     EXPECT_TRUE(l.contains("time") && l.contains("status")) << l.dump();
     if (l["status"] == 200 && l["endpoint"] != "/v1/models") {
       ++completions;
-      EXPECT_TRUE(l.contains("model") && l.contains("prompt_tokens") && l.contains("completion_tokens") &&
-                  l.contains("tokens_per_s")) << l.dump();
+      EXPECT_TRUE(l.contains("model") && l.contains("prompt_tokens") &&
+                  l.contains("completion_tokens") && l.contains("tokens_per_s"))
+          << l.dump();
       if (l["finish_reason"] == "cancelled") {
         ++cancelled;
         EXPECT_LT(l["completion_tokens"].get<int>(), 1000);
@@ -141,7 +144,8 @@ TEST_F(Serve, LoadTestAnswersAllSixtyFourRequestsAndMemoryReturnsNearIdle) {
   EXPECT_EQ(json::parse(r.output.substr(r.output.rfind('{'))).value("answered", 0), 64);
   std::this_thread::sleep_for(settle);
   const int64_t after_kb = main->rss_kb();
-  std::printf("server RSS: idle %lld kB, after 64 more requests %lld kB\n", (long long)idle_kb, (long long)after_kb);
+  std::printf("server RSS: idle %lld kB, after 64 more requests %lld kB\n", (long long)idle_kb,
+              (long long)after_kb);
   EXPECT_LE(after_kb, idle_kb + idle_kb / 10 + 8 * 1024);
   int answered = 0;
   for (const json& l : log_lines(main->log()))
@@ -161,7 +165,8 @@ TEST_F(Serve, SigtermLetsTheStreamInFlightFinishThenExitsZero) {
   req.method = "POST";
   req.path = "/v1/completions";
   req.set_header("Content-Type", "application/json");
-  req.body = R"({"prompt": "Once upon a time", "max_tokens": 300, "stream": true, "temperature": 0})";
+  req.body =
+      R"({"prompt": "Once upon a time", "max_tokens": 300, "stream": true, "temperature": 0})";
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     received.append(data, n);
     if (!signalled && received.find("data: ") != std::string::npos) {
@@ -174,7 +179,8 @@ TEST_F(Serve, SigtermLetsTheStreamInFlightFinishThenExitsZero) {
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_TRUE(signalled);
-  EXPECT_NE(received.find("\"finish_reason\":\"length\""), std::string::npos) << received.substr(0, 400);
+  EXPECT_NE(received.find("\"finish_reason\":\"length\""), std::string::npos)
+      << received.substr(0, 400);
   EXPECT_NE(received.find("\"completion_tokens\":300"), std::string::npos);
   EXPECT_EQ(received.substr(received.size() - 14), "data: [DONE]\n\n");
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();  // already on its way out: exit status 0
@@ -188,10 +194,12 @@ TEST_F(Serve, SigtermLetsTheStreamInFlightFinishThenExitsZero) {
 TEST_F(Serve, NonStreamedRequestIsCancelledWhenItsClientGoesAway) {
   ServerProcess server({"--model", kModel, "--max-batch", "1", "--compute", kCompute});
   ASSERT_TRUE(server.listening()) << server.log();
-  const std::string body = R"({"prompt": "Tell a long story.", "max_tokens": 1000, "temperature": 0})";
-  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                              "Content-Type: application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body =
+      R"({"prompt": "Tell a long story.", "max_tokens": 1000, "temperature": 0})";
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
@@ -217,7 +225,8 @@ TEST_F(Serve, NonStreamedRequestIsCancelledWhenItsClientGoesAway) {
   // The one slot is free again: the next request is answered.
   httplib::Client http("127.0.0.1", server.port());
   http.set_read_timeout(60, 0);
-  auto res = http.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 4})", "application/json");
+  auto res =
+      http.Post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 4})", "application/json");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(server.stop(SIGINT), 0) << server.log();

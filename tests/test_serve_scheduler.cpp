@@ -66,7 +66,8 @@ std::vector<int32_t> alone(const Glm4Model& m, const SlotRequest& r) {
   cfg.max_tokens = int(r.max_tokens);
   cfg.sampling = r.sampling;
   cfg.stop_ids = r.stop_ids;
-  cfg.prefill_chunk = 7;  // the scheduler below feeds prompts in chunks of 5: chunking changes nothing
+  cfg.prefill_chunk =
+      7;  // the scheduler below feeds prompts in chunks of 5: chunking changes nothing
   Generator g(m, cfg);
   g.start(r.prompt);
   std::vector<int32_t> out;
@@ -139,7 +140,8 @@ TEST(Scheduler, ConcurrentRequestsEqualEachAloneWithMixedAdaptersAndSampling) {
     EXPECT_EQ(got.ids, want) << "request " << i;
     EXPECT_EQ(got.prompt_tokens, int64_t(requests[i].prompt.size()));
     EXPECT_EQ(got.completion_tokens, int64_t(want.size()));
-    EXPECT_EQ(got.finish_reason, int64_t(want.size()) < requests[i].max_tokens ? "stop" : "length") << i;
+    EXPECT_EQ(got.finish_reason, int64_t(want.size()) < requests[i].max_tokens ? "stop" : "length")
+        << i;
   }
   EXPECT_GT(s.stats().rows, s.stats().steps);  // rows really were batched
   EXPECT_TRUE(idle_soon(s));
@@ -154,7 +156,8 @@ TEST(Scheduler, AKvWindowGivesWhatGenerateGivesWithTheSameWindow) {
   std::vector<SlotRequest> requests(3);
   std::vector<std::shared_ptr<SlotHandle>> handles;
   for (int i = 0; i < 3; ++i) {
-    for (int t = 0; t < 30 + 7 * i; ++t) requests[size_t(i)].prompt.push_back(int32_t((t * 13 + i) % 509));
+    for (int t = 0; t < 30 + 7 * i; ++t)
+      requests[size_t(i)].prompt.push_back(int32_t((t * 13 + i) % 509));
     requests[size_t(i)].max_tokens = 40;
     handles.push_back(submit(s, requests[size_t(i)]));
   }
@@ -190,12 +193,16 @@ TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits
     EXPECT_FLOAT_EQ(lp.top[0].logprob, lp.logprob);
     EXPECT_LE(lp.logprob, 0.0f);
     EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
-    EXPECT_LE(std::exp(lp.top[0].logprob) + std::exp(lp.top[1].logprob) + std::exp(lp.top[2].logprob), 1.0001);
+    EXPECT_LE(
+        std::exp(lp.top[0].logprob) + std::exp(lp.top[1].logprob) + std::exp(lp.top[2].logprob),
+        1.0001);
   }
   // A stop string from the last character before token i into token i's text.
   size_t cut = 0;
   std::string stop;
-  auto text_of = [&](size_t n) { return tok->decode(std::vector<int32_t>(plain.ids.begin(), plain.ids.begin() + long(n)), true); };
+  auto text_of = [&](size_t n) {
+    return tok->decode(std::vector<int32_t>(plain.ids.begin(), plain.ids.begin() + long(n)), true);
+  };
   for (size_t i = 3; i < plain.ids.size() && stop.empty(); ++i) {
     const size_t before = text_of(i).size(), after = text_of(i + 1).size();
     if (before == 0 || after < before + 2) continue;

@@ -63,7 +63,8 @@ TEST(OpenAiSchema, EachBadFieldIsNamed) {
       {"{" + m + R"(, "model": 7})", "model"},
       {R"({"messages": "hi"})", "messages"},
       {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content[0]"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content[0]"},
       {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
   };
   for (const auto& [body, param] : cases) {
@@ -81,8 +82,9 @@ TEST(OpenAiSchema, EachBadFieldIsNamed) {
   EXPECT_EQ(error_of("not json").code, "invalid_json");
   EXPECT_EQ(error_of("[]").code, "invalid_json");
   EXPECT_EQ(error_of("").status, 400);
-  ApiError long_prompt = error_of(R"({"prompt": ")" + std::string(5000, 'x') + " " + std::string(5000, 'y') +
-                                  R"("})", Endpoint::Completion);
+  ApiError long_prompt =
+      error_of(R"({"prompt": ")" + std::string(5000, 'x') + " " + std::string(5000, 'y') + R"("})",
+               Endpoint::Completion);
   EXPECT_EQ(long_prompt.code, "context_length_exceeded");
 }
 
@@ -104,10 +106,12 @@ TEST(OpenAiSchema, ValidRequestsBecomeSlotRequests) {
   EXPECT_TRUE(p.stream && p.include_usage);
   EXPECT_EQ(r.stop_ids, served().s.chat_stop_ids);
   const Tokenizer& tok = *served().tokenizer;
-  EXPECT_EQ(r.prompt, render_chat(tok, served().s.format, {{"system", "Be brief."}, {"user", "hi"}}, true).ids);
+  EXPECT_EQ(
+      r.prompt,
+      render_chat(tok, served().s.format, {{"system", "Be brief."}, {"user", "hi"}}, true).ids);
 
-  SlotRequest c = build_slot_request(parse_request(R"({"prompt": [[5, 6, 7]], "seed": -1})", Endpoint::Completion),
-                                     served().s, 1);
+  SlotRequest c = build_slot_request(
+      parse_request(R"({"prompt": [[5, 6, 7]], "seed": -1})", Endpoint::Completion), served().s, 1);
   EXPECT_EQ(c.prompt, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(c.adapter, -1);
   EXPECT_EQ(c.max_tokens, 1024 - 3);  // no max_tokens: the rest of the context
@@ -117,22 +121,28 @@ TEST(OpenAiSchema, ValidRequestsBecomeSlotRequests) {
 
 TEST(OpenAiSchema, DeeplyNestedBodiesAreRefusedBeforeParsing) {
   const std::string deep = std::string(300000, '[') + std::string(300000, ']');
-  for (const std::string& body : {R"({"prompt": )" + deep + "}", R"({"messages": [{"role": "user", "content": )" + deep + "}]}",
+  for (const std::string& body : {R"({"prompt": )" + deep + "}",
+                                  R"({"messages": [{"role": "user", "content": )" + deep + "}]}",
                                   R"({"unknown": )" + deep + "}", std::string(300000, '{')}) {
     ApiError e = error_of(body, Endpoint::Completion);
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.code, "invalid_json") << e.what();
   }
   // Brackets inside strings are text, and moderate nesting of unknown fields is fine.
-  EXPECT_EQ(error_of(R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", "x": [[[[1]]]]})",
-                     Endpoint::Completion).status, 200);
+  EXPECT_EQ(
+      error_of(
+          R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", "x": [[[[1]]]]})",
+          Endpoint::Completion)
+          .status,
+      200);
 }
 
 // More than kMaxMessages (4096) messages is a 400 naming "messages"; 4096 parse.
 TEST(OpenAiSchema, MessageCountIsLimited) {
   auto body = [](int n) {
     std::string b = R"({"messages": [)";
-    for (int i = 0; i < n; ++i) b += std::string(i ? "," : "") + R"({"role": "user", "content": "a"})";
+    for (int i = 0; i < n; ++i)
+      b += std::string(i ? "," : "") + R"({"role": "user", "content": "a"})";
     return b + "]}";
   };
   EXPECT_EQ(parse_request(body(4096), Endpoint::Chat).messages.size(), 4096u);
@@ -142,7 +152,8 @@ TEST(OpenAiSchema, MessageCountIsLimited) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "messages");
-    EXPECT_NE(std::string(e.what()).find("has 4097 messages; the limit is 4096"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has 4097 messages; the limit is 4096"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -161,9 +172,14 @@ TEST(OpenAiSchema, MutatedBodiesOnlyEverRaiseApiErrors) {
     for (int k = 0; k < edits && !body.empty(); ++k) {
       const size_t at = rng() % body.size();
       switch (rng() % 3) {
-        case 0: body.erase(at, 1 + rng() % 3); break;
-        case 1: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        default: body[at] = alphabet[rng() % alphabet.size()];
+        case 0:
+          body.erase(at, 1 + rng() % 3);
+          break;
+        case 1:
+          body.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        default:
+          body[at] = alphabet[rng() % alphabet.size()];
       }
     }
     const Endpoint e = i % 2 ? Endpoint::Completion : Endpoint::Chat;

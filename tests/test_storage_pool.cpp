@@ -44,7 +44,8 @@ TEST(StoragePool, ReusesLargeBlocksOfTheSameClass) {
 }
 
 TEST(StoragePool, SizeClassesWasteAtMostAnEighth) {
-  for (size_t bytes : {size_t(256) << 10, (size_t(256) << 10) + 1, size_t(1000001), size_t(77) << 20}) {
+  for (size_t bytes :
+       {size_t(256) << 10, (size_t(256) << 10) + 1, size_t(1000001), size_t(77) << 20}) {
     PoolBlock b = pool_allocate(bytes);
     EXPECT_GE(b.capacity, bytes);
     EXPECT_LE(double(b.capacity), double(bytes) * 1.125 + 4096) << bytes;

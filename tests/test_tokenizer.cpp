@@ -58,8 +58,12 @@ int check_rows(const Tokenizer& tok, const std::string& family, const std::strin
   return checked;
 }
 
-TEST(TokenizerVectors, ChatGlm2) { EXPECT_EQ(check_rows(shared_tokenizer("chatglm2"), "chatglm2", "sp"), 4); }
-TEST(TokenizerVectors, ChatGlm3) { EXPECT_EQ(check_rows(shared_tokenizer("chatglm3"), "chatglm3", "sp"), 1); }
+TEST(TokenizerVectors, ChatGlm2) {
+  EXPECT_EQ(check_rows(shared_tokenizer("chatglm2"), "chatglm2", "sp"), 4);
+}
+TEST(TokenizerVectors, ChatGlm3) {
+  EXPECT_EQ(check_rows(shared_tokenizer("chatglm3"), "chatglm3", "sp"), 1);
+}
 TEST(TokenizerVectors, Glm4Tiktoken) {
   EXPECT_EQ(check_rows(shared_tokenizer("glm4-tiktoken"), "glm4-tiktoken", "tiktoken"), 4);
 }
@@ -70,8 +74,8 @@ TEST(TokenizerVectors, Glm4TokenizerJson) {
 }
 
 TEST(Pretokenizer, MatchesPythonRegexModule) {
-  const auto rows = read_jsonl(std::filesystem::path(GLM4_TEST_DATA) / "tokenizer" /
-                               "pretokenize_cases.jsonl");
+  const auto rows =
+      read_jsonl(std::filesystem::path(GLM4_TEST_DATA) / "tokenizer" / "pretokenize_cases.jsonl");
   ASSERT_GT(rows.size(), 400u);
   for (const auto& r : rows) {
     const std::string text = r.at("text");
@@ -92,12 +96,16 @@ TEST(Pretokenizer, KeepsInvalidBytes) {
 TEST(Utf8, RepairsLikePython) {
   // Expected values from Python's bytes.decode("utf-8", "replace").
   const std::string r = std::string(utf8::kReplacement);
-  EXPECT_EQ(utf8::repair("\xE4\xB8" "a"), r + "a");
+  EXPECT_EQ(utf8::repair("\xE4\xB8"
+                         "a"),
+            r + "a");
   EXPECT_EQ(utf8::repair("\xED\xA0\x80"), r + r + r);
   EXPECT_EQ(utf8::repair("\xF0\x9F\x98"), r);
   EXPECT_EQ(utf8::repair("\xC0\xAF"), r + r);
   EXPECT_EQ(utf8::repair("\xF4\x90\x80\x80"), r + r + r + r);
-  EXPECT_EQ(utf8::repair("a\x80" "b"), "a" + r + "b");
+  EXPECT_EQ(utf8::repair("a\x80"
+                         "b"),
+            "a" + r + "b");
   EXPECT_EQ(utf8::repair("中文👋"), "中文👋");
 }
 
@@ -107,19 +115,19 @@ TEST(Utf8, CharClasses) {
   EXPECT_EQ(utf8::char_class(0x4E2D), CharClass::kLetter);   // 中
   EXPECT_EQ(utf8::char_class(0x20000), CharClass::kLetter);  // CJK Ext. B
   EXPECT_EQ(utf8::char_class('7'), CharClass::kNumber);
-  EXPECT_EQ(utf8::char_class(0xBD), CharClass::kNumber);     // ½ (No)
+  EXPECT_EQ(utf8::char_class(0xBD), CharClass::kNumber);  // ½ (No)
   EXPECT_EQ(utf8::char_class(0x3000), CharClass::kSpace);
-  EXPECT_EQ(utf8::char_class(0x1C), CharClass::kOther);      // not White_Space
-  EXPECT_EQ(utf8::char_class(0x301), CharClass::kOther);     // combining acute (Mn)
-  EXPECT_EQ(utf8::char_class(0x1F600), CharClass::kOther);   // emoji (So)
+  EXPECT_EQ(utf8::char_class(0x1C), CharClass::kOther);     // not White_Space
+  EXPECT_EQ(utf8::char_class(0x301), CharClass::kOther);    // combining acute (Mn)
+  EXPECT_EQ(utf8::char_class(0x1F600), CharClass::kOther);  // emoji (So)
 }
 
 TEST(Tokenizer, SpecialIds) {
   const auto& glm4 = shared_tokenizer("glm4-tiktoken");
   const std::map<std::string, int32_t> glm4_ids = {
-      {"<|endoftext|>", 151329}, {"[MASK]", 151330},        {"[gMASK]", 151331},
-      {"[sMASK]", 151332},       {"<sop>", 151333},         {"<eop>", 151334},
-      {"<|system|>", 151335},    {"<|user|>", 151336},      {"<|assistant|>", 151337},
+      {"<|endoftext|>", 151329},   {"[MASK]", 151330},          {"[gMASK]", 151331},
+      {"[sMASK]", 151332},         {"<sop>", 151333},           {"<eop>", 151334},
+      {"<|system|>", 151335},      {"<|user|>", 151336},        {"<|assistant|>", 151337},
       {"<|observation|>", 151338}, {"<|end_of_video|>", 151342}};
   for (const auto* tok : {&glm4, &shared_tokenizer("glm4-json")}) {
     for (const auto& [text, id] : glm4_ids) EXPECT_EQ(tok->special_id(text), id) << text;
@@ -130,11 +138,18 @@ TEST(Tokenizer, SpecialIds) {
   EXPECT_EQ(shared_tokenizer("glm4-json").kind(), "bpe-json");
 
   const auto& cg3 = shared_tokenizer("chatglm3");
-  const std::map<std::string, int32_t> cg3_ids = {
-      {"<unk>", 0},        {"<s>", 1},          {"</s>", 2},         {"[MASK]", 64789},
-      {"[gMASK]", 64790},  {"[sMASK]", 64791},  {"sop", 64792},      {"eop", 64793},
-      {"<|system|>", 64794}, {"<|user|>", 64795}, {"<|assistant|>", 64796},
-      {"<|observation|>", 64797}};
+  const std::map<std::string, int32_t> cg3_ids = {{"<unk>", 0},
+                                                  {"<s>", 1},
+                                                  {"</s>", 2},
+                                                  {"[MASK]", 64789},
+                                                  {"[gMASK]", 64790},
+                                                  {"[sMASK]", 64791},
+                                                  {"sop", 64792},
+                                                  {"eop", 64793},
+                                                  {"<|system|>", 64794},
+                                                  {"<|user|>", 64795},
+                                                  {"<|assistant|>", 64796},
+                                                  {"<|observation|>", 64797}};
   for (const auto& [text, id] : cg3_ids) EXPECT_EQ(cg3.special_id(text), id) << text;
   EXPECT_EQ(cg3.special_id("<sop>"), std::nullopt);
   EXPECT_EQ(cg3.special_id("▁"), std::nullopt);  // ordinary pieces are not special
@@ -171,12 +186,14 @@ TEST(Tokenizer, TiktokenAndTokenizerJsonAgree) {
   // Rank-based (tiktoken) and merge-list (tokenizer.json) BPE are different algorithms; on the
   // same vocabulary they must give the same ids.
   std::mt19937 rng(7);
-  const std::vector<std::string> parts = {"Hello", " world", "你好", "，", "  ", "\n\n", "\t",
-                                          "123456", " 3.14", "'s", "'LL", "😀", "🦙", "é",
-                                          "Привет", "ـــ", "    def f(x):\n", "!!!", "\r\n"};
+  const std::vector<std::string> parts = {
+      "Hello",           " world", "你好", "，", "  ",   "\n\n", "\t",     "123456",
+      " 3.14",           "'s",     "'LL",  "😀",  "🦙", "é",    "Привет", "ـــ",
+      "    def f(x):\n", "!!!",    "\r\n"};
   std::string text;
   for (int i = 0; i < 4000; ++i) text += parts[rng() % parts.size()];
-  EXPECT_EQ(shared_tokenizer("glm4-tiktoken").encode(text), shared_tokenizer("glm4-json").encode(text));
+  EXPECT_EQ(shared_tokenizer("glm4-tiktoken").encode(text),
+            shared_tokenizer("glm4-json").encode(text));
 }
 
 TEST(Tokenizer, DecodeRejectsOutOfRangeIds) {
@@ -189,7 +206,8 @@ TEST(Tokenizer, DecodeRejectsOutOfRangeIds) {
 }
 
 TEST(Tokenizer, RoundTripsAllKinds) {
-  const std::string text = "Hello, 世界! 👋🏽 tabs\tand  spaces \n\n 12345 ½ Ünïcödé\r\nend ";
+  const std::string text =
+      "Hello, 世界! 👋🏽 tabs\tand  spaces \n\n 12345 ½ Ünïcödé\r\nend ";
   for (const char* name : {"glm4-tiktoken", "glm4-json", "trained-sp"}) {
     const auto& tok = shared_tokenizer(name);
     EXPECT_EQ(tok.decode(tok.encode(text)), text) << name;
@@ -230,7 +248,8 @@ std::string error_of(const std::function<void()>& fn) {
 TEST(TokenizerLoader, MalformedFilesNameFileAndLine) {
   const auto dir = testing::scratch_dir("bad_tiktoken");
   std::string ranks;
-  for (int b = 0; b < 256; ++b) ranks += "QQ== " + std::to_string(b) + "\n";  // wrong but well-formed
+  for (int b = 0; b < 256; ++b)
+    ranks += "QQ== " + std::to_string(b) + "\n";  // wrong but well-formed
   std::ofstream(dir / "tokenizer.model") << "IQ== 0\nIg== 1\nnot a rank line\n";
   EXPECT_NE(error_of([&] { load_tokenizer(dir); }).find("tokenizer.model:3"), std::string::npos)
       << error_of([&] { load_tokenizer(dir); });
@@ -247,14 +266,21 @@ TEST(TokenizerLoader, MalformedFilesNameFileAndLine) {
   EXPECT_NE(msg.find("line 3"), std::string::npos) << msg;
 
   const auto sdir = testing::scratch_dir("bad_sp");
-  std::ofstream(sdir / "tokenizer.model") << std::string("\x0a\x05\x0a\x03" "abc\x12\xff", 9);
+  std::ofstream(sdir / "tokenizer.model") << std::string(
+      "\x0a\x05\x0a\x03"
+      "abc\x12\xff",
+      9);
   EXPECT_NE(error_of([&] { load_tokenizer(sdir); }).find("tokenizer.model"), std::string::npos)
       << error_of([&] { load_tokenizer(sdir); });
 
   // Found by fuzz_sentencepiece: libsentencepiece's trie builder aborted the process on these.
   const std::string unk("\x0a\x09\x0a\x05<unk>\x18\x02", 11);  // piece "<unk>", type UNKNOWN
-  for (const auto& [piece, what] : {std::pair{std::string("\x0a\x02\x0a\x00", 4), "piece 1 is empty"},
-                                    std::pair{std::string("\x0a\x05\x0a\x03\x00\x00" "a", 7), "piece 1 holds a NUL byte"}}) {
+  for (const auto& [piece, what] :
+       {std::pair{std::string("\x0a\x02\x0a\x00", 4), "piece 1 is empty"},
+        std::pair{std::string("\x0a\x05\x0a\x03\x00\x00"
+                              "a",
+                              7),
+                  "piece 1 holds a NUL byte"}}) {
     std::ofstream(sdir / "tokenizer.model", std::ios::binary) << unk + piece;
     const std::string msg = error_of([&] { load_sentencepiece(sdir / "tokenizer.model"); });
     EXPECT_NE(msg.find(std::string("tokenizer.model: ") + what), std::string::npos) << msg;
@@ -271,12 +297,17 @@ TEST(TokenizerLoader, VocabularyAndMergeLimitsAreNamed) {
 
   // tokenizer.json: an id at the limit, then one merge too many.
   nlohmann::json j = {
-      {"model", {{"type", "BPE"}, {"vocab", {{"a", kMaxTokenizerVocab}}}, {"merges", nlohmann::json::array()}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", {{"a", kMaxTokenizerVocab}}},
+        {"merges", nlohmann::json::array()}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", std::string(kGlm4PretokenizerRegex)}}},
-           {"behavior", "Isolated"}, {"invert", false}},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(kGlm4PretokenizerRegex)}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}}};
   const auto jdir = testing::scratch_dir("limit_json");
   std::ofstream(jdir / "tokenizer.json") << j.dump();
@@ -293,16 +324,22 @@ TEST(TokenizerLoader, VocabularyAndMergeLimitsAreNamed) {
   std::ofstream(jdir / "tokenizer.json") << text;
   msg = error_of([&] { load_tokenizer_json(jdir / "tokenizer.json"); });
   EXPECT_NE(msg.find("model.merges has 2097153 entries (limit kMaxTokenizerMerges = 2097152)"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
 
   // sentencepiece: one piece more than the limit (each piece: field 1 holding field 1 = "a").
   std::string proto;
-  for (int64_t i = 0; i <= kMaxTokenizerVocab; ++i) proto += std::string("\x0a\x03\x0a\x01" "a", 5);
+  for (int64_t i = 0; i <= kMaxTokenizerVocab; ++i)
+    proto += std::string(
+        "\x0a\x03\x0a\x01"
+        "a",
+        5);
   const auto sdir = testing::scratch_dir("limit_sp");
   std::ofstream(sdir / "tokenizer.model", std::ios::binary) << proto;
   msg = error_of([&] { load_sentencepiece(sdir / "tokenizer.model"); });
   EXPECT_NE(msg.find("tokenizer.model: more than 2097152 pieces (limit kMaxTokenizerVocab)"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
 }
 
 // A tiny tokenizer.json written here: the merge list, not ranks, decides (ignore_merges false).
@@ -326,17 +363,22 @@ TEST(TokenizerJson, MergeOrderAndAddedTokens) {
   for (size_t i = 0; i < merges.size(); ++i) {
     vocab[merges[i].first + merges[i].second] = next_id++;
     // Both spellings of a merge: "a b" (older files) and ["a", "b"].
-    if (i % 2) merge_list.push_back(merges[i].first + " " + merges[i].second);
-    else merge_list.push_back({merges[i].first, merges[i].second});
+    if (i % 2)
+      merge_list.push_back(merges[i].first + " " + merges[i].second);
+    else
+      merge_list.push_back({merges[i].first, merges[i].second});
   }
   nlohmann::json j = {
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}}},
       {"normalizer", nullptr},
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", std::string(kGlm4PretokenizerRegex)}}},
-           {"behavior", "Isolated"}, {"invert", false}},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(kGlm4PretokenizerRegex)}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
       {"decoder", {{"type", "ByteLevel"}}},
       {"added_tokens",
@@ -351,8 +393,9 @@ TEST(TokenizerJson, MergeOrderAndAddedTokens) {
   EXPECT_EQ(tok->encode("hel"), (std::vector<int32_t>{256, id('l')}));
   EXPECT_EQ(tok->encode("ell"), (std::vector<int32_t>{id('e'), 257}));
   EXPECT_EQ(tok->encode(" world"), (std::vector<int32_t>{260, id('o'), id('r'), id('l'), id('d')}));
-  EXPECT_EQ(tok->encode("a<think>b<|x|>"),
-            (std::vector<int32_t>{id('a'), 301, id('b'), id('<'), id('|'), id('x'), id('|'), id('>')}));
+  EXPECT_EQ(
+      tok->encode("a<think>b<|x|>"),
+      (std::vector<int32_t>{id('a'), 301, id('b'), id('<'), id('|'), id('x'), id('|'), id('>')}));
   EXPECT_EQ(tok->encode("<|x|><think>", true), (std::vector<int32_t>{300, 301}));
   EXPECT_EQ(tok->decode(std::vector<int32_t>{300, 301}, true), "<think>");
   EXPECT_EQ(tok->vocab_size(), 302);
@@ -406,7 +449,8 @@ void check_stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool sk
 
 TEST(StreamDecoder, ConcatenationEqualsDecodeForAllKinds) {
   const std::string text =
-      "你好👋！很高兴见到你 😶‍🌫️ emoji 🦙🦙 and Chinese 晚上睡不着应该怎么办 \n\n  code:\tx = 1 ½ 🇺🇳 end";
+      "你好👋！很高兴见到你 😶‍🌫️ emoji 🦙🦙 and Chinese 晚上睡不着应该怎么办 \n\n  "
+      "code:\tx = 1 ½ 🇺🇳 end";
   for (const char* name : {"glm4-tiktoken", "glm4-json", "chatglm3", "trained-sp"}) {
     SCOPED_TRACE(name);
     const auto& tok = shared_tokenizer(name);
@@ -440,8 +484,9 @@ TEST(StreamDecoder, RandomIdsIncludingBrokenCharacters) {
 // A megabyte of pseudo-English round-trips (its speed is measured by benchmarks/bench_tokenizer).
 TEST(TokenizerLongText, OneMegabyteRoundTrips) {
   // Pseudo-English: common words plus invented ones that need real BPE merging.
-  const std::vector<std::string> common = {"the", "of", "and", "to", "in", "is", "that", "for",
-                                           "it", "with", "as", "was", "on", "model", "training"};
+  const std::vector<std::string> common = {"the", "of",   "and", "to",    "in",
+                                           "is",  "that", "for", "it",    "with",
+                                           "as",  "was",  "on",  "model", "training"};
   const std::vector<std::string> syll = {"ka", "tor", "mi", "zen", "qua", "lin", "dro", "pex"};
   std::mt19937 rng(11);
   std::string text;
@@ -485,7 +530,8 @@ TEST(SpTrainer, TrainedTokenizerRoundTripsAndKnowsSpecials) {
   std::istringstream corpus(testing::tiny_corpus());
   std::string line;
   while (std::getline(corpus, line)) ASSERT_EQ(tok.decode(tok.encode(line)), line);
-  const std::string unseen = "Zebra 世界 🦙 x\n\n  y\t7";  // byte fallback for unseen characters
+  const std::string unseen =
+      "Zebra 世界 🦙 x\n\n  y\t7";  // byte fallback for unseen characters
   EXPECT_EQ(tok.decode(tok.encode(unseen)), unseen);
   EXPECT_LT(tok.encode("the model learns").size(), std::string("the model learns").size());
 }
@@ -506,10 +552,12 @@ TEST(SpTrainer, IsDeterministic) {
 TEST(SpTrainer, ReportsBadInputs) {
   testing::trained_sp_dir();  // writes the corpus
   const auto out = testing::scratch_dir("trained_bad");
-  EXPECT_NE(error_of([&] { train_sentencepiece({out / "missing.txt"}, 320, out); }).find("missing.txt"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { train_sentencepiece({out / "missing.txt"}, 320, out); }).find("missing.txt"),
+      std::string::npos);
   EXPECT_THROW(train_sentencepiece({}, 320, out), Error);
-  EXPECT_THROW(train_sentencepiece({testing::scratch_dir("corpus") / "corpus.txt"}, 100, out), Error);
+  EXPECT_THROW(train_sentencepiece({testing::scratch_dir("corpus") / "corpus.txt"}, 100, out),
+               Error);
 }
 
 }  // namespace

@@ -47,11 +47,16 @@ json distinct_values() {
   visit_train_settings([&](const char* key, auto member, const char*) {
     using T = std::remove_cvref_t<decltype(defaults.*member)>;
     ++i;
-    if constexpr (std::is_same_v<T, bool>) j[key] = !(defaults.*member);
-    else if constexpr (std::is_same_v<T, std::string>) j[key] = std::string(key) + "_value";
-    else if constexpr (std::is_same_v<T, std::vector<std::string>>) j[key] = {std::string(key), "x"};
-    else if constexpr (std::is_floating_point_v<T>) j[key] = 1000.25 + i;
-    else j[key] = T(1000 + i);
+    if constexpr (std::is_same_v<T, bool>)
+      j[key] = !(defaults.*member);
+    else if constexpr (std::is_same_v<T, std::string>)
+      j[key] = std::string(key) + "_value";
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      j[key] = {std::string(key), "x"};
+    else if constexpr (std::is_floating_point_v<T>)
+      j[key] = 1000.25 + i;
+    else
+      j[key] = T(1000 + i);
   });
   return j;
 }
@@ -79,7 +84,9 @@ TEST(TrainSettings, ListsAlsoReadAsCommaSeparatedText) {
 
 TEST(TrainSettings, UnknownKeysAndWrongTypesAreRefusedNamingThem) {
   TrainConfig c;
-  EXPECT_EQ(error_of([&] { apply_json(c, {{"lerning_rate", 1e-3}}, "job.json"); }),
+  EXPECT_EQ(error_of([&] {
+              apply_json(c, {{"lerning_rate", 1e-3}}, "job.json");
+            }),
             "job.json: unknown key \"lerning_rate\"");
   const std::string wrong = error_of([&] { apply_json(c, {{"iters", "ten"}}, "job.json"); });
   EXPECT_NE(wrong.find("job.json: key \"iters\" has the wrong type"), std::string::npos) << wrong;

@@ -7,14 +7,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "base/check.h"
 #include "dataset/dataset.h"
 #include "infer/score.h"
-#include "autograd/kernels/kernel_selection.h"
-#include "autograd/kernels/quant_linear.h"
 #include "io/safetensors.h"
-#include "tests/support/temp_dir.h"
 #include "model/adapter/adapter_io.h"
+#include "tests/support/temp_dir.h"
 #include "train/trainer.h"
 
 namespace glm4 {
@@ -105,7 +105,8 @@ TEST_F(TrainerTest, ResumedRunLossesAreBitIdentical) {
   Metrics b = read_metrics(tmp / "parts" / "metrics.jsonl");
   ASSERT_EQ(a.loss.size(), 12u);
   ASSERT_EQ(b.loss.size(), 12u);  // the resumed run appends to the same log
-  for (int64_t step = 1; step <= 12; ++step) EXPECT_EQ(a.loss[step], b.loss[step]) << "step " << step;
+  for (int64_t step = 1; step <= 12; ++step)
+    EXPECT_EQ(a.loss[step], b.loss[step]) << "step " << step;
   EXPECT_EQ(a.val_loss.at(12), b.val_loss.at(12));
   EXPECT_NE(a.loss[1], a.loss[12]);
 
@@ -123,15 +124,17 @@ TEST_F(TrainerTest, FullTrainingWritesACompleteModelDirectory) {
   c.lora_dropout = 0;
   run_training(c);
   const fs::path out = tmp / "full";
-  for (const char* f : {"config.json", "model.safetensors", "generation_config.json", "best/config.json",
-                        "best/model.safetensors", "best/generation_config.json"})
+  for (const char* f :
+       {"config.json", "model.safetensors", "generation_config.json", "best/config.json",
+        "best/model.safetensors", "best/generation_config.json"})
     EXPECT_TRUE(fs::is_regular_file(out / f)) << f;
   EXPECT_FALSE(fs::exists(out / "adapter_model.safetensors"));
   auto slurp = [](const fs::path& p) {
     std::ifstream f(p);
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
-  EXPECT_EQ(slurp(out / "generation_config.json"), slurp(fs::path(kTinyGlm4) / "generation_config.json"));
+  EXPECT_EQ(slurp(out / "generation_config.json"),
+            slurp(fs::path(kTinyGlm4) / "generation_config.json"));
   auto base = SafetensorsFile::open(fs::path(kTinyGlm4) / "model.safetensors");
   auto trained = SafetensorsFile::open(out / "model.safetensors");
   ASSERT_EQ(base->tensors().size(), trained->tensors().size());
@@ -150,8 +153,9 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
   EXPECT_EQ(m.val_loss.at(0), s.first_val_loss);
   double best = std::min({m.val_loss.at(4), m.val_loss.at(8), m.val_loss.at(12)});
   EXPECT_EQ(s.best_val_loss, best);  // among trained adapters; step 0 is the base model
-  for (const char* f : {"adapter_model.safetensors", "adapter_config.json", "checkpoint.h5", "metrics.jsonl",
-                        "best/adapter_model.safetensors", "best/adapter_config.json"})
+  for (const char* f :
+       {"adapter_model.safetensors", "adapter_config.json", "checkpoint.h5", "metrics.jsonl",
+        "best/adapter_model.safetensors", "best/adapter_config.json"})
     EXPECT_TRUE(fs::is_regular_file(tmp / "out" / f)) << f;
   for (const auto& e : fs::directory_iterator(tmp / "out"))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
@@ -163,7 +167,8 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
   EXPECT_EQ(first["compute"], "f32");
   EXPECT_EQ(first["kernel"], "fp32");
   // and the kernels that run it (model/kernel_report.h)
-  EXPECT_EQ(first["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << line;
+  EXPECT_EQ(first["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32))
+      << line;
   EXPECT_EQ(first["quant_kernel"], quant_kernel_name()) << line;
   EXPECT_EQ(first["quant_int8_decode"], false) << line;
   int train_lines = 0;
@@ -171,7 +176,8 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
     json j = json::parse(line);
     if (!j.contains("loss")) continue;
     ++train_lines;
-    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "peak_rss_mb"})
+    for (const char* key :
+         {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "peak_rss_mb"})
       EXPECT_TRUE(j.contains(key)) << key << " missing in " << line;
   }
   EXPECT_EQ(train_lines, 12);
@@ -193,7 +199,8 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
 
 TEST_F(TrainerTest, PatienceStopsEarly) {
   TrainConfig c = small_run(data, tmp / "out");
-  c.learning_rate = 1e-30;  // too small to move the loss: it never improves after the first evaluation
+  c.learning_rate =
+      1e-30;  // too small to move the loss: it never improves after the first evaluation
   c.lora_dropout = 0;
   c.iters = 40;
   c.patience = 2;

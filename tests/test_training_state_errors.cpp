@@ -25,7 +25,8 @@ void write_checkpoint(const std::filesystem::path& path, const std::string& conf
   Hdf5Writer w(path);
   w.set_attr_i64("format_version", kTrainingStateVersion);
   w.set_attr("config", config);
-  for (const char* a : {"step", "adam_step", "cursor_epoch", "cursor_position", "evals_without_improvement"})
+  for (const char* a :
+       {"step", "adam_step", "cursor_epoch", "cursor_position", "evals_without_improvement"})
     w.set_attr_i64(a, 1);
   w.set_attr("best_val_loss", "inf");
   const float v[4] = {1, 2, 3, 4};
@@ -46,7 +47,8 @@ TEST(TrainingStateErrors, ValidHandWrittenCheckpointLoads) {
   EXPECT_EQ(opt.params()[0].data()[3], 4.0f);
 }
 
-// A 'config' that is not JSON escaped as nlohmann's parse_error (seen while writing fuzz_training_state).
+// A 'config' that is not JSON escaped as nlohmann's parse_error (seen while writing
+// fuzz_training_state).
 TEST(TrainingStateErrors, ConfigThatIsNotJsonNamesTheAttribute) {
   TempDir dir;
   write_checkpoint(dir / "bad.h5", "{not json");
@@ -72,7 +74,8 @@ TEST(TrainingStateErrors, NegativeCountersAndStepsAreRefused) {
   TempDir dir;
   AdamW opt = one_param_optimizer();
   TrainState state;
-  write_checkpoint(dir / "neg.h5", "{}", [](Hdf5Writer& w) { w.set_attr_i64("cursor_position", -5); });
+  write_checkpoint(dir / "neg.h5", "{}",
+                   [](Hdf5Writer& w) { w.set_attr_i64("cursor_position", -5); });
   EXPECT_TRUE(throws_with([&] { load_training_state(dir / "neg.h5", opt, &state); },
                           {"neg.h5", "attribute 'cursor_position' is -5"}));
   write_checkpoint(dir / "steps.h5", "{}", [](Hdf5Writer& w) { w.set_attr_i64("adam_step", 0); });

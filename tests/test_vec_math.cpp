@@ -45,9 +45,11 @@ TEST(VecExp, WithinTwoUlpOfTheCorrectlyRoundedExp) {
 }
 
 TEST(VecExp, EdgesAndSpecialValues) {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> x = {0.0f, -inf, inf, nan, -100.0f, -87.5f, 89.0f, 1.0f, -1.0f, 0.5f, 2.0f, -3.0f,
-                          4.0f, -5.0f, 6.0f, 7.0f};  // one full AVX-512 vector
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {
+      0.0f,  -inf, inf,  nan,   -100.0f, -87.5f, 89.0f, 1.0f,
+      -1.0f, 0.5f, 2.0f, -3.0f, 4.0f,    -5.0f,  6.0f,  7.0f};  // one full AVX-512 vector
   std::vector<float> y = vec_exp(x);
   EXPECT_EQ(y[0], 1.0f);
   EXPECT_EQ(y[1], 0.0f);

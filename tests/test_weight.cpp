@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/weight.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace {

@@ -8,10 +8,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/check.h"
 #include "io/tokenizer/sp_trainer.h"
@@ -39,19 +38,21 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path)
   return rows;
 }
 
-inline std::vector<int32_t> ids_of(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+inline std::vector<int32_t> ids_of(const nlohmann::json& j) {
+  return j.get<std::vector<int32_t>>();
+}
 
 // A scratch directory removed at process exit.
 inline std::filesystem::path scratch_dir(const std::string& name) {
   static const std::filesystem::path root = [] {
-    auto p = std::filesystem::temp_directory_path() /
-             ("glm4_tok_test_" + std::to_string(::getpid()));
+    auto p =
+        std::filesystem::temp_directory_path() / ("glm4_tok_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(p);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
-                                      ("glm4_tok_test_" + std::to_string(::getpid())),
-                                  ec);
+      std::filesystem::remove_all(
+          std::filesystem::temp_directory_path() / ("glm4_tok_test_" + std::to_string(::getpid())),
+          ec);
     });
     return p;
   }();
@@ -62,9 +63,10 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 
 // A small deterministic corpus: English-like sentences with some Chinese, digits and punctuation.
 inline std::string tiny_corpus() {
-  const char* words[] = {"the", "model", "learns", "to", "answer", "questions", "about", "small",
-                         "cats", "and", "dogs", "while", "training", "on", "data", "quickly",
-                         "tokens", "are", "merged", "into", "pieces", "你好", "世界", "模型"};
+  const char* words[] = {"the",      "model", "learns", "to",      "answer", "questions",
+                         "about",    "small", "cats",   "and",     "dogs",   "while",
+                         "training", "on",    "data",   "quickly", "tokens", "are",
+                         "merged",   "into",  "pieces", "你好",    "世界",   "模型"};
   std::string out;
   uint32_t state = 12345;
   for (int line = 0; line < 300; ++line) {

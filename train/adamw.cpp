@@ -78,8 +78,8 @@ AdamW::AdamW(std::vector<std::pair<std::string, Tensor>> params, AdamWOptions op
     GLM4_CHECK(p.is_leaf(), "[AdamW] parameter '", name, "' is not a leaf tensor");
     GLM4_CHECK(seen.insert(name).second, "[AdamW] parameter name '", name, "' appears twice");
     const ElementRange r = owned.empty() ? ElementRange{0, p.numel()} : owned[i];
-    GLM4_CHECK(0 <= r.begin && r.begin <= r.end && r.end <= p.numel(), "[AdamW] owned elements [", r.begin,
-               ", ", r.end, ") of '", name, "' are outside its ", p.numel());
+    GLM4_CHECK(0 <= r.begin && r.begin <= r.end && r.end <= p.numel(), "[AdamW] owned elements [",
+               r.begin, ", ", r.end, ") of '", name, "' are outside its ", p.numel());
     const Shape moment_shape = r.size() == p.numel() ? p.shape() : Shape{r.size()};
     names_.push_back(name);
     params_.push_back(p);

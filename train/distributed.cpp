@@ -20,7 +20,9 @@ class SingleProcess final : public Distributed {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
-  std::vector<std::vector<double>> allgather(const std::vector<double>& values) override { return {values}; }
+  std::vector<std::vector<double>> allgather(const std::vector<double>& values) override {
+    return {values};
+  }
   std::vector<uint64_t> allgather(uint64_t value) override { return {value}; }
   void sum(std::vector<int64_t>&) override {}
   Request exchange(const float* send, const std::vector<int64_t>& counts, float* recv) override {
@@ -36,11 +38,14 @@ class SingleProcess final : public Distributed {
   void gather(const float* piece, const std::vector<int64_t>& counts, float* out) override {
     copy(piece, counts, out);
   }
-  void end_job(const std::string& message) override { std::fprintf(stderr, "glm4: error: %s\n", message.c_str()); }
+  void end_job(const std::string& message) override {
+    std::fprintf(stderr, "glm4: error: %s\n", message.c_str());
+  }
 
  private:
   static void copy(const float* from, const std::vector<int64_t>& counts, float* to) {
-    GLM4_CHECK(counts.size() == 1, "[distributed] a group of one got ", counts.size(), " piece counts");
+    GLM4_CHECK(counts.size() == 1, "[distributed] a group of one got ", counts.size(),
+               " piece counts");
     if (counts[0] > 0 && from != to) std::memmove(to, from, size_t(counts[0]) * sizeof(float));
   }
 };

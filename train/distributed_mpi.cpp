@@ -55,7 +55,8 @@ class MpiWorld final : public Distributed {
     std::vector<double> all(values.size() * size_t(size_));
     MPI_Allgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD);
     std::vector<std::vector<double>> out;
-    for (int r = 0; r < size_; ++r) out.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
+    for (int r = 0; r < size_; ++r)
+      out.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
     return out;
   }
   std::vector<uint64_t> allgather(uint64_t value) override {
@@ -64,8 +65,8 @@ class MpiWorld final : public Distributed {
     return all;
   }
   void sum(std::vector<int64_t>& values) override {
-    MPI_Allreduce(MPI_IN_PLACE, values.data(), as_int(int64_t(values.size()), "a sum"), MPI_INT64_T, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), as_int(int64_t(values.size()), "a sum"), MPI_INT64_T,
+                  MPI_SUM, MPI_COMM_WORLD);
   }
 
   Request exchange(const float* send, const std::vector<int64_t>& counts, float* recv) override {
@@ -82,8 +83,8 @@ class MpiWorld final : public Distributed {
   }
   Request allgather(const float* piece, const std::vector<int64_t>& counts, float* out) override {
     Pending& p = start(counts);
-    MPI_Iallgatherv(piece, p.counts[size_t(rank_)], MPI_FLOAT, out, p.counts.data(), p.displs.data(), MPI_FLOAT,
-                    allgathers_, &p.request);
+    MPI_Iallgatherv(piece, p.counts[size_t(rank_)], MPI_FLOAT, out, p.counts.data(),
+                    p.displs.data(), MPI_FLOAT, allgathers_, &p.request);
     return next_id_ - 1;
   }
   bool test(Request request) override {
@@ -102,8 +103,8 @@ class MpiWorld final : public Distributed {
   }
   void gather(const float* piece, const std::vector<int64_t>& counts, float* out) override {
     Pending p = layout(counts);
-    MPI_Gatherv(piece, p.counts[size_t(rank_)], MPI_FLOAT, out, p.counts.data(), p.displs.data(), MPI_FLOAT, 0,
-                MPI_COMM_WORLD);
+    MPI_Gatherv(piece, p.counts[size_t(rank_)], MPI_FLOAT, out, p.counts.data(), p.displs.data(),
+                MPI_FLOAT, 0, MPI_COMM_WORLD);
   }
 
   void end_job(const std::string& message) override {
@@ -119,7 +120,8 @@ class MpiWorld final : public Distributed {
     std::vector<int> counts, displs, recv_counts, recv_displs;
   };
   Pending layout(const std::vector<int64_t>& counts) const {
-    GLM4_CHECK(int(counts.size()) == size_, "[distributed] ", counts.size(), " piece counts for ", size_, " ranks");
+    GLM4_CHECK(int(counts.size()) == size_, "[distributed] ", counts.size(), " piece counts for ",
+               size_, " ranks");
     Pending p;
     int64_t at = 0;
     for (int64_t c : counts) {
@@ -130,7 +132,9 @@ class MpiWorld final : public Distributed {
     as_int(at, "a buffer");
     return p;
   }
-  Pending& start(const std::vector<int64_t>& counts) { return pending_[next_id_++] = layout(counts); }
+  Pending& start(const std::vector<int64_t>& counts) {
+    return pending_[next_id_++] = layout(counts);
+  }
 
   int rank_ = 0, size_ = 1, local_size_ = 1;
   // Each kind of non-blocking exchange has its own communicator: ranks start them in the same

@@ -22,7 +22,8 @@ void inject_fault(int rank, int64_t step, std::vector<Tensor>& params) {
   const std::string what = action;
   if (what == "raise") fail("GLM4_FAULT: rank ", rank, " raises at step ", step);
   if (what == "kill") ::kill(::getpid(), SIGKILL);
-  GLM4_CHECK(what == "perturb", "GLM4_FAULT=", spec, ": unknown action ", what, " (raise, kill or perturb)");
+  GLM4_CHECK(what == "perturb", "GLM4_FAULT=", spec, ": unknown action ", what,
+             " (raise, kill or perturb)");
   if (!params.empty() && params[0].numel() > 0) params[0].data()[0] += 1.0f;
 }
 

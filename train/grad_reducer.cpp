@@ -18,7 +18,9 @@ namespace {
 class Stopwatch {
  public:
   explicit Stopwatch(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~Stopwatch() { *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  ~Stopwatch() {
+    *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
 
  private:
   double* total_;
@@ -32,15 +34,20 @@ ElementRange overlap(int64_t begin, int64_t end, int64_t lo, int64_t hi) {
 }
 }  // namespace
 
-GradientReducer::GradientReducer(Distributed& group, std::vector<Tensor> params, bool shard_optimizer,
-                                 int64_t bucket_bytes)
-    : group_(group), params_(std::move(params)), sharded_(shard_optimizer), bucket_floats_(bucket_bytes / 4) {
-  GLM4_CHECK(bucket_bytes > 0, "[GradientReducer] bucket size must be positive, got ", bucket_bytes);
+GradientReducer::GradientReducer(Distributed& group, std::vector<Tensor> params,
+                                 bool shard_optimizer, int64_t bucket_bytes)
+    : group_(group),
+      params_(std::move(params)),
+      sharded_(shard_optimizer),
+      bucket_floats_(bucket_bytes / 4) {
+  GLM4_CHECK(bucket_bytes > 0, "[GradientReducer] bucket size must be positive, got ",
+             bucket_bytes);
   const int ranks = group_.size();
   bucket_of_.resize(params_.size());
   for (size_t k = params_.size(); k-- > 0;) {
     const int64_t n = params_[k].numel();
-    if (buckets_.empty() || (buckets_.back().numel > 0 && (buckets_.back().numel + n) * 4 > bucket_bytes))
+    if (buckets_.empty() ||
+        (buckets_.back().numel > 0 && (buckets_.back().numel + n) * 4 > bucket_bytes))
       buckets_.emplace_back();
     Bucket& b = buckets_.back();
     b.slots.push_back({k, b.numel, n});
@@ -60,9 +67,10 @@ GradientReducer::GradientReducer(Distributed& group, std::vector<Tensor> params,
     std::vector<ElementRange> mine(params_.size());
     for (const Bucket& b : buckets_)
       for (const Slot& s : b.slots)
-        mine[s.param] = sharded_ ? overlap(b.starts[size_t(r)], b.starts[size_t(r)] + b.counts[size_t(r)],
-                                           s.offset, s.offset + s.numel)
-                                 : ElementRange{0, s.numel};
+        mine[s.param] =
+            sharded_ ? overlap(b.starts[size_t(r)], b.starts[size_t(r)] + b.counts[size_t(r)],
+                               s.offset, s.offset + s.numel)
+                     : ElementRange{0, s.numel};
     owned_.push_back(std::move(mine));
   }
 }
@@ -94,8 +102,9 @@ void GradientReducer::begin() {
 void GradientReducer::on_ready(const TensorImpl* leaf) {
   auto it = index_of_.find(leaf);
   if (it == index_of_.end()) return;  // not a trainable parameter (an input of a recompute block)
-  GLM4_CHECK(!ready_[it->second], "[GradientReducer] the gradient of trainable tensor ", it->second,
-             " was completed twice in one backward pass (used inside and outside a recomputed block?)");
+  GLM4_CHECK(
+      !ready_[it->second], "[GradientReducer] the gradient of trainable tensor ", it->second,
+      " was completed twice in one backward pass (used inside and outside a recomputed block?)");
   mark_ready(it->second);
   post_ready_buckets();
   progress(false);
@@ -127,7 +136,8 @@ void GradientReducer::post_ready_buckets() {
     b.send.assign(size_t(b.numel), 0.0f);
     for (const Slot& s : b.slots) {
       Tensor g = params_[s.param].grad();
-      if (g.defined()) std::memcpy(b.send.data() + s.offset, g.data(), size_t(s.numel) * sizeof(float));
+      if (g.defined())
+        std::memcpy(b.send.data() + s.offset, g.data(), size_t(s.numel) * sizeof(float));
     }
     b.recv.resize(size_t(b.counts[size_t(group_.rank())] * group_.size()));
     b.request = group_.exchange(b.send.data(), b.counts, b.recv.data());
@@ -137,9 +147,11 @@ void GradientReducer::post_ready_buckets() {
 
 // Moves a started bucket on as far as its requests allow (to the end when `block`).
 void GradientReducer::advance(Bucket& b, bool block) {
-  if (b.stage == Stage::kExchanging && (block ? (group_.wait(b.request), true) : group_.test(b.request)))
+  if (b.stage == Stage::kExchanging &&
+      (block ? (group_.wait(b.request), true) : group_.test(b.request)))
     reduce_pieces(b);
-  if (b.stage == Stage::kGathering && (block ? (group_.wait(b.request), true) : group_.test(b.request))) {
+  if (b.stage == Stage::kGathering &&
+      (block ? (group_.wait(b.request), true) : group_.test(b.request))) {
     unpack(b, b.send.data(), 0, b.numel);
     b.stage = Stage::kDone;
   }

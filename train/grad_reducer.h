@@ -18,7 +18,8 @@ class GradientReducer {
   // `params` in the optimizer's order. Buckets hold whole parameters, last parameter first (the
   // order backward completes them), at most `bucket_bytes` each unless one parameter is larger.
   // Each bucket is cut into one contiguous piece per rank.
-  GradientReducer(Distributed& group, std::vector<Tensor> params, bool shard_optimizer, int64_t bucket_bytes);
+  GradientReducer(Distributed& group, std::vector<Tensor> params, bool shard_optimizer,
+                  int64_t bucket_bytes);
 
   Distributed& group() { return group_; }
   bool sharded() const { return sharded_; }
@@ -39,11 +40,14 @@ class GradientReducer {
   void gather_params();
   // Rank 0 gets parameter i's full AdamW moments in `m` and `v`; every rank must call it, in the
   // same order.
-  void gather_moments(const AdamW& optimizer, size_t i, std::vector<float>* m, std::vector<float>* v);
+  void gather_moments(const AdamW& optimizer, size_t i, std::vector<float>* m,
+                      std::vector<float>* v);
 
   int64_t buckets() const { return int64_t(buckets_.size()); }
   int64_t bytes_sent_per_step() const;  // gradient and parameter payload this rank sends
-  double wait_seconds() const { return wait_seconds_; }  // in finish(), clip(), gather_params() this step
+  double wait_seconds() const {
+    return wait_seconds_;
+  }  // in finish(), clip(), gather_params() this step
 
  private:
   struct Slot {

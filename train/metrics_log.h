@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 namespace glm4 {

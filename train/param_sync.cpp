@@ -42,7 +42,8 @@ uint64_t parameter_checksum(const std::vector<Tensor>& params) {
   return h;
 }
 
-void check_same_parameters(Distributed& group, const std::vector<Tensor>& params, const std::string& when) {
+void check_same_parameters(Distributed& group, const std::vector<Tensor>& params,
+                           const std::string& when) {
   if (group.size() == 1) return;
   std::vector<uint64_t> sums = group.allgather(parameter_checksum(params));
   std::string differ;

@@ -15,6 +15,7 @@ uint64_t parameter_checksum(const std::vector<Tensor>& params);
 
 // Throws, naming the ranks whose parameters differ from rank 0's, when any do. `when` says at
 // which point of the run ("after step 40").
-void check_same_parameters(Distributed& group, const std::vector<Tensor>& params, const std::string& when);
+void check_same_parameters(Distributed& group, const std::vector<Tensor>& params,
+                           const std::string& when);
 
 }  // namespace glm4

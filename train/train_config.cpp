@@ -38,7 +38,8 @@ Field field(T TrainConfig::*member) {
 const std::map<std::string, Field>& fields() {
   static const std::map<std::string, Field> table = [] {
     std::map<std::string, Field> t;
-    visit_train_settings([&](const char* key, auto member, const char*) { t.emplace(key, field(member)); });
+    visit_train_settings(
+        [&](const char* key, auto member, const char*) { t.emplace(key, field(member)); });
     return t;
   }();
   return table;
@@ -86,19 +87,23 @@ void TrainConfig::validate() const {
   check_positive(steps_per_report, "steps_per_report");
   check_positive(steps_per_eval, "steps_per_eval");
   check_positive(save_every, "save_every");
-  GLM4_CHECK(std::isfinite(learning_rate) && learning_rate > 0, "--learning-rate must be a positive number, got ",
-             learning_rate);
+  GLM4_CHECK(std::isfinite(learning_rate) && learning_rate > 0,
+             "--learning-rate must be a positive number, got ", learning_rate);
   GLM4_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= learning_rate,
              "--min-lr must be in [0, learning rate], got ", min_lr);
   GLM4_CHECK(lr_schedule == "constant" || lr_schedule == "cosine",
              "--lr-schedule must be constant or cosine, got \"", lr_schedule, "\"");
   GLM4_CHECK(warmup >= 0 && warmup <= iters, "--warmup must be in [0, iters], got ", warmup);
-  GLM4_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay must be >= 0, got ", weight_decay);
-  GLM4_CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip must be >= 0, got ", grad_clip);
-  GLM4_CHECK(val_batches == -1 || val_batches > 0, "--val-batches must be positive or -1, got ", val_batches);
+  GLM4_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay must be >= 0, got ",
+             weight_decay);
+  GLM4_CHECK(std::isfinite(grad_clip) && grad_clip >= 0, "--grad-clip must be >= 0, got ",
+             grad_clip);
+  GLM4_CHECK(val_batches == -1 || val_batches > 0, "--val-batches must be positive or -1, got ",
+             val_batches);
   GLM4_CHECK(patience >= 0, "--patience must be >= 0, got ", patience);
   GLM4_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
-  GLM4_CHECK(std::isfinite(bucket_mb) && bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
+  GLM4_CHECK(std::isfinite(bucket_mb) && bucket_mb > 0, "--bucket-mb must be positive, got ",
+             bucket_mb);
   GLM4_CHECK(sync_check_every >= 0, "--sync-check-every must be >= 0, got ", sync_check_every);
   GLM4_CHECK(compute == "auto" || compute == "f32" || compute == "bf16",
              "--compute must be auto, f32 or bf16, got \"", compute, "\"");
@@ -106,12 +111,17 @@ void TrainConfig::validate() const {
              "--adapter-format must be peft or mlx, got \"", adapter_format, "\"");
   GLM4_CHECK(fine_tune_type == "lora" || fine_tune_type == "dora" || fine_tune_type == "full",
              "--fine-tune-type must be lora, dora or full, got \"", fine_tune_type, "\"");
-  GLM4_CHECK(!(full && fine_tune_type == "dora"), "--full and --fine-tune-type dora exclude each other");
+  GLM4_CHECK(!(full && fine_tune_type == "dora"),
+             "--full and --fine-tune-type dora exclude each other");
   if (!full) {
-    GLM4_CHECK(init_adapter.size() || lora_rank > 0, "--lora-rank must be positive, got ", lora_rank);
-    GLM4_CHECK(std::isfinite(lora_alpha) && lora_alpha > 0, "--lora-alpha must be positive, got ", lora_alpha);
-    GLM4_CHECK(lora_dropout >= 0 && lora_dropout < 1, "--lora-dropout must be in [0, 1), got ", lora_dropout);
-    GLM4_CHECK(num_layers == -1 || num_layers > 0, "--num-layers must be positive or -1, got ", num_layers);
+    GLM4_CHECK(init_adapter.size() || lora_rank > 0, "--lora-rank must be positive, got ",
+               lora_rank);
+    GLM4_CHECK(std::isfinite(lora_alpha) && lora_alpha > 0, "--lora-alpha must be positive, got ",
+               lora_alpha);
+    GLM4_CHECK(lora_dropout >= 0 && lora_dropout < 1, "--lora-dropout must be in [0, 1), got ",
+               lora_dropout);
+    GLM4_CHECK(num_layers == -1 || num_layers > 0, "--num-layers must be positive or -1, got ",
+               num_layers);
   }
 }
 

@@ -3,18 +3,17 @@
 // listed once, with its key and help, in train_settings.h.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace glm4 {
 
 struct TrainConfig {
-  std::string model;                 // model directory (Hugging Face layout)
-  std::string data;                  // directory with train.jsonl [valid.jsonl] or a .jsonl file
-  std::string out;                   // output directory: adapter, checkpoints, metrics
-  int64_t iters = 1000;              // optimizer steps
+  std::string model;     // model directory (Hugging Face layout)
+  std::string data;      // directory with train.jsonl [valid.jsonl] or a .jsonl file
+  std::string out;       // output directory: adapter, checkpoints, metrics
+  int64_t iters = 1000;  // optimizer steps
   int64_t batch_size = 4;
   int64_t max_seq_length = 2048;
   double learning_rate = 1e-5;
@@ -22,32 +21,33 @@ struct TrainConfig {
   int64_t warmup = 0;
   double min_lr = 0;
   double weight_decay = 0.0;
-  double grad_clip = 1.0;            // global gradient norm; 0 = off
-  int64_t grad_accum = 1;            // micro-batches per step
+  double grad_clip = 1.0;  // global gradient norm; 0 = off
+  int64_t grad_accum = 1;  // micro-batches per step
   bool grad_checkpoint = false;
   int64_t lora_rank = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.0;
   std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
-  int64_t num_layers = -1;           // LoRA on the last N layers; -1 = all
+  int64_t num_layers = -1;  // LoRA on the last N layers; -1 = all
   bool rslora = false;
-  bool full = false;                 // train every parameter instead of LoRA
+  bool full = false;                    // train every parameter instead of LoRA
   std::string fine_tune_type = "lora";  // lora | dora | full (mlx-lm's spelling; full = --full)
   bool mask_prompt = false;
   bool pack = false;
   uint64_t seed = 0;
   int64_t steps_per_report = 10;
   int64_t steps_per_eval = 200;
-  int64_t val_batches = 25;          // -1 = the whole validation set
+  int64_t val_batches = 25;  // -1 = the whole validation set
   int64_t save_every = 100;
-  int64_t patience = 0;              // stop after N evaluations without improvement; 0 = off
-  std::string init_adapter;          // continue from an adapter (its rank/alpha/targets win)
-  std::string resume;                // a checkpoint .h5 to continue from
+  int64_t patience = 0;                 // stop after N evaluations without improvement; 0 = off
+  std::string init_adapter;             // continue from an adapter (its rank/alpha/targets win)
+  std::string resume;                   // a checkpoint .h5 to continue from
   std::string adapter_format = "peft";  // peft | mlx
-  int64_t threads = 0;               // 0 = all cores (under mpirun: the rank's share of them)
-  double bucket_mb = 25;             // mpirun: gradients are summed over the ranks in buckets of this size
-  int64_t sync_check_every = 100;    // mpirun: compare the ranks' parameter checksums every N steps; 0 = off
-  std::string compute = "auto";      // frozen products in auto | f32 | bf16
+  int64_t threads = 0;                  // 0 = all cores (under mpirun: the rank's share of them)
+  double bucket_mb = 25;  // mpirun: gradients are summed over the ranks in buckets of this size
+  int64_t sync_check_every =
+      100;  // mpirun: compare the ranks' parameter checksums every N steps; 0 = off
+  std::string compute = "auto";  // frozen products in auto | f32 | bf16
 
   // Throws glm4::Error naming the key (as a flag, --learning-rate) when a value is invalid.
   void validate() const;

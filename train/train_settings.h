@@ -48,8 +48,7 @@ void visit_train_settings(Visitor&& visit) {
   visit("seed", &C::seed, "Seed for LoRA init, shuffling and dropout (default 0)");
   visit("steps_per_report", &C::steps_per_report, "Report every N steps (default 10)");
   visit("steps_per_eval", &C::steps_per_eval, "Validate every N steps (default 200)");
-  visit("val_batches", &C::val_batches,
-        "Validation batches per evaluation; -1 = all (default 25)");
+  visit("val_batches", &C::val_batches, "Validation batches per evaluation; -1 = all (default 25)");
   visit("save_every", &C::save_every, "Save adapter and checkpoint every N steps (default 100)");
   visit("patience", &C::patience, "Stop after N evaluations without improvement; 0 = off");
   visit("init_adapter", &C::init_adapter, "Start from this adapter (PEFT or MLX directory)");

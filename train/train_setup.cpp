@@ -32,8 +32,8 @@ LoraConfig lora_from(const TrainConfig& c) {
   return l;
 }
 
-Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c, int64_t vocab,
-                   ProgressBar& bar) {
+Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainConfig& c,
+                   int64_t vocab, ProgressBar& bar) {
   DatasetOptions o;
   o.mask_prompt = c.mask_prompt;
   o.max_seq_length = c.max_seq_length;
@@ -41,15 +41,18 @@ Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainC
   Dataset d = load_dataset(file, enc, o);
   if (d.truncated)
     bar.message(str_cat("warning: ", d.truncated, " of ", d.examples.size(), " examples in ", file,
-                        " were longer than --max-seq-length ", c.max_seq_length, " and were truncated"));
+                        " were longer than --max-seq-length ", c.max_seq_length,
+                        " and were truncated"));
   GLM4_CHECK(d.target_tokens > 0, file, ": no example has a training target");
   return d;
 }
 
 // The trainable tensors, by name: every parameter with --full, else the adapters, new (from
 // --seed) or --init-adapter's (then `lora` becomes that adapter's settings).
-std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& model, const TrainConfig& c,
-                                                                 LoraConfig& lora, ProgressBar& bar) {
+std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& model,
+                                                                 const TrainConfig& c,
+                                                                 LoraConfig& lora,
+                                                                 ProgressBar& bar) {
   std::vector<std::pair<std::string, Tensor>> params;
   if (c.full) {
     model.visit([&](const std::string& name, Param& p) {
@@ -77,7 +80,8 @@ TrainState resume_from(const TrainConfig& c, AdamW& optimizer, ProgressBar& bar)
   TrainConfig saved = load_training_state(c.resume, optimizer, &state);
   if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
       saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
-    bar.message(str_cat("warning: --resume ", c.resume, " was written by a run with other --seed, --batch-size, ",
+    bar.message(str_cat("warning: --resume ", c.resume,
+                        " was written by a run with other --seed, --batch-size, ",
                         "--pack, --max-seq-length or --grad-accum; the data order will differ"));
   GLM4_CHECK(state.step < c.iters, "--resume ", c.resume, ": already at step ", state.step,
              "; raise --iters above it to train further");
@@ -89,8 +93,10 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   TrainConfig c = config;
   c.validate();
   if (c.fine_tune_type == "full") c.full = true;
-  if (c.threads > 0) set_max_threads(int(c.threads));
-  else if (group.size() > 1) set_max_threads(default_rank_threads(group.local_size()));
+  if (c.threads > 0)
+    set_max_threads(int(c.threads));
+  else if (group.size() > 1)
+    set_max_threads(default_rank_threads(group.local_size()));
   DataFiles files = with_data_flag(c.data);
 
   std::unique_ptr<Glm4Model> model = load_model(c.model);
@@ -98,7 +104,8 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   TextEncoder encoder = make_text_encoder(c.model);
   Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);
   Dataset valid;
-  if (!files.valid.empty()) valid = load_split(files.valid, encoder, c, model->config.vocab_size, bar);
+  if (!files.valid.empty())
+    valid = load_split(files.valid, encoder, c, model->config.vocab_size, bar);
 
   LoraConfig lora = lora_from(c);
   std::vector<std::pair<std::string, Tensor>> params = trainable_parameters(*model, c, lora, bar);
@@ -109,11 +116,17 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   std::vector<Tensor> tensors;
   for (auto& [name, t] : params) tensors.push_back(t);
   if (group.size() > 1) {
-    reducer = std::make_unique<GradientReducer>(group, tensors, c.full, int64_t(c.bucket_mb * (1 << 20)));
+    reducer =
+        std::make_unique<GradientReducer>(group, tensors, c.full, int64_t(c.bucket_mb * (1 << 20)));
     owned = reducer->owned(group.rank());
   }
-  AdamW optimizer(params, {.lr = c.learning_rate, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                           .weight_decay = c.weight_decay}, owned);
+  AdamW optimizer(params,
+                  {.lr = c.learning_rate,
+                   .beta1 = 0.9,
+                   .beta2 = 0.999,
+                   .eps = 1e-8,
+                   .weight_decay = c.weight_decay},
+                  owned);
   TrainState state = resume_from(c, optimizer, bar);
   check_same_parameters(group, tensors, "at the start");
   return TrainRun{.config = std::move(c),

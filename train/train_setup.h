@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "dataset/dataset.h"
 #include "base/progress_bar.h"
+#include "dataset/dataset.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
 #include "model/lora.h"
@@ -24,11 +24,11 @@ struct TrainRun {
   TrainConfig config;  // validated; --fine-tune-type full has set `full`
   std::unique_ptr<Glm4Model> model;
   ComputeChoice compute;
-  LoraConfig lora;  // what adapters are saved with (an --init-adapter's own)
+  LoraConfig lora;       // what adapters are saved with (an --init-adapter's own)
   Dataset train, valid;  // valid is empty without a validation split
   std::vector<std::pair<std::string, Tensor>> params;  // the trainable tensors, by name
   std::vector<Tensor> tensors;                         // the same, in that order
-  std::unique_ptr<GradientReducer> reducer;  // data-parallel runs only
+  std::unique_ptr<GradientReducer> reducer;            // data-parallel runs only
   AdamW optimizer;
   TrainState state;  // where a --resume left off, else step 0
 };

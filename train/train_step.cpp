@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/tensor_math.h"
+#include "base/check.h"
 #include "infer/score.h"
 #include "train/grad_clip.h"
 
@@ -27,19 +27,23 @@ StepResult train_step(Glm4Model& model, AdamW& optimizer, const std::vector<Batc
   optimizer.zero_grad();
   if (result.targets == 0) return result;  // nothing to learn from: no update
   for (size_t i = 0; i < micro_batches.size(); ++i) {
-    Tensor loss = batch_loss(model, micro_batches[i],
-                             {.divide_by = double(result.targets), .recompute_layers = options.recompute_layers,
-                              .training = true,
-                              .dropout_seed = options.dropout_seed * 64 + uint64_t(options.first_micro) + i});
+    Tensor loss =
+        batch_loss(model, micro_batches[i],
+                   {.divide_by = double(result.targets),
+                    .recompute_layers = options.recompute_layers,
+                    .training = true,
+                    .dropout_seed = options.dropout_seed * 64 + uint64_t(options.first_micro) + i});
     result.loss += double(loss.item());
-    if (reducer && i + 1 == micro_batches.size()) reducer->begin();  // sum buckets as backward completes them
+    if (reducer && i + 1 == micro_batches.size())
+      reducer->begin();  // sum buckets as backward completes them
     if (micro_batches[i].target_tokens > 0) backward(loss);
   }
   std::vector<Tensor> params = optimizer.params();
   if (reducer) {
     reducer->finish();
     double loss = 0;
-    for (const std::vector<double>& part : reducer->group().allgather(std::vector<double>{result.loss}))
+    for (const std::vector<double>& part :
+         reducer->group().allgather(std::vector<double>{result.loss}))
       loss += part[0];
     result.loss = loss;
     result.grad_norm = reducer->clip(options.max_grad_norm);

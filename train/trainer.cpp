@@ -11,17 +11,17 @@
 
 #include "base/check.h"
 #include "base/parallel.h"
-#include "model/save.h"
-#include "model/adapter/adapter_io.h"
-#include "train/lr_schedule.h"
-#include "infer/score.h"
 #include "base/peak_rss.h"
 #include "base/progress_bar.h"
-#include "train/metrics_log.h"
 #include "dataset/batch_iterator.h"
 #include "dataset/step_split.h"
+#include "infer/score.h"
+#include "model/adapter/adapter_io.h"
+#include "model/save.h"
 #include "train/distributed.h"
 #include "train/fault_injection.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
 #include "train/param_sync.h"
 #include "train/train_setup.h"
 #include "train/train_step.h"
@@ -33,12 +33,14 @@ namespace glm4 {
 namespace {
 // Token-weighted validation loss over the first --val-batches batches (-1: all). Rank r scores
 // batches r, r + N, ...; the totals are added in batch order, so the value is one process's.
-double validation_loss(const Glm4Model& model, const std::vector<Example>& examples, const TrainConfig& c,
-                       Distributed& group) {
-  const int64_t n = int64_t(examples.size()), bs = c.batch_size, limit = c.val_batches > 0 ? c.val_batches : 0;
+double validation_loss(const Glm4Model& model, const std::vector<Example>& examples,
+                       const TrainConfig& c, Distributed& group) {
+  const int64_t n = int64_t(examples.size()), bs = c.batch_size,
+                limit = c.val_batches > 0 ? c.val_batches : 0;
   const int64_t batches = limit > 0 ? std::min((n + bs - 1) / bs, limit) : (n + bs - 1) / bs;
   std::vector<double> mine(size_t(2 * batches), 0.0);  // total, tokens per batch
-  for (const BatchScore& b : score_batches(model, examples, bs, limit, group.rank(), group.size())) {
+  for (const BatchScore& b :
+       score_batches(model, examples, bs, limit, group.rank(), group.size())) {
     mine[size_t(2 * b.index)] = b.total;
     mine[size_t(2 * b.index + 1)] = double(b.tokens);
   }
@@ -55,7 +57,8 @@ double validation_loss(const Glm4Model& model, const std::vector<Example>& examp
 // This rank's micro-batches of the next step: the step's --grad-accum batches from the global
 // cursor, split over the ranks by rank_rows. Sets the step-wide index of the first one.
 std::vector<Batch> next_micro_batches(BatchIterator& batches, const std::vector<Example>& examples,
-                                      const TrainConfig& c, const Distributed& group, int64_t* first_micro) {
+                                      const TrainConfig& c, const Distributed& group,
+                                      int64_t* first_micro) {
   std::vector<std::vector<std::vector<int64_t>>> step;
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < c.grad_accum; ++i) {
@@ -73,8 +76,8 @@ std::vector<Batch> next_micro_batches(BatchIterator& batches, const std::vector<
   return micro;
 }
 
-// The temporary files (`*.tmp`, io/file/atomic_file.h) a killed run left in OUT and OUT/best: a save
-// that never finished. The files they were to replace are whole.
+// The temporary files (`*.tmp`, io/file/atomic_file.h) a killed run left in OUT and OUT/best: a
+// save that never finished. The files they were to replace are whole.
 void remove_stale_temporaries(const fs::path& out) {
   for (const fs::path& dir : {out, out / "best"}) {
     std::error_code ec;
@@ -86,7 +89,8 @@ void remove_stale_temporaries(const fs::path& out) {
 
 // The loop over one run's steps; each part of a step is a function of its own.
 struct TrainLoop {
-  TrainLoop(TrainRun& run, Distributed& group, ProgressBar& bar) : run(run), group(group), bar(bar) {}
+  TrainLoop(TrainRun& run, Distributed& group, ProgressBar& bar)
+      : run(run), group(group), bar(bar) {}
 
   TrainRun& run;
   Distributed& group;
@@ -108,7 +112,8 @@ struct TrainLoop {
       remove_stale_temporaries(c.out);
       metrics.emplace(fs::path(c.out) / "metrics.jsonl", !c.resume.empty(), state.step);
     }
-    nlohmann::json setup = {{"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
+    nlohmann::json setup = {
+        {"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
     setup.update(kernel_report(compute).fields());
     log(setup);
   }
@@ -120,7 +125,8 @@ struct TrainLoop {
     if (c.full) {
       save_model(model, model.config, dir, model.config.torch_dtype, 0);
       copy_model_companions(c.model, dir, model.config);
-    } else save_adapter(model, run.lora, dir, c.adapter_format, c.model);
+    } else
+      save_adapter(model, run.lora, dir, c.adapter_format, c.model);
   }
 
   // OUT/checkpoint.h5, by rank 0; with a reducer every rank takes part in gathering the moments.
@@ -149,11 +155,17 @@ struct TrainLoop {
   // The step's metrics line; data-parallel, with each rank's peak memory and time spent waiting
   // for the other ranks.
   nlohmann::json step_line(int64_t step, const StepResult& r, double lr, double tps) {
-    nlohmann::json line{{"step", step + 1}, {"loss", r.loss}, {"lr", lr}, {"grad_norm", r.grad_norm},
-                        {"tokens", r.tokens}, {"tokens_per_s", tps}, {"peak_rss_mb", peak_rss_mb()}};
+    nlohmann::json line{{"step", step + 1},
+                        {"loss", r.loss},
+                        {"lr", lr},
+                        {"grad_norm", r.grad_norm},
+                        {"tokens", r.tokens},
+                        {"tokens_per_s", tps},
+                        {"peak_rss_mb", peak_rss_mb()}};
     if (const GradientReducer* reducer = run.reducer.get()) {
       nlohmann::json rss = nlohmann::json::array(), wait = nlohmann::json::array();
-      for (const auto& v : group.allgather(std::vector<double>{peak_rss_mb(), reducer->wait_seconds()})) {
+      for (const auto& v :
+           group.allgather(std::vector<double>{peak_rss_mb(), reducer->wait_seconds()})) {
         rss.push_back(v[0]);
         wait.push_back(v[1]);
       }
@@ -169,15 +181,17 @@ struct TrainLoop {
   StepResult take_step(int64_t step, BatchIterator& batches, const LrSchedule& schedule) {
     auto t0 = std::chrono::steady_clock::now();
     StepOptions so;
-    std::vector<Batch> micro = next_micro_batches(batches, run.train.examples, c, group, &so.first_micro);
+    std::vector<Batch> micro =
+        next_micro_batches(batches, run.train.examples, c, group, &so.first_micro);
     so.lr = schedule.at(step);
     so.max_grad_norm = c.grad_clip;
     so.recompute_layers = c.grad_checkpoint;
     so.dropout_seed = c.seed * 1000003ull + uint64_t(step);
     StepResult r = train_step(*run.model, run.optimizer, micro, so, run.reducer.get());
-    GLM4_CHECK(r.finite, "step ", step + 1, ": the loss or gradient norm is not finite (loss ", r.loss,
-               ", gradient norm ", r.grad_norm, "); stopping. The last saved adapter and checkpoint in ",
-               c.out, " are intact; try a lower --learning-rate or --grad-clip");
+    GLM4_CHECK(r.finite, "step ", step + 1, ": the loss or gradient norm is not finite (loss ",
+               r.loss, ", gradient norm ", r.grad_norm,
+               "); stopping. The last saved adapter and checkpoint in ", c.out,
+               " are intact; try a lower --learning-rate or --grad-clip");
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = double(r.tokens) / std::max(seconds, 1e-9);
     log(step_line(step, r, so.lr, tps));

@@ -8,12 +8,12 @@
 namespace glm4 {
 
 struct TrainSummary {
-  int64_t steps = 0;                 // optimizer steps done in total
+  int64_t steps = 0;  // optimizer steps done in total
   double last_loss = 0;
-  double first_val_loss = -1;        // before training (-1: no validation set)
+  double first_val_loss = -1;  // before training (-1: no validation set)
   double best_val_loss = -1;
   bool stopped_early = false;
-  int rank = 0;                      // of this process in a data-parallel run (rank 0 reports)
+  int rank = 0;  // of this process in a data-parallel run (rank 0 reports)
 };
 
 // Runs the whole job; throws glm4::Error on bad input (before any work) and when the loss

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "io/hdf5_store.h"
 #include "io/file/json_depth.h"
+#include "io/hdf5_store.h"
 
 namespace glm4 {
 
@@ -19,7 +19,8 @@ std::string exact(double v) {  // round-trips every double, inf included
 }  // namespace
 
 void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
-                           const AdamW& optimizer, const TrainState& state, const MomentSource& moments) {
+                         const AdamW& optimizer, const TrainState& state,
+                         const MomentSource& moments) {
   Hdf5Writer w(path);
   w.set_attr_i64("format_version", kTrainingStateVersion);
   w.set_attr("config", to_json(config).dump());
@@ -42,7 +43,8 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
     std::vector<float> m, v;
     moments(i, &m, &v);
     GLM4_CHECK(int64_t(m.size()) == p.numel() && int64_t(v.size()) == p.numel(), path.string(),
-               ": the moments of ", names[i], " have ", m.size(), " elements, the tensor ", p.numel());
+               ": the moments of ", names[i], " have ", m.size(), " elements, the tensor ",
+               p.numel());
     w.write_f32("exp_avg/" + names[i], shape, m.data());
     w.write_f32("exp_avg_sq/" + names[i], shape, v.data());
   }
@@ -50,15 +52,20 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
   w.commit();
 }
 
-TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state) {
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer,
+                                TrainState* state) {
   Hdf5Reader r(path);
-  GLM4_CHECK(r.has_attr("format_version"), path.string(), ": not a glm4 training checkpoint (no format_version)");
+  GLM4_CHECK(r.has_attr("format_version"), path.string(),
+             ": not a glm4 training checkpoint (no format_version)");
   const int64_t version = r.attr_i64("format_version");
-  GLM4_CHECK(version != 1, path.string(), ": a training checkpoint of format version 1 (written by an older "
-             "glm4 with variable-length strings, which this one does not read); start the run again or "
-             "resume it with the glm4 that wrote it");
-  GLM4_CHECK(version == kTrainingStateVersion, path.string(), ": not a glm4 training checkpoint of format version ",
-             kTrainingStateVersion, " (it says ", version, ")");
+  GLM4_CHECK(
+      version != 1, path.string(),
+      ": a training checkpoint of format version 1 (written by an older "
+      "glm4 with variable-length strings, which this one does not read); start the run again or "
+      "resume it with the glm4 that wrote it");
+  GLM4_CHECK(version == kTrainingStateVersion, path.string(),
+             ": not a glm4 training checkpoint of format version ", kTrainingStateVersion,
+             " (it says ", version, ")");
   TrainConfig saved;
   nlohmann::json config;
   try {
@@ -95,8 +102,8 @@ TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimi
   };
   const int64_t adam_step = counter("adam_step");
   for (size_t i = 0; i < param_steps.size(); ++i) {
-    GLM4_CHECK(param_steps[i] >= 0 && param_steps[i] <= adam_step, path.string(), ": param_steps[", i,
-               "] = ", param_steps[i], " is outside [0, adam_step = ", adam_step, "]");
+    GLM4_CHECK(param_steps[i] >= 0 && param_steps[i] <= adam_step, path.string(), ": param_steps[",
+               i, "] = ", param_steps[i], " is outside [0, adam_step = ", adam_step, "]");
   }
   optimizer.load_state(adam_step, m, v, param_steps);
   state->step = counter("step");

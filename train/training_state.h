@@ -1,14 +1,14 @@
-// The training state (HDF5, OUT/checkpoint.h5): trainable tensors, AdamW moments, step, data cursor, the best
-// validation loss, the run configuration and a format version: enough that a resumed run
-// continues bit-identically. Written to a temporary name, then renamed.
+// The training state (HDF5, OUT/checkpoint.h5): trainable tensors, AdamW moments, step, data
+// cursor, the best validation loss, the run configuration and a format version: enough that a
+// resumed run continues bit-identically. Written to a temporary name, then renamed.
 #pragma once
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
 
-#include "train/adamw.h"
 #include "dataset/batch_iterator.h"
+#include "train/adamw.h"
 #include "train/train_config.h"
 
 namespace glm4 {
@@ -26,15 +26,18 @@ struct TrainState {
 
 // Gives parameter i's full AdamW moments (the optimizer may hold only a piece of them when it is
 // sharded over data-parallel ranks); asked for every parameter, in order.
-using MomentSource = std::function<void(size_t i, std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq)>;
+using MomentSource =
+    std::function<void(size_t i, std::vector<float>* exp_avg, std::vector<float>* exp_avg_sq)>;
 
 // Without `moments`, the optimizer's own (whole) moments are saved.
 void save_training_state(const std::filesystem::path& path, const TrainConfig& config,
-                           const AdamW& optimizer, const TrainState& state, const MomentSource& moments = {});
+                         const AdamW& optimizer, const TrainState& state,
+                         const MomentSource& moments = {});
 
 // Restores parameters (in place, by name), moments (the optimizer keeps the elements it owns) and
 // state; returns the saved config. The file holds whole tensors, so a run with any number of
 // ranks can resume it. Throws naming the file when the parameters do not match the run's.
-TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer, TrainState* state);
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer,
+                                TrainState* state);
 
 }  // namespace glm4

@@ -46,12 +46,24 @@ int64_t pack_eights(const uint8_t* codes, int64_t count, uint8_t* packed) {
 void pack_codes(int bits, const uint8_t* codes, int64_t count, uint8_t* packed) {
   int64_t done = 0;
   switch (bits) {
-    case 2: done = pack_eights<2>(codes, count, packed); break;
-    case 3: done = pack_eights<3>(codes, count, packed); break;
-    case 4: done = pack_eights<4>(codes, count, packed); break;
-    case 5: done = pack_eights<5>(codes, count, packed); break;
-    case 6: done = pack_eights<6>(codes, count, packed); break;
-    case 8: std::memcpy(packed, codes, size_t(count)); return;
+    case 2:
+      done = pack_eights<2>(codes, count, packed);
+      break;
+    case 3:
+      done = pack_eights<3>(codes, count, packed);
+      break;
+    case 4:
+      done = pack_eights<4>(codes, count, packed);
+      break;
+    case 5:
+      done = pack_eights<5>(codes, count, packed);
+      break;
+    case 6:
+      done = pack_eights<6>(codes, count, packed);
+      break;
+    case 8:
+      std::memcpy(packed, codes, size_t(count));
+      return;
   }
   pack_serial(bits, codes + done, count - done, packed + done * bits / 8);
 }
@@ -89,10 +101,14 @@ void unpack_codes(int bits, const uint8_t* packed, int64_t first, int64_t count,
         codes[2 * i + 1] = p[i] >> 4;
       }
       return;
-    case 2: return unpack_packs<2>(p, count, codes);
-    case 3: return unpack_packs<3>(p, count, codes);
-    case 5: return unpack_packs<5>(p, count, codes);
-    case 6: return unpack_packs<6>(p, count, codes);
+    case 2:
+      return unpack_packs<2>(p, count, codes);
+    case 3:
+      return unpack_packs<3>(p, count, codes);
+    case 5:
+      return unpack_packs<5>(p, count, codes);
+    case 6:
+      return unpack_packs<6>(p, count, codes);
   }
 }
 

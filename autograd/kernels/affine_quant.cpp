@@ -7,10 +7,10 @@
 #include <limits>
 #include <vector>
 
-#include "base/check.h"
-#include "autograd/kernels/convert.h"
 #include "autograd/kernels/affine_pack.h"
+#include "autograd/kernels/convert.h"
 #include "autograd/kernels/quant_kernels.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4 {
@@ -70,9 +70,8 @@ void check_tile(const QuantizedMatrix& q, int64_t row0, int64_t rows, int64_t co
   check_quantized(q, op);
   GLM4_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= q.rows && col0 >= 0 && cols >= 0 &&
                  col0 + cols <= q.cols && col0 % q.group_size == 0 && cols % q.group_size == 0,
-             "[", op, "] tile rows [", row0, ", ", row0 + rows, ") cols [", col0, ", ",
-             col0 + cols, ") outside [", q.rows, ", ", q.cols, "] or not aligned to group ",
-             q.group_size);
+             "[", op, "] tile rows [", row0, ", ", row0 + rows, ") cols [", col0, ", ", col0 + cols,
+             ") outside [", q.rows, ", ", q.cols, "] or not aligned to group ", q.group_size);
 }
 
 // out = T(T(scale * code) + bias) per element, T = DT, with the rounding inlined per dtype.
@@ -80,9 +79,12 @@ template <DType DT, typename Out>
 void dequantize_like_mlx(const QuantizedMatrix& q, Out* out) {
   const int64_t group = q.group_size, groups = q.groups();
   auto round = [](float v) {
-    if constexpr (DT == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
-    else if constexpr (DT == DType::F16) return f16_to_f32(f32_to_f16(v));
-    else return v;
+    if constexpr (DT == DType::BF16)
+      return bf16_to_f32(f32_to_bf16(v));
+    else if constexpr (DT == DType::F16)
+      return f16_to_f32(f32_to_f16(v));
+    else
+      return v;
   };
   parallel_for(q.rows, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> scales(static_cast<size_t>(groups)), biases(static_cast<size_t>(groups));
@@ -95,9 +97,12 @@ void dequantize_like_mlx(const QuantizedMatrix& q, Out* out) {
         Out* o = out + r * q.cols + g * group;
         for (int64_t j = 0; j < group; ++j) {
           const float v = round(round(s * float(codes[j])) + b);
-          if constexpr (DT == DType::F32) o[j] = v;
-          else if constexpr (DT == DType::BF16) o[j] = f32_to_bf16(v);
-          else o[j] = f32_to_f16(v);
+          if constexpr (DT == DType::F32)
+            o[j] = v;
+          else if constexpr (DT == DType::BF16)
+            o[j] = f32_to_bf16(v);
+          else
+            o[j] = f32_to_f16(v);
         }
       }
     }
@@ -111,9 +116,8 @@ QuantizedStorage quantize_affine(DType dtype, const void* w, int64_t rows, int64
   check_quant_format(format, name);
   GLM4_CHECK(rows >= 0 && cols >= 0, "[quantize] ", name, ": negative shape [", rows, ", ", cols,
              "]");
-  GLM4_CHECK(cols % format.group_size == 0, "[quantize] ", name, ": group_size ",
-             format.group_size, " does not divide in_features ", cols, " (weight [", rows, ", ",
-             cols, "])");
+  GLM4_CHECK(cols % format.group_size == 0, "[quantize] ", name, ": group_size ", format.group_size,
+             " does not divide in_features ", cols, " (weight [", rows, ", ", cols, "])");
   GLM4_CHECK(w != nullptr || rows * cols == 0, "[quantize] ", name, ": weight is null");
   QuantizedStorage out;
   out.scale_dtype = dtype;
@@ -150,9 +154,12 @@ QuantizedStorage quantize_affine(DType dtype, const void* w, int64_t rows, int64
 void dequantize_affine(const QuantizedMatrix& q, void* out) {
   check_quantized(q, "dequantize");
   switch (q.scale_dtype) {
-    case DType::F32: return dequantize_like_mlx<DType::F32>(q, static_cast<float*>(out));
-    case DType::BF16: return dequantize_like_mlx<DType::BF16>(q, static_cast<uint16_t*>(out));
-    case DType::F16: return dequantize_like_mlx<DType::F16>(q, static_cast<uint16_t*>(out));
+    case DType::F32:
+      return dequantize_like_mlx<DType::F32>(q, static_cast<float*>(out));
+    case DType::BF16:
+      return dequantize_like_mlx<DType::BF16>(q, static_cast<uint16_t*>(out));
+    case DType::F16:
+      return dequantize_like_mlx<DType::F16>(q, static_cast<uint16_t*>(out));
   }
 }
 

@@ -61,13 +61,14 @@ void attention_forward(const AttentionArgs& a) {
     }
   });
   parallel_for(a.B * a.Hq * q_tiles, 1, [&](int64_t lo_task, int64_t hi_task) {
-    std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK),
-        acc(kTileQ * d), m(kTileQ), l(kTileQ);
+    std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK), acc(kTileQ * d), m(kTileQ),
+        l(kTileQ);
     RowRanges rr;
     std::optional<Bf16AttentionTiles> tiles;
     if (a.bf16_tiles != Bf16Kernel::kNone) tiles.emplace(a.bf16_tiles, d);
     for (int64_t task = lo_task; task < hi_task; ++task) {
-      int64_t b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq, t0 = (task % q_tiles) * kTileQ;
+      int64_t b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq,
+              t0 = (task % q_tiles) * kTileQ;
       int64_t kvh = h / group, tq = std::min(kTileQ, a.T - t0);
       rr.compute(mask, b, t0, tq, a.S);
       const float* qsrc = a.q + b * a.q_batch_stride + (t0 * a.Hq + h) * d;
@@ -89,8 +90,10 @@ void attention_forward(const AttentionArgs& a) {
         const StridedMat K(kbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
         const StridedMat V(vbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
         MapMat S(sbuf.data(), tq, tk);
-        if (tiles) tiles->scores(*kv, k0, tk, sbuf.data());
-        else S.noalias() = MapMat(qbuf.data(), tq, d) * K.transpose();
+        if (tiles)
+          tiles->scores(*kv, k0, tk, sbuf.data());
+        else
+          S.noalias() = MapMat(qbuf.data(), tq, d) * K.transpose();
         for (int64_t r = 0; r < tq; ++r) {
           float* srow = sbuf.data() + r * tk;
           int64_t jlo = std::clamp<int64_t>(rr.lo[r] - k0, 0, tk);
@@ -109,14 +112,17 @@ void attention_forward(const AttentionArgs& a) {
           float* arow = acc.data() + r * d;
           for (int64_t c = 0; c < d; ++c) arow[c] *= alpha;
         }
-        if (tiles) tiles->accumulate(sbuf.data(), *kv, k0, tk, acc.data());
-        else MapMat(acc.data(), tq, d).noalias() += S * V;
+        if (tiles)
+          tiles->accumulate(sbuf.data(), *kv, k0, tk, acc.data());
+        else
+          MapMat(acc.data(), tq, d).noalias() += S * V;
       }
       for (int64_t r = 0; r < tq; ++r) {
         float* orow = a.out + ((b * a.T + t0 + r) * a.Hq + h) * d;
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         for (int64_t c = 0; c < d; ++c) orow[c] = acc[r * d + c] * inv;
-        if (a.lse) a.lse[(b * a.Hq + h) * a.T + t0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : INFINITY;
+        if (a.lse)
+          a.lse[(b * a.Hq + h) * a.T + t0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : INFINITY;
       }
     }
   });
@@ -134,8 +140,8 @@ void attention_backward(const AttentionGradArgs& g) {
   AttentionMask no_mask;
   const AttentionMask& mask = a.mask ? *a.mask : no_mask;
   const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
-  const int64_t splits = std::clamp<int64_t>((kMinBackwardTasks + a.B * a.Hkv - 1) / (a.B * a.Hkv), 1,
-                                             std::max<int64_t>(q_tiles, 1));
+  const int64_t splits = std::clamp<int64_t>((kMinBackwardTasks + a.B * a.Hkv - 1) / (a.B * a.Hkv),
+                                             1, std::max<int64_t>(q_tiles, 1));
   const int64_t tiles_per_split = (q_tiles + splits - 1) / splits;
   // [B * Hkv * splits, S, d] partial dK and dV of each task.
   std::vector<float> dk_part(size_t(a.B * a.Hkv * splits * a.S * d)), dv_part(dk_part.size());
@@ -169,7 +175,8 @@ void attention_backward(const AttentionGradArgs& g) {
             for (int64_t r = 0; r < tq; ++r) std::fill_n(g.dq + (row0 + r * a.Hq) * d, d, 0.0f);
             continue;
           }
-          gather_rows(a.q + b * a.q_batch_stride + (t0 * a.Hq + h) * d, a.Hq * d, tq, d, qbuf.data());
+          gather_rows(a.q + b * a.q_batch_stride + (t0 * a.Hq + h) * d, a.Hq * d, tq, d,
+                      qbuf.data());
           gather_rows(g.dout + row0 * d, a.Hq * d, tq, d, dobuf.data());
           std::fill_n(dqbuf.data(), tq * d, 0.0f);
           const float* lse = a.lse + (b * a.Hq + h) * a.T + t0;

@@ -9,11 +9,11 @@
 namespace glm4::kernels {
 
 struct AttentionArgs {
-  const float* q;       // [B, T, Hq, D], batch stride q_batch_stride
-  const float* k;       // [B, S, Hkv, D], batch stride kv_batch_stride
-  const float* v;       // same layout as k
-  float* out;           // [B, T, Hq, D], contiguous
-  float* lse = nullptr; // [B, Hq, T] log-sum-exp per row (for backward); +inf for empty rows
+  const float* q;        // [B, T, Hq, D], batch stride q_batch_stride
+  const float* k;        // [B, S, Hkv, D], batch stride kv_batch_stride
+  const float* v;        // same layout as k
+  float* out;            // [B, T, Hq, D], contiguous
+  float* lse = nullptr;  // [B, Hq, T] log-sum-exp per row (for backward); +inf for empty rows
   int64_t B = 0, T = 0, S = 0, Hq = 0, Hkv = 0, D = 0;
   int64_t q_batch_stride = 0, kv_batch_stride = 0;
   float scale = 1.0f;
@@ -27,11 +27,11 @@ struct AttentionArgs {
 void attention_forward(const AttentionArgs& a);
 
 struct AttentionGradArgs {
-  AttentionArgs fwd;     // q, k, v, out, lse as saved by the forward (contiguous)
-  const float* dout;     // [B, T, Hq, D]
-  float* dq;             // [B, T, Hq, D] (written)
-  float* dk;             // [B, S, Hkv, D] (written)
-  float* dv;             // [B, S, Hkv, D] (written)
+  AttentionArgs fwd;  // q, k, v, out, lse as saved by the forward (contiguous)
+  const float* dout;  // [B, T, Hq, D]
+  float* dq;          // [B, T, Hq, D] (written)
+  float* dk;          // [B, S, Hkv, D] (written)
+  float* dv;          // [B, S, Hkv, D] (written)
 };
 
 void attention_backward(const AttentionGradArgs& a);

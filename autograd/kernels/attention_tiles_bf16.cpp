@@ -55,13 +55,13 @@ void Bf16AttentionTiles::accumulate(const float* p, const Bf16KeysValues& kv, in
   pack_rows_f32(p, tq_, tk, tk, 0, groups(tq_), kb, p_.data());
   const uint16_t* v = kv.v.data() + (k0 / kKBlock) * kBlockElems;  // k-block k0 / 32 of each group
   if (d_ % kGroup == 0) {  // acc's rows are whole column groups: add in place
-    isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc,
-                d_, true});
+    isa_.panel(
+        {p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, acc, d_, true});
     return;
   }
   const int64_t ldc = groups(d_) * kGroup;
-  isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb,
-              c_.data(), ldc, false});
+  isa_.panel({p_.data(), groups(tq_), kb * kBlockElems, v, groups(d_), v_stride, 0, kb, c_.data(),
+              ldc, false});
   for (int64_t r = 0; r < tq_; ++r)
     for (int64_t c = 0; c < d_; ++c) acc[r * d_ + c] += c_[size_t(r * ldc + c)];
 }

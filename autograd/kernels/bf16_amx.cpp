@@ -11,12 +11,11 @@ namespace glm4::kernels::bf16 {
 
 namespace {
 
-#define GLM4_TILE_LOAD(t, ptr, stride)                                                   \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(ptr), "r"(int64_t(stride)) \
-                   : "memory")
-#define GLM4_TILE_STORE(t, ptr, stride)                                                   \
-  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(ptr), "r"(int64_t(stride)) \
-                   : "memory")
+#define GLM4_TILE_LOAD(t, ptr, stride) \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(ptr), "r"(int64_t(stride)) : "memory")
+#define GLM4_TILE_STORE(t, ptr, stride)                                                           \
+  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(ptr), "r"(int64_t(stride)) : "memor" \
+                                                                                          "y")
 #define GLM4_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
 // tmm<c> += tmm<a> (rows layout) . tmm<b> (pairs layout)
 #define GLM4_TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
@@ -43,8 +42,8 @@ constexpr TileConfig kConfig = make_config();
 
 // C tiles (i, j) for i < NA, j < NB over k-blocks [kb0, kb1).
 template <int NA, int NB>
-void block(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t b_stride,
-           int64_t kb0, int64_t kb1, float* c, int64_t ldc, bool accumulate) {
+void block(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t b_stride, int64_t kb0,
+           int64_t kb1, float* c, int64_t ldc, bool accumulate) {
   const int64_t cs = ldc * int64_t(sizeof(float));
   float* c01 = c + 16;
   float* c10 = c + 16 * ldc;
@@ -92,10 +91,14 @@ void amx_panel(const PanelArgs& p) {
       const uint16_t* b = p.b + j * p.b_stride;
       float* c = p.c + i * kGroup * p.ldc + j * kGroup;
       const bool two_a = i + 1 < p.ga, two_b = j + 1 < p.gb;
-      if (two_a && two_b) block<2, 2>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
-      else if (two_a) block<2, 1>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
-      else if (two_b) block<1, 2>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
-      else block<1, 1>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
+      if (two_a && two_b)
+        block<2, 2>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
+      else if (two_a)
+        block<2, 1>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
+      else if (two_b)
+        block<1, 2>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
+      else
+        block<1, 1>(a, p.a_stride, b, p.b_stride, p.kb0, p.kb1, c, p.ldc, p.accumulate);
     }
 }
 

@@ -15,8 +15,8 @@ constexpr int kRows = 8;  // A rows per register block (two blocks per row group
 
 // C rows [r0, r0 + 8) x column groups [0, NB) of the panel.
 template <int NB>
-GLM4_AVX512BF16 void rows_block(const uint16_t* a, const uint16_t* b, int64_t b_stride,
-                                int64_t kb0, int64_t kb1, float* c, int64_t ldc, bool accumulate) {
+GLM4_AVX512BF16 void rows_block(const uint16_t* a, const uint16_t* b, int64_t b_stride, int64_t kb0,
+                                int64_t kb1, float* c, int64_t ldc, bool accumulate) {
   __m512 acc[kRows][NB];
   for (int r = 0; r < kRows; ++r)
     for (int j = 0; j < NB; ++j)
@@ -26,8 +26,7 @@ GLM4_AVX512BF16 void rows_block(const uint16_t* a, const uint16_t* b, int64_t b_
     const uint16_t* bk = b + kb * kBlockElems;
     for (int p = 0; p < 16; ++p) {
       __m512bh bv[NB];
-      for (int j = 0; j < NB; ++j)
-        bv[j] = __m512bh(_mm512_loadu_si512(bk + j * b_stride + p * 32));
+      for (int j = 0; j < NB; ++j) bv[j] = __m512bh(_mm512_loadu_si512(bk + j * b_stride + p * 32));
       for (int r = 0; r < kRows; ++r) {
         int32_t pair;
         std::memcpy(&pair, ak + r * kKBlock + 2 * p, 4);
@@ -99,7 +98,9 @@ GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, con
   __mmask32 mask[CH];
   for (int c = 0; c < CH; ++c) {
     const int64_t left = K - (k0 + 32 * c);
-    mask[c] = left >= 32 ? __mmask32(0xffffffffu) : left <= 0 ? __mmask32(0) : __mmask32((1u << left) - 1);
+    mask[c] = left >= 32  ? __mmask32(0xffffffffu)
+              : left <= 0 ? __mmask32(0)
+                          : __mmask32((1u << left) - 1);
   }
   for (int64_t n = 0; n < N; n += 2) {
     const uint16_t* even = W + n * K + k0;
@@ -112,8 +113,8 @@ GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, con
     }
     for (int c = 0; c < CH; ++c) {
       const __m512i a = _mm512_maskz_loadu_epi16(mask[c], even + 32 * c);
-      const __m512i b = n + 1 < N ? _mm512_maskz_loadu_epi16(mask[c], odd + 32 * c)
-                                  : _mm512_setzero_si512();
+      const __m512i b =
+          n + 1 < N ? _mm512_maskz_loadu_epi16(mask[c], odd + 32 * c) : _mm512_setzero_si512();
       const __m512bh l = __m512bh(_mm512_unpacklo_epi16(a, b));
       const __m512bh h = __m512bh(_mm512_unpackhi_epi16(a, b));
       for (int m = 0; m < MX; ++m) {
@@ -123,7 +124,8 @@ GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, con
     }
   }
   const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __m512i second =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
   for (int m = 0; m < MX; ++m)
     for (int c = 0; c < CH; ++c) {
       const int64_t k = k0 + 32 * c, left = K - k;
@@ -135,14 +137,18 @@ GLM4_AVX512BF16 void grad_stripe(const uint16_t* dyb, int64_t np, int64_t N, con
         if (n16 <= 0) break;
         const __mmask16 mk = n16 >= 16 ? __mmask16(0xffff) : __mmask16((1u << n16) - 1);
         float* out = dX + m * K + k + 16 * half;
-        const __m512 r = accumulate ? _mm512_add_ps(v[half], _mm512_maskz_loadu_ps(mk, out)) : v[half];
+        const __m512 r =
+            accumulate ? _mm512_add_ps(v[half], _mm512_maskz_loadu_ps(mk, out)) : v[half];
         _mm512_mask_storeu_ps(out, mk, r);
       }
     }
 }
 
 template <int MX>
-constexpr int kGradChunks = MX == 1 ? 8 : MX == 2 ? 6 : MX == 3 ? 4 : 3;  // <= 24 sums
+constexpr int kGradChunks = MX == 1   ? 8
+                            : MX == 2 ? 6
+                            : MX == 3 ? 4
+                                      : 3;  // <= 24 sums
 
 template <int MX>
 void small_input_grad(const uint16_t* dyb, int64_t np, int64_t N, const uint16_t* W, int64_t K,
@@ -156,9 +162,12 @@ void small_input_grad(const uint16_t* dyb, int64_t np, int64_t N, const uint16_t
 
 int64_t avx512_small_grad_stripe(int64_t M) {
   switch (M) {
-    case 1: return 32 * kGradChunks<1>;
-    case 2: return 32 * kGradChunks<2>;
-    case 3: return 32 * kGradChunks<3>;
+    case 1:
+      return 32 * kGradChunks<1>;
+    case 2:
+      return 32 * kGradChunks<2>;
+    case 3:
+      return 32 * kGradChunks<3>;
   }
   return 32 * kGradChunks<4>;
 }
@@ -167,10 +176,14 @@ void avx512_small_input_grad(const uint16_t* dyb, int64_t M, int64_t N, const ui
                              int64_t K, int64_t s0, int64_t s1, float* dX, bool accumulate) {
   const int64_t np = kblocks(N) * kKBlock;  // the row stride of round_rows_bf16
   switch (M) {
-    case 1: return small_input_grad<1>(dyb, np, N, W, K, s0, s1, dX, accumulate);
-    case 2: return small_input_grad<2>(dyb, np, N, W, K, s0, s1, dX, accumulate);
-    case 3: return small_input_grad<3>(dyb, np, N, W, K, s0, s1, dX, accumulate);
-    case 4: return small_input_grad<4>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 1:
+      return small_input_grad<1>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 2:
+      return small_input_grad<2>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 3:
+      return small_input_grad<3>(dyb, np, N, W, K, s0, s1, dX, accumulate);
+    case 4:
+      return small_input_grad<4>(dyb, np, N, W, K, s0, s1, dX, accumulate);
   }
 }
 
@@ -195,10 +208,14 @@ void avx512_panel(const PanelArgs& p) {
 void avx512_small_forward(const uint16_t* Xb, int64_t M, int64_t K, const uint16_t* W, int64_t N,
                           int64_t n0, int64_t n1, float* Y, bool accumulate) {
   switch (M) {
-    case 1: return small_forward<1>(Xb, K, W, N, n0, n1, Y, accumulate);
-    case 2: return small_forward<2>(Xb, K, W, N, n0, n1, Y, accumulate);
-    case 3: return small_forward<3>(Xb, K, W, N, n0, n1, Y, accumulate);
-    case 4: return small_forward<4>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 1:
+      return small_forward<1>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 2:
+      return small_forward<2>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 3:
+      return small_forward<3>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 4:
+      return small_forward<4>(Xb, K, W, N, n0, n1, Y, accumulate);
   }
 }
 

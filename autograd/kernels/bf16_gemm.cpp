@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_internal.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/cpu_features.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::kernels {
@@ -82,9 +82,12 @@ Plan plan(int64_t weight_groups, int64_t act_groups, int64_t kb, bool wide) {
   p.ag = std::min(act_groups, kMaxActGroups);
   auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
   while (blocks(weight_groups, p.wg) * blocks(act_groups, p.ag) < kMinTasks) {
-    if (p.wg > 2) p.wg = (p.wg + 1) / 2;  // weight panels are cheaper to repeat than packs
-    else if (p.ag > 2) p.ag = (p.ag + 1) / 2;
-    else break;
+    if (p.wg > 2)
+      p.wg = (p.wg + 1) / 2;  // weight panels are cheaper to repeat than packs
+    else if (p.ag > 2)
+      p.ag = (p.ag + 1) / 2;
+    else
+      break;
   }
   p.w_blocks = blocks(weight_groups, p.wg);
   p.a_blocks = blocks(act_groups, p.ag);
@@ -134,8 +137,8 @@ void run_tasks(const Isa& isa, const Plan& pl, bool weight_is_a, int64_t kb, int
   });
 }
 
-void check_args(const char* op, int64_t M, int64_t N, int64_t K, const void* act,
-                int64_t act_count, const uint16_t* W, const float* out, int64_t out_count) {
+void check_args(const char* op, int64_t M, int64_t N, int64_t K, const void* act, int64_t act_count,
+                const uint16_t* W, const float* out, int64_t out_count) {
   GLM4_CHECK(M >= 0 && N >= 0 && K >= 0, "[", op, "] negative size M=", M, " N=", N, " K=", K);
   GLM4_CHECK((act != nullptr || act_count == 0) && (W != nullptr || N * K == 0) &&
                  (out != nullptr || out_count == 0),
@@ -181,9 +184,12 @@ Isa bf16::isa_of(Bf16Kernel kernel, const char* op) {
 
 bool bf16_kernel_available(Bf16Kernel kernel) {
   switch (kernel) {
-    case Bf16Kernel::kNone: return true;
-    case Bf16Kernel::kAvx512Bf16: return cpu_features().avx512_bf16;
-    case Bf16Kernel::kAmx: return enable_amx();
+    case Bf16Kernel::kNone:
+      return true;
+    case Bf16Kernel::kAvx512Bf16:
+      return cpu_features().avx512_bf16;
+    case Bf16Kernel::kAmx:
+      return enable_amx();
   }
   return false;
 }
@@ -198,9 +204,8 @@ void forward_tasks(const Isa& isa, const float* X, int64_t M, int64_t K, int64_t
   const int64_t kb = kblocks(K), mg = groups(M), ng = groups(N);
   AlignedBuffer<uint16_t> xb_buf;
   uint16_t* xb = xb_buf.get(mg * kb * kBlockElems);  // X as B: [mg][kb][16 pairs][16][2]
-  parallel_for(mg, std::max<int64_t>(1, 64 / kb), [&](int64_t g0, int64_t g1) {
-    pack_pairs_f32(X, M, K, K, g0, g1, kb, xb);
-  });
+  parallel_for(mg, std::max<int64_t>(1, 64 / kb),
+               [&](int64_t g0, int64_t g1) { pack_pairs_f32(X, M, K, K, g0, g1, kb, xb); });
   const Plan pl = plan(ng, mg, kb, /*wide=*/false);
   run_tasks(
       isa, pl, /*weight_is_a=*/true, kb, ng, mg, xb,
@@ -218,14 +223,13 @@ void forward_tasks(const Isa& isa, const float* X, int64_t M, int64_t K, int64_t
 // The input gradient for any weight source: pack_w(n0, n1, c0, c1, panel) packs W's rows
 // [n0, n1) (the reduction) and columns [c0, c1) into the pairs layout.
 template <typename PackW>
-void input_grad_tasks(const Isa& isa, const float* dY, int64_t M, int64_t N, int64_t K,
-                      float* dX, bool accumulate, PackW&& pack_w) {
+void input_grad_tasks(const Isa& isa, const float* dY, int64_t M, int64_t N, int64_t K, float* dX,
+                      bool accumulate, PackW&& pack_w) {
   const int64_t nkb = kblocks(N), mg = groups(M), kg = groups(K);
   AlignedBuffer<uint16_t> dy_buf;
   uint16_t* dyb = dy_buf.get(mg * nkb * kBlockElems);  // dY as A: [mg][nkb][16][32]
-  parallel_for(mg, std::max<int64_t>(1, 64 / nkb), [&](int64_t g0, int64_t g1) {
-    pack_rows_f32(dY, M, N, N, g0, g1, nkb, dyb);
-  });
+  parallel_for(mg, std::max<int64_t>(1, 64 / nkb),
+               [&](int64_t g0, int64_t g1) { pack_rows_f32(dY, M, N, N, g0, g1, nkb, dyb); });
   const Plan pl = plan(kg, mg, nkb, /*wide=*/true);
   run_tasks(
       isa, pl, /*weight_is_a=*/false, nkb, kg, mg, dyb,
@@ -264,8 +268,8 @@ const uint16_t* packed_of(const QuantizedMatrix& W) {  // for check_args' null c
 
 }  // namespace
 
-void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
-                         const uint16_t* W, int64_t N, float* Y, bool accumulate) {
+void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K, const uint16_t* W,
+                         int64_t N, float* Y, bool accumulate) {
   check_args("bf16_linear_forward", M, N, K, X, M * K, W, Y, M * N);
   const Isa isa = isa_of(kernel, "bf16_linear_forward");
   if (M == 0 || N == 0) return;
@@ -295,7 +299,8 @@ namespace {
 // the rows layout one group of 16 rows at a time: to_f32(first_row, rows, tile) writes the
 // group's [rows, k1 - k0] values in fp32, which are then rounded to bf16.
 template <typename ToF32>
-void pack_rows_via_f32(int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel, ToF32&& to_f32) {
+void pack_rows_via_f32(int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel,
+                       ToF32&& to_f32) {
   const int64_t width = k1 - k0, kb = kblocks(width);
   float* tile = quant_scratch().f32.get(kGroup * width);
   for (int64_t g = 0; g < groups(r1 - r0); ++g) {
@@ -319,9 +324,10 @@ void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int
   // k0 is 0 or a multiple of 8192 (kMaxKs k-blocks) and k1 is that or K: whole groups.
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
-                  pack_rows_via_f32(r0, r1, k0, k1, panel, [&](int64_t r, int64_t rows, float* tile) {
-                    dequantize_tile_f32(W, r, rows, k0, k1 - k0, tile, k1 - k0);
-                  });
+                  pack_rows_via_f32(r0, r1, k0, k1, panel,
+                                    [&](int64_t r, int64_t rows, float* tile) {
+                                      dequantize_tile_f32(W, r, rows, k0, k1 - k0, tile, k1 - k0);
+                                    });
                 });
 }
 
@@ -329,8 +335,8 @@ void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M,
                                   const QuantizedMatrix& W, float* dX, bool accumulate) {
   check_quantized(W, "bf16_quant_linear_input_grad");
   const int64_t K = W.cols;
-  GLM4_CHECK(N == W.rows, "[bf16_quant_linear_input_grad] dY [", M, ", ", N,
-             "] does not match W [", W.rows, ", ", W.cols, "]");
+  GLM4_CHECK(N == W.rows, "[bf16_quant_linear_input_grad] dY [", M, ", ", N, "] does not match W [",
+             W.rows, ", ", W.cols, "]");
   check_args("bf16_quant_linear_input_grad", M, N, K, dY, M * N, packed_of(W), dX, M * K);
   const Isa isa = isa_of(kernel, "bf16_quant_linear_input_grad");
   if (M == 0 || K == 0) return;
@@ -358,9 +364,10 @@ void bf16_f16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64
   if (K == 0) return fill_empty(Y, M, N, accumulate);
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
-                  pack_rows_via_f32(r0, r1, k0, k1, panel, [&](int64_t r, int64_t rows, float* tile) {
-                    convert_block_to_f32(DType::F16, W + r * K + k0, K, rows, k1 - k0, tile);
-                  });
+                  pack_rows_via_f32(
+                      r0, r1, k0, k1, panel, [&](int64_t r, int64_t rows, float* tile) {
+                        convert_block_to_f32(DType::F16, W + r * K + k0, K, rows, k1 - k0, tile);
+                      });
                 });
 }
 

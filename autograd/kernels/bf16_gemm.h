@@ -17,8 +17,8 @@ namespace glm4::kernels {
 bool bf16_kernel_available(Bf16Kernel kernel);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W row-major bf16 (row stride K).
-void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K,
-                         const uint16_t* W, int64_t N, float* Y, bool accumulate);
+void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K, const uint16_t* W,
+                         int64_t N, float* Y, bool accumulate);
 
 // dX[M, K] (+)= dY[M, N] W[N, K]: the input gradient of bf16_linear_forward, same weight.
 void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64_t N,

@@ -14,9 +14,9 @@
 
 namespace glm4::kernels::bf16 {
 
-constexpr int64_t kGroup = 16;       // rows / columns per block
-constexpr int64_t kKBlock = 32;      // reduction steps per block
-constexpr int64_t kBlockElems = 512; // bf16 elements per block (1 KB)
+constexpr int64_t kGroup = 16;        // rows / columns per block
+constexpr int64_t kKBlock = 32;       // reduction steps per block
+constexpr int64_t kBlockElems = 512;  // bf16 elements per block (1 KB)
 
 inline int64_t groups(int64_t n) { return (n + kGroup - 1) / kGroup; }
 inline int64_t kblocks(int64_t k) { return (k + kKBlock - 1) / kKBlock; }
@@ -35,8 +35,8 @@ void pack_rows_bf16(const uint16_t* W, int64_t ld, int64_t r0, int64_t r1, int64
                     uint16_t* dst);
 // bf16 W[n, c] as B[k = n, c]: reduction rows [n0, n1), columns [c0, c1) into the pairs layout.
 // For the input gradient.
-void pack_pairs_bf16(const uint16_t* W, int64_t ld, int64_t n0, int64_t n1, int64_t c0,
-                     int64_t c1, uint16_t* dst);
+void pack_pairs_bf16(const uint16_t* W, int64_t ld, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                     uint16_t* dst);
 
 // C[16 ga, 16 gb] (+)= A B over k-blocks [kb0, kb1): A row group i starts at a + i * a_stride,
 // B column group j at b + j * b_stride (elements; k-block kb at + kb * 512). C row-major fp32

@@ -108,10 +108,10 @@ GLM4_AVX512BF16 void pack_pairs_bf16(const uint16_t* W, int64_t ld, int64_t n0, 
       for (int64_t g = 0; g < gs; ++g) {
         const int64_t c = c0 + g * kGroup;
         const __mmask16 m = mask16(c1 - c);
-        const __m256i even = n < n1 ? _mm256_maskz_loadu_epi16(m, even_row + c)
-                                    : _mm256_setzero_si256();
-        const __m256i odd = n + 1 < n1 ? _mm256_maskz_loadu_epi16(m, odd_row + c)
-                                       : _mm256_setzero_si256();
+        const __m256i even =
+            n < n1 ? _mm256_maskz_loadu_epi16(m, even_row + c) : _mm256_setzero_si256();
+        const __m256i odd =
+            n + 1 < n1 ? _mm256_maskz_loadu_epi16(m, odd_row + c) : _mm256_setzero_si256();
         const __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(even),
                                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(odd), 16));
         _mm512_storeu_si512(dst + (g * kb + b) * kBlockElems + p * 32, v);

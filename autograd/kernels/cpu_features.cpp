@@ -5,9 +5,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstring>
 #endif
 
 namespace glm4::kernels {
@@ -36,7 +37,7 @@ CpuFeatures detect() {
   }
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // no OSXSAVE
   const uint64_t xcr0 = xgetbv0();
-  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;            // SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;                // SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM
   const bool os_tiles = (xcr0 & (3u << 17)) == (3u << 17);  // XTILECFG, XTILEDATA
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
@@ -64,8 +65,8 @@ const CpuFeatures& cpu_features() {
 
 bool enable_amx() {
 #if defined(__x86_64__) && defined(__linux__)
-  static const bool enabled =
-      cpu_features().amx_bf16 && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+  static const bool enabled = cpu_features().amx_bf16 &&
+                              syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
   return enabled;
 #else
   return false;

@@ -16,9 +16,8 @@ namespace glm4 {
 // C[M, N] = alpha * op(A) op(B) + beta * C, where op(A) is [M, K] and op(B) is [K, N]; A is
 // [M, K] (lda >= K) or, with trans_a, [K, M] (lda >= M); likewise B. beta = 0 overwrites C
 // (even NaN there).
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-           int64_t ldc);
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W in any stored dtype. M = 1 (decode) runs at memory speed.
 // A bf16 W under BF16 `compute` runs its bf16 kernel (autograd/kernels/bf16_gemm.h), here and in
@@ -33,8 +32,8 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
                        bool accumulate, const ComputeChoice& compute);
 
 // dW[N, K] (+)= dY[M, N]^T X[M, K]: the weight gradient, for trainable fp32 weights.
-void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
-                        float* dW, bool accumulate);
+void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, int64_t K, float* dW,
+                        bool accumulate);
 
 // Sets up OpenBLAS once: single-threaded calls (TBB owns the threads) and, on AVX-512 CPUs
 // that Debian's OpenBLAS 0.3.21 does not recognise (it falls back to its Haswell kernels),

@@ -29,10 +29,14 @@ void eigen_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
   View C(c, m, n, Eigen::OuterStride<>(ldc));
   ConstView A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
   ConstView B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
-  if (trans_a && trans_b) accumulate(C, alpha, beta, A.transpose(), B.transpose());
-  else if (trans_a) accumulate(C, alpha, beta, A.transpose(), B);
-  else if (trans_b) accumulate(C, alpha, beta, A, B.transpose());
-  else accumulate(C, alpha, beta, A, B);
+  if (trans_a && trans_b)
+    accumulate(C, alpha, beta, A.transpose(), B.transpose());
+  else if (trans_a)
+    accumulate(C, alpha, beta, A.transpose(), B);
+  else if (trans_b)
+    accumulate(C, alpha, beta, A, B.transpose());
+  else
+    accumulate(C, alpha, beta, A, B);
 }
 
 }  // namespace glm4::gemm_detail

@@ -19,14 +19,18 @@ constexpr int64_t kMinTaskBytes = 1 << 16;  // weight bytes a task should read a
 
 template <DType DT>
 inline VecF load_w(const void* W, int64_t i) {
-  if constexpr (DT == DType::F32) return simd::load(static_cast<const float*>(W) + i);
-  else return simd::load(static_cast<const uint16_t*>(W) + i, DT);
+  if constexpr (DT == DType::F32)
+    return simd::load(static_cast<const float*>(W) + i);
+  else
+    return simd::load(static_cast<const uint16_t*>(W) + i, DT);
 }
 
 template <DType DT>
 inline float widen_w(const void* W, int64_t i) {
-  if constexpr (DT == DType::F32) return static_cast<const float*>(W)[i];
-  else return simd::widen(static_cast<const uint16_t*>(W) + i, DT);
+  if constexpr (DT == DType::F32)
+    return static_cast<const float*>(W)[i];
+  else
+    return simd::widen(static_cast<const uint16_t*>(W) + i, DT);
 }
 
 // out[r * MX + m] = X[m, :] . W[n0 + r, :] for r < R, m < MX.
@@ -98,9 +102,15 @@ void forward_groups(const float* X, int64_t M, int64_t K, const void* W, int64_t
     int64_t m0 = 0;
     for (; m0 + 4 <= M; m0 += 4) forward_rows_at<DT, 4>(X, m0, K, W, N, s0, s1, Y, accumulate);
     switch (M - m0) {
-      case 1: forward_rows_at<DT, 1>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
-      case 2: forward_rows_at<DT, 2>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
-      case 3: forward_rows_at<DT, 3>(X, m0, K, W, N, s0, s1, Y, accumulate); break;
+      case 1:
+        forward_rows_at<DT, 1>(X, m0, K, W, N, s0, s1, Y, accumulate);
+        break;
+      case 2:
+        forward_rows_at<DT, 2>(X, m0, K, W, N, s0, s1, Y, accumulate);
+        break;
+      case 3:
+        forward_rows_at<DT, 3>(X, m0, K, W, N, s0, s1, Y, accumulate);
+        break;
     }
   }
 }
@@ -139,7 +149,8 @@ void grad_stripe(const float* dY, int64_t N, const void* W, int64_t K, int64_t k
     }
     for (int64_t j = wv; j < width; ++j)
       for (int m = 0; m < MX; ++m)
-        for (int i = 0; i < 4; ++i) acc[m][j] += dY[m * N + n + i] * widen_w<DT>(W, base + i * K + j);
+        for (int i = 0; i < 4; ++i)
+          acc[m][j] += dY[m * N + n + i] * widen_w<DT>(W, base + i * K + j);
   }
   for (; n < N; ++n) {
     const int64_t base = n * K + k0;
@@ -158,15 +169,13 @@ void grad_stripe(const float* dY, int64_t N, const void* W, int64_t K, int64_t k
 }
 
 template <DType DT, int MX>
-void input_grad(const float* dY, int64_t N, const void* W, int64_t K, float* dX,
-                bool accumulate) {
+void input_grad(const float* dY, int64_t N, const void* W, int64_t K, float* dX, bool accumulate) {
   const int64_t stripes = (K + kStripe - 1) / kStripe;
   const int64_t stripe_bytes = std::max<int64_t>(1, N * kStripe * int64_t(dtype_size(DT)));
   const int64_t grain = std::max<int64_t>(1, kMinTaskBytes / stripe_bytes);
   parallel_for(stripes, grain, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
-      grad_stripe<DT, MX>(dY, N, W, K, s * kStripe, std::min(K, (s + 1) * kStripe), dX,
-                          accumulate);
+      grad_stripe<DT, MX>(dY, N, W, K, s * kStripe, std::min(K, (s + 1) * kStripe), dX, accumulate);
   });
 }
 
@@ -174,24 +183,33 @@ template <DType DT>
 void forward_dt(const float* X, int64_t M, int64_t K, const void* W, int64_t N, float* Y,
                 bool acc) {
   switch (M) {
-    case 1: return forward<DT, 1>(X, K, W, N, Y, acc);
-    case 2: return forward<DT, 2>(X, K, W, N, Y, acc);
-    case 3: return forward<DT, 3>(X, K, W, N, Y, acc);
-    case 4: return forward<DT, 4>(X, K, W, N, Y, acc);
+    case 1:
+      return forward<DT, 1>(X, K, W, N, Y, acc);
+    case 2:
+      return forward<DT, 2>(X, K, W, N, Y, acc);
+    case 3:
+      return forward<DT, 3>(X, K, W, N, Y, acc);
+    case 4:
+      return forward<DT, 4>(X, K, W, N, Y, acc);
   }
   const int64_t row_bytes = std::max<int64_t>(1, K * int64_t(dtype_size(DT)));
   const int64_t grain = std::max<int64_t>(8, kMinTaskBytes / row_bytes);
-  parallel_for(N, grain, [&](int64_t n0, int64_t n1) { forward_groups<DT>(X, M, K, W, N, n0, n1, Y, acc); });
+  parallel_for(N, grain,
+               [&](int64_t n0, int64_t n1) { forward_groups<DT>(X, M, K, W, N, n0, n1, Y, acc); });
 }
 
 template <DType DT>
 void input_grad_dt(const float* dY, int64_t M, int64_t N, const void* W, int64_t K, float* dX,
                    bool acc) {
   switch (M) {
-    case 1: return input_grad<DT, 1>(dY, N, W, K, dX, acc);
-    case 2: return input_grad<DT, 2>(dY, N, W, K, dX, acc);
-    case 3: return input_grad<DT, 3>(dY, N, W, K, dX, acc);
-    case 4: return input_grad<DT, 4>(dY, N, W, K, dX, acc);
+    case 1:
+      return input_grad<DT, 1>(dY, N, W, K, dX, acc);
+    case 2:
+      return input_grad<DT, 2>(dY, N, W, K, dX, acc);
+    case 3:
+      return input_grad<DT, 3>(dY, N, W, K, dX, acc);
+    case 4:
+      return input_grad<DT, 4>(dY, N, W, K, dX, acc);
   }
 }
 
@@ -203,9 +221,12 @@ void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const vo
                      float* Y, bool accumulate) {
   if (M <= 0 || N <= 0) return;
   switch (dtype) {
-    case DType::F32: return forward_dt<DType::F32>(X, M, K, W, N, Y, accumulate);
-    case DType::BF16: return forward_dt<DType::BF16>(X, M, K, W, N, Y, accumulate);
-    case DType::F16: return forward_dt<DType::F16>(X, M, K, W, N, Y, accumulate);
+    case DType::F32:
+      return forward_dt<DType::F32>(X, M, K, W, N, Y, accumulate);
+    case DType::BF16:
+      return forward_dt<DType::BF16>(X, M, K, W, N, Y, accumulate);
+    case DType::F16:
+      return forward_dt<DType::F16>(X, M, K, W, N, Y, accumulate);
   }
 }
 
@@ -213,9 +234,12 @@ void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, cons
                         int64_t K, float* dX, bool accumulate) {
   if (M <= 0 || K <= 0) return;
   switch (dtype) {
-    case DType::F32: return input_grad_dt<DType::F32>(dY, M, N, W, K, dX, accumulate);
-    case DType::BF16: return input_grad_dt<DType::BF16>(dY, M, N, W, K, dX, accumulate);
-    case DType::F16: return input_grad_dt<DType::F16>(dY, M, N, W, K, dX, accumulate);
+    case DType::F32:
+      return input_grad_dt<DType::F32>(dY, M, N, W, K, dX, accumulate);
+    case DType::BF16:
+      return input_grad_dt<DType::BF16>(dY, M, N, W, K, dX, accumulate);
+    case DType::F16:
+      return input_grad_dt<DType::F16>(dY, M, N, W, K, dX, accumulate);
   }
 }
 

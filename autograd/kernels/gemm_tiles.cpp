@@ -2,8 +2,6 @@
 // single-threaded OpenBLAS (or Eigen, see tile_backend()) calls over blocks of the reduction
 // dimension; stored-dtype weight blocks are widened into a thread-local buffer just before
 // their call.
-#include "autograd/kernels/gemm.h"
-
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/convert.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
 #include "autograd/kernels/quant_linear.h"
 #include "base/check.h"
@@ -20,11 +19,11 @@ namespace glm4 {
 
 namespace {
 
-constexpr int64_t kPanelN = 256;         // output columns per tile
-constexpr int64_t kMinPanelM = 128;      // rows per tile when rows are split too
-constexpr int64_t kTargetTiles = 8;      // enough tiles to balance a few threads
-constexpr int64_t kLinearKb = 512;       // reduction block of the linear products
-constexpr double kMinTileFlops = 4e6;    // below this a task costs more than it saves
+constexpr int64_t kPanelN = 256;       // output columns per tile
+constexpr int64_t kMinPanelM = 128;    // rows per tile when rows are split too
+constexpr int64_t kTargetTiles = 8;    // enough tiles to balance a few threads
+constexpr int64_t kLinearKb = 512;     // reduction block of the linear products
+constexpr double kMinTileFlops = 4e6;  // below this a task costs more than it saves
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
@@ -51,7 +50,7 @@ struct Problem {
 };
 
 struct TilePlan {
-  int64_t mb, nb;           // tile height and width
+  int64_t mb, nb;  // tile height and width
   int64_t tiles_m, tiles_n;
 };
 
@@ -159,9 +158,8 @@ void check_ptr(const char* op, const void* ptr, const char* name, int64_t count)
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-           int64_t ldc) {
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   GLM4_CHECK(M >= 0 && N >= 0 && K >= 0, "[sgemm] negative size M=", M, " N=", N, " K=", K);
   GLM4_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "[sgemm] size too large M=", M,
              " N=", N, " K=", K);
@@ -180,10 +178,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
                     bool accumulate, const ComputeChoice& compute) {
   const int64_t N = W.rows();
-  GLM4_CHECK(M >= 0 && K == W.cols(), "[linear_forward] X [", M, ", ", K,
-             "] does not match W [", W.rows(), ", ", W.cols(), "]");
-  GLM4_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX,
-             "[linear_forward] size too large");
+  GLM4_CHECK(M >= 0 && K == W.cols(), "[linear_forward] X [", M, ", ", K, "] does not match W [",
+             W.rows(), ", ", W.cols(), "]");
+  GLM4_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "[linear_forward] size too large");
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
   if (W.is_quantized()) {
@@ -207,9 +204,18 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
     gemm_detail::small_m_forward(X, M, K, W.dtype(), W.data(), N, Y, accumulate);
     return;
   }
-  run_tiled({false, M, N, K, 1.0f, X, std::max<int64_t>(1, K),
-             {W.dtype(), W.data(), std::max<int64_t>(1, K), true}, accumulate ? 1.0f : 0.0f, Y,
-             std::max<int64_t>(1, N), kLinearKb});
+  run_tiled({false,
+             M,
+             N,
+             K,
+             1.0f,
+             X,
+             std::max<int64_t>(1, K),
+             {W.dtype(), W.data(), std::max<int64_t>(1, K), true},
+             accumulate ? 1.0f : 0.0f,
+             Y,
+             std::max<int64_t>(1, N),
+             kLinearKb});
 }
 
 void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, float* dX,
@@ -223,33 +229,39 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
   check_ptr("linear_input_grad", dX, "dX", M * K);
   if (W.is_quantized()) {
     if (use_bf16_panel_kernels(M, compute))
-      kernels::bf16_quant_linear_input_grad(compute.kernel, dY, M, N, W.quant(), dX,
-                                            accumulate);
+      kernels::bf16_quant_linear_input_grad(compute.kernel, dY, M, N, W.quant(), dX, accumulate);
     else
       quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
     return;
   }
   if (use_bf16_kernels(W, M, compute)) {
-    kernels::bf16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX,
-                                    accumulate);
+    kernels::bf16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX, accumulate);
     return;
   }
   if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M, compute)) {
-    kernels::bf16_f16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX,
-                                        accumulate);
+    kernels::bf16_f16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX, accumulate);
     return;
   }
   if (M <= gemm_detail::kSmallM) {
     gemm_detail::small_m_input_grad(dY, M, N, W.dtype(), W.data(), K, dX, accumulate);
     return;
   }
-  run_tiled({false, M, K, N, 1.0f, dY, std::max<int64_t>(1, N),
-             {W.dtype(), W.data(), std::max<int64_t>(1, K), false}, accumulate ? 1.0f : 0.0f, dX,
-             std::max<int64_t>(1, K), kLinearKb});
+  run_tiled({false,
+             M,
+             K,
+             N,
+             1.0f,
+             dY,
+             std::max<int64_t>(1, N),
+             {W.dtype(), W.data(), std::max<int64_t>(1, K), false},
+             accumulate ? 1.0f : 0.0f,
+             dX,
+             std::max<int64_t>(1, K),
+             kLinearKb});
 }
 
-void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, int64_t K,
-                        float* dW, bool accumulate) {
+void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, int64_t K, float* dW,
+                        bool accumulate) {
   GLM4_CHECK(M >= 0 && N >= 0 && K >= 0, "[linear_weight_grad] negative size M=", M, " N=", N,
              " K=", K);
   sgemm(true, false, N, K, M, 1.0f, dY, std::max<int64_t>(1, N), X, std::max<int64_t>(1, K),

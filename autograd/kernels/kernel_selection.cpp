@@ -47,14 +47,15 @@ T from_env(const char* var, std::initializer_list<T> choices, Name&& name, Runs&
 
 KernelSelection select() {
   KernelSelection s;
-  s.fp32 = from_env("GLM4_GEMM", {Fp32Backend::kOpenBlas, Fp32Backend::kEigen}, fp32_backend_name,
-                    [](Fp32Backend) { return true; }, gemm_detail::default_tile_backend());
+  s.fp32 = from_env(
+      "GLM4_GEMM", {Fp32Backend::kOpenBlas, Fp32Backend::kEigen}, fp32_backend_name,
+      [](Fp32Backend) { return true; }, gemm_detail::default_tile_backend());
   Bf16Kernel best_bf16 = Bf16Kernel::kNone;
   for (Bf16Kernel k : {Bf16Kernel::kAvx512Bf16, Bf16Kernel::kAmx})
     if (bf16_kernel_available(k)) best_bf16 = k;
-  s.bf16 = from_env("GLM4_BF16_KERNEL",
-                    {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16, Bf16Kernel::kNone},
-                    bf16_kernel_name, bf16_kernel_available, best_bf16);
+  s.bf16 =
+      from_env("GLM4_BF16_KERNEL", {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16, Bf16Kernel::kNone},
+               bf16_kernel_name, bf16_kernel_available, best_bf16);
   auto quant_runs = [](QuantIsa isa) { return quant_detail::cpu_supports(quant_isa_name(isa)); };
   QuantIsa best_quant = QuantIsa::kScalar;
   for (QuantIsa isa : {QuantIsa::kAvx2, QuantIsa::kAvx512})
@@ -72,18 +73,24 @@ const char* fp32_backend_name(Fp32Backend backend) {
 
 const char* bf16_kernel_name(Bf16Kernel kernel) {
   switch (kernel) {
-    case Bf16Kernel::kNone: return "none";
-    case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
-    case Bf16Kernel::kAmx: return "amx";
+    case Bf16Kernel::kNone:
+      return "none";
+    case Bf16Kernel::kAvx512Bf16:
+      return "avx512bf16";
+    case Bf16Kernel::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 const char* quant_isa_name(QuantIsa isa) {
   switch (isa) {
-    case QuantIsa::kScalar: return "scalar";
-    case QuantIsa::kAvx2: return "avx2";
-    case QuantIsa::kAvx512: return "avx512";
+    case QuantIsa::kScalar:
+      return "scalar";
+    case QuantIsa::kAvx2:
+      return "avx2";
+    case QuantIsa::kAvx512:
+      return "avx512";
   }
   return "?";
 }

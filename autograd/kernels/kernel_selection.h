@@ -6,9 +6,9 @@
 
 namespace glm4::kernels {
 
-enum class Fp32Backend { kOpenBlas, kEigen };      // what runs the fp32 sgemm tiles
+enum class Fp32Backend { kOpenBlas, kEigen };        // what runs the fp32 sgemm tiles
 enum class Bf16Kernel { kNone, kAvx512Bf16, kAmx };  // the bf16 units (bf16_gemm.h)
-enum class QuantIsa { kScalar, kAvx2, kAvx512 };   // the quantized kernels (quant_linear.h)
+enum class QuantIsa { kScalar, kAvx2, kAvx512 };     // the quantized kernels (quant_linear.h)
 
 // The spellings the environment variables take.
 const char* fp32_backend_name(Fp32Backend backend);  // "openblas", "eigen"

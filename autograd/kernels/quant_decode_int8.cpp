@@ -15,8 +15,8 @@ namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kPadCols = 128;     // the input's columns are padded to this
-constexpr float kLevel = 127.0f;      // largest |q1| and |q2|
+constexpr int64_t kPadCols = 128;       // the input's columns are padded to this
+constexpr float kLevel = 127.0f;        // largest |q1| and |q2|
 constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
 
 int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
@@ -53,8 +53,8 @@ inline __m512i load_codes(const uint8_t* p, int64_t valid) {
 
 // Columns [c0, c0 + count) of a row of X (one group; count a multiple of 32) into both levels at
 // their input positions; *sum gets the fp32 sum and *unit the group's unit. False on inf or NaN.
-bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
-                                    int8_t* q1, int8_t* q2, float* sum, float* unit) {
+bool quantize_group(int bits, const float* x, int64_t count, int64_t c0, int8_t* q1, int8_t* q2,
+                    float* sum, float* unit) {
   __m512 amax = _mm512_setzero_ps(), total = _mm512_setzero_ps();
   for (int64_t j = 0; j < count; j += 16) {
     const __m512 v = _mm512_loadu_ps(x + j);
@@ -63,7 +63,8 @@ bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
   }
   const float a = _mm512_reduce_max_ps(amax);
   *sum = _mm512_reduce_add_ps(total);
-  if (!std::isfinite(a) || !std::isfinite(*sum)) return false;  // max may drop a NaN; the sum keeps it
+  if (!std::isfinite(a) || !std::isfinite(*sum))
+    return false;  // max may drop a NaN; the sum keeps it
   const float step1 = a / kLevel;
   *unit = step1 / kSecondLevel;
   if (a == 0.0f) return true;  // both levels stay 0
@@ -71,9 +72,11 @@ bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
   const __m512 lo = _mm512_set1_ps(-kLevel), hi = _mm512_set1_ps(kLevel);
   auto levels = [&](__m512 v, __m128i& l1, __m128i& l2) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m512 a1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(v, s1), kNearest)));
+    const __m512 a1 =
+        _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(v, s1), kNearest)));
     const __m512 r = _mm512_fnmadd_ps(a1, s1, v);  // v - a1 * step1, rounded once
-    const __m512 a2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(r, u), kNearest)));
+    const __m512 a2 =
+        _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_roundscale_ps(_mm512_div_ps(r, u), kNearest)));
     l1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(a1));
     l2 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(a2));
   };
@@ -106,8 +109,8 @@ bool quantize_group(int bits, const float* x, int64_t count, int64_t c0,
 // Rows [n, n + R) of W against M rows of the input. Lane i of a step's dot products sums the
 // columns [i, i + 1) * lane_cols of the step, which lie in one group.
 template <int Bits, int M, int R>
-void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
-                          int64_t n, float* Y, int64_t ldy, bool accumulate) {
+void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
+          int64_t ldy, bool accumulate) {
   const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
   constexpr int64_t kStep = Bits == 4 ? 128 : 64, kLane = kStep / 16;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
@@ -172,8 +175,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
             p2 = _mm512_dpbusd_epi32(p2, hi, xb2[m]);
           }
           const __m512i both = _mm512_add_epi32(_mm512_slli_epi32(p1, 8), p2);
-          acc[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(s, lane_unit[m]),
-                                      acc[r][m]);
+          acc[r][m] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(s, lane_unit[m]), acc[r][m]);
         }
       }
     }
@@ -182,8 +185,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
 }
 
 template <int Bits, int M>
-void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0,
-            int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
+            float* Y, int64_t ldy, bool accumulate) {
   constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 32 vector registers
   int64_t n = n0;
   for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
@@ -194,10 +197,14 @@ template <int Bits>
 void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
   switch (M) {
-    case 1: return rows_m<Bits, 1>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 2: return rows_m<Bits, 2>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 3: return rows_m<Bits, 3>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 4: return rows_m<Bits, 4>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 1:
+      return rows_m<Bits, 1>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 2:
+      return rows_m<Bits, 2>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 3:
+      return rows_m<Bits, 3>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 4:
+      return rows_m<Bits, 4>(W, in, m0, n0, n1, Y, ldy, accumulate);
   }
 }
 
@@ -205,8 +212,10 @@ void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, 
 
 void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                       int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
-  if (W.bits == 4) rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
-  else rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  if (W.bits == 4)
+    rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  else
+    rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
 }
 
 }  // namespace glm4::quant_detail

@@ -4,7 +4,8 @@
 //   x ~= unit * (256 * q1 + q2),  unit = max|x| / (127 * 256),  |q1|, |q2| <= 127,
 // so an element is off by at most about max|x| / 65000 of its group (bf16 rounding: x / 256),
 // and the codes multiply both levels exactly in int32:
-//   y = sum_g scale_g * unit_g * sum_{c in g} code_c (256 q1_c + q2_c)  +  sum_g bias_g * sum_{c in g} x_c
+//   y = sum_g scale_g * unit_g * sum_{c in g} code_c (256 q1_c + q2_c)  +  sum_g bias_g * sum_{c in
+//   g} x_c
 // with the bias term on the fp32 sum of X.
 #pragma once
 #include <cstdint>

@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "autograd/kernels/kernel_selection.h"
-#include "base/check.h"
 #include "autograd/kernels/quant_kernels.h"
 #include "autograd/kernels/quant_linear.h"
+#include "base/check.h"
 
 namespace glm4 {
 namespace quant_detail {
@@ -46,8 +46,7 @@ bool cpu_supports(const char* name) {
   const std::string_view n = name;
   if (n == "scalar") return true;
   __builtin_cpu_init();
-  if (n == "avx2")
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (n == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (n == "avx512")
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
            __builtin_cpu_supports("fma");

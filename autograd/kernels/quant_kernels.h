@@ -17,8 +17,8 @@ struct QuantKernels {
   void (*prepare_x)(int bits, const float* X, int64_t M, int64_t K, float* xp);
   // Y[m * ldy + n] (+)= sum_k X[m, k] deq(W)[n, k] for n in [n0, n1), m < M <= kDecodeMaxM,
   // with xp from prepare_x. Each output is one fixed-order sum, whatever n0 and n1 are.
-  void (*forward_rows)(const QuantizedMatrix& W, const float* xp, int64_t M, int64_t n0,
-                       int64_t n1, float* Y, int64_t ldy, bool accumulate);
+  void (*forward_rows)(const QuantizedMatrix& W, const float* xp, int64_t M, int64_t n0, int64_t n1,
+                       float* Y, int64_t ldy, bool accumulate);
   // out[j] = fma(scale, code, bias) for columns [c0, c0 + count) of row r; c0 and count are
   // multiples of the group size.
   void (*dequant_row)(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count, float* out);

@@ -22,7 +22,7 @@ namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
+constexpr int64_t kParamBlock = 16;       // groups whose scales and biases are widened at once
 constexpr int64_t kPrefetchBytes = 4096;  // as in quant_kernels_avx512.cpp
 
 struct Params {
@@ -115,8 +115,8 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
           }
           for (int r = 0; r < R; ++r) {
             const __m256i v = widen_bytes(codes[r] + j / 2);
-            const __m256 lo = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(_mm256_and_si256(v, nibble)), scale[r], bias[r]);
+            const __m256 lo =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, nibble)), scale[r], bias[r]);
             const __m256 hi =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), scale[r], bias[r]);
             for (int m = 0; m < M; ++m) {
@@ -152,9 +152,12 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
 template <int M, int R>
 void rows_any(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_t ldy,
               bool accumulate) {
-  if (W.bits == 4) rows<M, R, 4>(W, xp, n, Y, ldy, accumulate);
-  else if (W.bits == 8) rows<M, R, 8>(W, xp, n, Y, ldy, accumulate);
-  else rows<M, R, 0>(W, xp, n, Y, ldy, accumulate);
+  if (W.bits == 4)
+    rows<M, R, 4>(W, xp, n, Y, ldy, accumulate);
+  else if (W.bits == 8)
+    rows<M, R, 8>(W, xp, n, Y, ldy, accumulate);
+  else
+    rows<M, R, 0>(W, xp, n, Y, ldy, accumulate);
 }
 
 template <int M>
@@ -169,10 +172,14 @@ void forward_m(const QuantizedMatrix& W, const float* xp, int64_t n0, int64_t n1
 void forward_rows(const QuantizedMatrix& W, const float* xp, int64_t M, int64_t n0, int64_t n1,
                   float* Y, int64_t ldy, bool accumulate) {
   switch (M) {
-    case 1: return forward_m<1>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 2: return forward_m<2>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 3: return forward_m<3>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 4: return forward_m<4>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 1:
+      return forward_m<1>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 2:
+      return forward_m<2>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 3:
+      return forward_m<3>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 4:
+      return forward_m<4>(W, xp, n0, n1, Y, ldy, accumulate);
   }
 }
 
@@ -194,8 +201,8 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
       const __m256 scale = _mm256_set1_ps(p.scale[g]), bias = _mm256_set1_ps(p.bias[g]);
       float* o = out + c + g * group;
       for (int64_t j = 0; j < group; j += 8)
-        _mm256_storeu_ps(
-            o + j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(widen_bytes(codes + j)), scale, bias));
+        _mm256_storeu_ps(o + j,
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(widen_bytes(codes + j)), scale, bias));
     }
   }
 }

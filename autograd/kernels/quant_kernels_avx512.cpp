@@ -146,9 +146,12 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
 template <int M, int R>
 void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_t ldy,
           bool accumulate) {
-  if (W.bits == 4) rows_4bit<M, R>(W, xp, n, Y, ldy, accumulate);
-  else if (W.bits == 8) rows_bytes<M, R, false>(W, xp, n, Y, ldy, accumulate);
-  else rows_bytes<M, R, true>(W, xp, n, Y, ldy, accumulate);
+  if (W.bits == 4)
+    rows_4bit<M, R>(W, xp, n, Y, ldy, accumulate);
+  else if (W.bits == 8)
+    rows_bytes<M, R, false>(W, xp, n, Y, ldy, accumulate);
+  else
+    rows_bytes<M, R, true>(W, xp, n, Y, ldy, accumulate);
 }
 
 template <int M>
@@ -163,10 +166,14 @@ void forward_m(const QuantizedMatrix& W, const float* xp, int64_t n0, int64_t n1
 void forward_rows(const QuantizedMatrix& W, const float* xp, int64_t M, int64_t n0, int64_t n1,
                   float* Y, int64_t ldy, bool accumulate) {
   switch (M) {
-    case 1: return forward_m<1>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 2: return forward_m<2>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 3: return forward_m<3>(W, xp, n0, n1, Y, ldy, accumulate);
-    case 4: return forward_m<4>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 1:
+      return forward_m<1>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 2:
+      return forward_m<2>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 3:
+      return forward_m<3>(W, xp, n0, n1, Y, ldy, accumulate);
+    case 4:
+      return forward_m<4>(W, xp, n0, n1, Y, ldy, accumulate);
   }
 }
 
@@ -203,8 +210,8 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
       }
       const __m512 scale = _mm512_set1_ps(p.scale[g]), bias = _mm512_set1_ps(p.bias[g]);
       for (int64_t j = 0; j < group; j += 16)
-        _mm512_storeu_ps(
-            o + j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(widen_bytes(codes + j)), scale, bias));
+        _mm512_storeu_ps(o + j,
+                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(widen_bytes(codes + j)), scale, bias));
     }
   }
 }

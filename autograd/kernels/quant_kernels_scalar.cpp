@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/kernels/convert.h"
 #include "autograd/kernels/affine_pack.h"
+#include "autograd/kernels/convert.h"
 #include "autograd/kernels/quant_kernels.h"
 
 namespace glm4::quant_detail {

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
 #include "autograd/kernels/quant_decode_int8.h"
 #include "autograd/kernels/quant_kernels.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4 {
@@ -27,11 +27,11 @@ using quant_detail::kDecodeMaxM;
 // input gradient streams up to kDecodeMaxM rows only; beyond that its tiles are faster.
 constexpr int64_t kStreamRows = kQuantStreamRows;
 
-constexpr int64_t kPanel = 256;           // output columns per tile (a multiple of 128)
-constexpr int64_t kMinPanelM = 128;       // rows per tile when rows are split too
-constexpr int64_t kTargetTiles = 8;       // enough tiles to balance a few threads
-constexpr int64_t kReduceBlock = 512;     // reduction block (a multiple of 128)
-constexpr double kMinTileFlops = 4e6;     // below this a task costs more than it saves
+constexpr int64_t kPanel = 256;             // output columns per tile (a multiple of 128)
+constexpr int64_t kMinPanelM = 128;         // rows per tile when rows are split too
+constexpr int64_t kTargetTiles = 8;         // enough tiles to balance a few threads
+constexpr int64_t kReduceBlock = 512;       // reduction block (a multiple of 128)
+constexpr double kMinTileFlops = 4e6;       // below this a task costs more than it saves
 constexpr int64_t kMinTaskBytes = 1 << 16;  // packed bytes a decode task should read at least
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -181,8 +181,8 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
     return decode_forward(X, M, W, Y, accumulate);  // inf or NaN: let fp32 carry it
   parallel_over_rows(W, [&](int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < M; m += kDecodeMaxM)
-      quant_detail::int8_decode_rows(W, in, m, std::min(kDecodeMaxM, M - m), n0, n1, Y + m * N,
-                                     N, accumulate);
+      quant_detail::int8_decode_rows(W, in, m, std::min(kDecodeMaxM, M - m), n0, n1, Y + m * N, N,
+                                     accumulate);
   });
 }
 

@@ -16,9 +16,9 @@ namespace glm4 {
 // linear_forward sends larger products under bf16 compute to the bf16 kernels instead.
 inline constexpr int64_t kQuantStreamRows = 32;
 
-// Y[M, N] (+)= X[M, K] deq(W)^T with W [N, K]. Up to kQuantStreamRows rows (decode, small batches) the packed
-// codes are streamed, 4 rows of X a pass, and dequantized in registers; more rows (prefill)
-// dequantize tiles of W into a thread-local fp32 buffer for the sgemm tiles of gemm.h.
+// Y[M, N] (+)= X[M, K] deq(W)^T with W [N, K]. Up to kQuantStreamRows rows (decode, small batches)
+// the packed codes are streamed, 4 rows of X a pass, and dequantized in registers; more rows
+// (prefill) dequantize tiles of W into a thread-local fp32 buffer for the sgemm tiles of gemm.h.
 void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W, float* Y,
                           bool accumulate);
 

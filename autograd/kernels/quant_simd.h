@@ -30,15 +30,17 @@ inline __m512 widen_params16(const QuantizedMatrix& W, const void* params, int64
   }
   const int64_t i = r * W.groups() + g0;
   if (W.scale_dtype == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(params) + i);
-  const __m256i h =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
+  const __m256i h = _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
   return W.scale_dtype == DType::BF16
              ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
              : _mm512_cvtph_ps(h);
 }
 
 // A hint only: addresses past the end of the codes are fine.
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 // Y[m * ldy + n + r] (+)= the sum of acc[r][m]'s lanes.
 template <int M, int R>

@@ -2,10 +2,10 @@
 #include <cmath>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/kernels/vec_math.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
@@ -46,46 +46,50 @@ Tensor silu(const Tensor& x) {
 Tensor swiglu(const Tensor& gate_up) {
   GLM4_CHECK(gate_up.rank() >= 1 && gate_up.dim(-1) % 2 == 0, "[swiglu] last dim of ",
              shape_str(gate_up.shape()), " must be even (gate | up)");
-  int64_t two_i = gate_up.dim(-1), inter = two_i / 2, rows = gate_up.numel() / std::max<int64_t>(two_i, 1);
+  int64_t two_i = gate_up.dim(-1), inter = two_i / 2,
+          rows = gate_up.numel() / std::max<int64_t>(two_i, 1);
   Shape out_shape = gate_up.shape();
   out_shape.back() = inter;
   Tensor y = Tensor::empty(out_shape);
   const float* px = gate_up.data();
   float* py = y.data();
-  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* gate = px + r * two_i;
-      const float* up = gate + inter;
-      float* out = py + r * inter;
-      kernels::sigmoid(gate, out, inter);
-      for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * out[j] * up[j];
-    }
-  });
-  return record(y, "swiglu", {gate_up}, {gate_up.detach()}, [rows, inter](Node& n, const Tensor& g) {
-    const Tensor& x = n.saved[0];
-    Tensor dx = Tensor::empty(x.shape());
-    const float* px = x.data();
-    const float* pg = g.data();
-    float* pd = dx.data();
-    parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        const float* gate = px + r * 2 * inter;
-        const float* up = gate + inter;
-        const float* gr = pg + r * inter;
-        float* dgate = pd + r * 2 * inter;
-        float* dup = dgate + inter;
-        float* sig = scratch(inter);
-        kernels::sigmoid(gate, sig, inter);
-        for (int64_t j = 0; j < inter; ++j) {
-          float s = sig[j];
-          float act = gate[j] * s;
-          dup[j] = gr[j] * act;
-          dgate[j] = gr[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
-        }
-      }
-    });
-    return std::vector<Tensor>{dx};
-  });
+  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t r = lo; r < hi; ++r) {
+                   const float* gate = px + r * two_i;
+                   const float* up = gate + inter;
+                   float* out = py + r * inter;
+                   kernels::sigmoid(gate, out, inter);
+                   for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * out[j] * up[j];
+                 }
+               });
+  return record(y, "swiglu", {gate_up}, {gate_up.detach()},
+                [rows, inter](Node& n, const Tensor& g) {
+                  const Tensor& x = n.saved[0];
+                  Tensor dx = Tensor::empty(x.shape());
+                  const float* px = x.data();
+                  const float* pg = g.data();
+                  float* pd = dx.data();
+                  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)),
+                               [&](int64_t lo, int64_t hi) {
+                                 for (int64_t r = lo; r < hi; ++r) {
+                                   const float* gate = px + r * 2 * inter;
+                                   const float* up = gate + inter;
+                                   const float* gr = pg + r * inter;
+                                   float* dgate = pd + r * 2 * inter;
+                                   float* dup = dgate + inter;
+                                   float* sig = scratch(inter);
+                                   kernels::sigmoid(gate, sig, inter);
+                                   for (int64_t j = 0; j < inter; ++j) {
+                                     float s = sig[j];
+                                     float act = gate[j] * s;
+                                     dup[j] = gr[j] * act;
+                                     dgate[j] = gr[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
+                                   }
+                                 }
+                               });
+                  return std::vector<Tensor>{dx};
+                });
 }
 
 Tensor softmax(const Tensor& x) {

@@ -1,11 +1,12 @@
 // Causal scaled-dot-product attention with GQA and per-row key ranges (flash-style kernels).
+#include "autograd/kernels/attention.h"
+
 #include <cmath>
 
-#include "base/check.h"
-#include "autograd/kernels/attention.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
+#include "base/check.h"
 
 namespace glm4::ops {
 
@@ -33,7 +34,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   args.v = v.data();
   args.out = out.data();
   args.lse = lse.data();
-  args.B = B; args.T = T; args.S = S; args.Hq = Hq; args.Hkv = Hkv; args.D = D;
+  args.B = B;
+  args.T = T;
+  args.S = S;
+  args.Hq = Hq;
+  args.Hkv = Hkv;
+  args.D = D;
   args.q_batch_stride = T * Hq * D;
   args.kv_batch_stride = S * Hkv * D;
   args.scale = float(1.0 / std::sqrt(double(D)));
@@ -45,26 +51,27 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                           T >= kBf16AttentionMinRows && compute.bf16_units_take(T);
   args.bf16_tiles = bf16_tiles ? compute.kernel : kernels::Bf16Kernel::kNone;
   kernels::attention_forward(args);
-  return record(out, "attention", {q, k, v}, {q.detach(), k.detach(), v.detach(), out.detach(), lse},
+  return record(out, "attention", {q, k, v},
+                {q.detach(), k.detach(), v.detach(), out.detach(), lse},
                 [args, mask](Node& n, const Tensor& g) {
-    kernels::AttentionGradArgs ga;
-    ga.fwd = args;
-    ga.fwd.q = n.saved[0].data();
-    ga.fwd.k = n.saved[1].data();
-    ga.fwd.v = n.saved[2].data();
-    ga.fwd.out = n.saved[3].data();
-    ga.fwd.lse = n.saved[4].data();
-    ga.fwd.mask = &mask;
-    Tensor dq = Tensor::empty(n.saved[0].shape());
-    Tensor dk = Tensor::empty(n.saved[1].shape());
-    Tensor dv = Tensor::empty(n.saved[2].shape());
-    ga.dout = g.data();
-    ga.dq = dq.data();
-    ga.dk = dk.data();
-    ga.dv = dv.data();
-    kernels::attention_backward(ga);
-    return std::vector<Tensor>{dq, dk, dv};
-  });
+                  kernels::AttentionGradArgs ga;
+                  ga.fwd = args;
+                  ga.fwd.q = n.saved[0].data();
+                  ga.fwd.k = n.saved[1].data();
+                  ga.fwd.v = n.saved[2].data();
+                  ga.fwd.out = n.saved[3].data();
+                  ga.fwd.lse = n.saved[4].data();
+                  ga.fwd.mask = &mask;
+                  Tensor dq = Tensor::empty(n.saved[0].shape());
+                  Tensor dk = Tensor::empty(n.saved[1].shape());
+                  Tensor dv = Tensor::empty(n.saved[2].shape());
+                  ga.dout = g.data();
+                  ga.dq = dq.data();
+                  ga.dk = dk.data();
+                  ga.dv = dv.data();
+                  kernels::attention_backward(ga);
+                  return std::vector<Tensor>{dq, dk, dv};
+                });
 }
 
 }  // namespace glm4::ops

@@ -10,7 +10,7 @@ namespace glm4::ops::detail {
 
 struct Broadcast {
   Shape out;
-  std::array<int64_t, 4> dims{1, 1, 1, 1};       // out, right-aligned into 4 dims
+  std::array<int64_t, 4> dims{1, 1, 1, 1};        // out, right-aligned into 4 dims
   std::array<int64_t, 4> stride_a{}, stride_b{};  // element strides, 0 where broadcast
 };
 

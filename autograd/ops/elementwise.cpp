@@ -1,10 +1,10 @@
 // add, sub, mul, div, scale with broadcasting; sum_to; dropout.
 #include <random>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/broadcast.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
@@ -53,7 +53,8 @@ Tensor binary_values(const char* op, const Tensor& a, const Tensor& b, F f) {
   const float* pa = a.data();
   const float* pb = b.data();
   float* po = out.data();
-  detail::for_each_broadcast(bc, [&](int64_t o, int64_t ia, int64_t ib) { po[o] = f(pa[ia], pb[ib]); });
+  detail::for_each_broadcast(bc,
+                             [&](int64_t o, int64_t ia, int64_t ib) { po[o] = f(pa[ia], pb[ib]); });
   return out;
 }
 }  // namespace
@@ -124,9 +125,8 @@ Tensor scale(const Tensor& a, float s) {
   parallel_for(out.numel(), kGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) po[i] = pa[i] * s;
   });
-  return record(out, "scale", {a}, {}, [s](Node&, const Tensor& g) {
-    return std::vector<Tensor>{scale(g, s)};
-  });
+  return record(out, "scale", {a}, {},
+                [s](Node&, const Tensor& g) { return std::vector<Tensor>{scale(g, s)}; });
 }
 
 Tensor dropout(const Tensor& x, float p, uint64_t seed) {

@@ -2,12 +2,12 @@
 // widened (or dequantized) row by row.
 #include <cstring>
 
-#include "base/check.h"
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "base/parallel.h"
 #include "autograd/weight.h"
+#include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 
@@ -31,17 +31,19 @@ Tensor embedding(std::span<const int32_t> ids, const Tensor& table) {
       std::memcpy(po + i * hidden, pt + int64_t(ids[i]) * hidden, size_t(hidden) * 4);
   });
   std::vector<int32_t> kept(ids.begin(), ids.end());
-  return record(out, "embedding", {table}, {}, [kept = std::move(kept), vocab, hidden](Node&, const Tensor& g) {
-    Tensor dt = Tensor::zeros({vocab, hidden});
-    const float* pg = g.data();
-    float* pd = dt.data();
-    for (size_t i = 0; i < kept.size(); ++i) {  // sequential: repeated ids add up deterministically
-      float* row = pd + int64_t(kept[i]) * hidden;
-      const float* gr = pg + int64_t(i) * hidden;
-      for (int64_t j = 0; j < hidden; ++j) row[j] += gr[j];
-    }
-    return std::vector<Tensor>{dt};
-  });
+  return record(out, "embedding", {table}, {},
+                [kept = std::move(kept), vocab, hidden](Node&, const Tensor& g) {
+                  Tensor dt = Tensor::zeros({vocab, hidden});
+                  const float* pg = g.data();
+                  float* pd = dt.data();
+                  for (size_t i = 0; i < kept.size();
+                       ++i) {  // sequential: repeated ids add up deterministically
+                    float* row = pd + int64_t(kept[i]) * hidden;
+                    const float* gr = pg + int64_t(i) * hidden;
+                    for (int64_t j = 0; j < hidden; ++j) row[j] += gr[j];
+                  }
+                  return std::vector<Tensor>{dt};
+                });
 }
 
 Tensor embedding(std::span<const int32_t> ids, const Weight& table) {

@@ -15,15 +15,16 @@ namespace {
 void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst) {
   parallel_for(int64_t(rows.size()), std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)),
                [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      std::memcpy(dst + i * width, src + rows[size_t(i)] * width, size_t(width) * sizeof(float));
-  });
+                 for (int64_t i = lo; i < hi; ++i)
+                   std::memcpy(dst + i * width, src + rows[size_t(i)] * width,
+                               size_t(width) * sizeof(float));
+               });
 }
 
 // Output row r receives the part rows (part, i) listed in sources[begin[r], begin[r + 1]), in
 // part order and then row order: the order of the additions is fixed whatever the threads.
 struct RowSources {
-  std::vector<int64_t> begin;                         // [n + 1]
+  std::vector<int64_t> begin;                        // [n + 1]
   std::vector<std::pair<int32_t, int64_t>> sources;  // (part, row within the part)
 };
 
@@ -51,39 +52,43 @@ Tensor gather_rows(const Tensor& x, std::span<const int64_t> rows) {
   Tensor out = Tensor::empty({int64_t(rows.size()), width});
   copy_rows(x.data(), rows, width, out.data());
   std::vector<int64_t> kept(rows.begin(), rows.end());
-  return record(out, "gather_rows", {x}, {}, [kept = std::move(kept), n, width](Node&, const Tensor& g) {
-    return std::vector<Tensor>{scatter_add_rows({g.detach()}, {kept}, n)};
-  });
+  return record(out, "gather_rows", {x}, {},
+                [kept = std::move(kept), n, width](Node&, const Tensor& g) {
+                  return std::vector<Tensor>{scatter_add_rows({g.detach()}, {kept}, n)};
+                });
 }
 
-Tensor scatter_add_rows(const std::vector<Tensor>& parts, const std::vector<std::vector<int64_t>>& rows,
-                        int64_t n) {
+Tensor scatter_add_rows(const std::vector<Tensor>& parts,
+                        const std::vector<std::vector<int64_t>>& rows, int64_t n) {
   GLM4_CHECK(!parts.empty() && parts.size() == rows.size(), "[scatter_add_rows] ", parts.size(),
              " parts and ", rows.size(), " row lists");
   const int64_t width = parts[0].rank() == 2 ? parts[0].dim(1) : -1;
   for (size_t p = 0; p < parts.size(); ++p) {
-    GLM4_CHECK(parts[p].rank() == 2 && parts[p].dim(1) == width && parts[p].dim(0) == int64_t(rows[p].size()),
+    GLM4_CHECK(parts[p].rank() == 2 && parts[p].dim(1) == width &&
+                   parts[p].dim(0) == int64_t(rows[p].size()),
                "[scatter_add_rows] part ", p, " of shape ", shape_str(parts[p].shape()), " with ",
                rows[p].size(), " rows (width ", width, ")");
     for (int64_t r : rows[p])
-      GLM4_CHECK(r >= 0 && r < n, "[scatter_add_rows] row ", r, " of part ", p, " is outside [0, ", n, ")");
+      GLM4_CHECK(r >= 0 && r < n, "[scatter_add_rows] row ", r, " of part ", p, " is outside [0, ",
+                 n, ")");
   }
   const RowSources src = invert(rows, n);
   Tensor out = Tensor::empty({n, width});
   std::vector<const float*> data;
   for (const Tensor& t : parts) data.push_back(t.data());
   float* po = out.data();
-  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      float* y = po + r * width;
-      std::memset(y, 0, size_t(width) * sizeof(float));
-      for (int64_t s = src.begin[size_t(r)]; s < src.begin[size_t(r + 1)]; ++s) {
-        const auto [p, i] = src.sources[size_t(s)];
-        const float* x = data[size_t(p)] + i * width;
-        for (int64_t j = 0; j < width; ++j) y[j] += x[j];
-      }
-    }
-  });
+  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t r = lo; r < hi; ++r) {
+                   float* y = po + r * width;
+                   std::memset(y, 0, size_t(width) * sizeof(float));
+                   for (int64_t s = src.begin[size_t(r)]; s < src.begin[size_t(r + 1)]; ++s) {
+                     const auto [p, i] = src.sources[size_t(s)];
+                     const float* x = data[size_t(p)] + i * width;
+                     for (int64_t j = 0; j < width; ++j) y[j] += x[j];
+                   }
+                 }
+               });
   return record(out, "scatter_add_rows", parts, {}, [rows, width](Node& node, const Tensor& g) {
     std::vector<Tensor> grads(rows.size());
     for (size_t p = 0; p < rows.size(); ++p) {
@@ -112,14 +117,16 @@ Tensor gather_last(const Tensor& x, std::span<const int32_t> index, int64_t k) {
     for (int64_t j = 0; j < k; ++j) po[r * k + j] = px[r * e + index[size_t(r * k + j)]];
   std::vector<int32_t> kept(index.begin(), index.end());
   Shape in_shape = x.shape();
-  return record(out, "gather_last", {x}, {}, [kept = std::move(kept), in_shape, m, e, k](Node&, const Tensor& g) {
-    Tensor dx = Tensor::zeros(in_shape);
-    float* pd = dx.data();
-    const float* pg = g.data();
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < k; ++j) pd[r * e + kept[size_t(r * k + j)]] += pg[r * k + j];
-    return std::vector<Tensor>{dx};
-  });
+  return record(out, "gather_last", {x}, {},
+                [kept = std::move(kept), in_shape, m, e, k](Node&, const Tensor& g) {
+                  Tensor dx = Tensor::zeros(in_shape);
+                  float* pd = dx.data();
+                  const float* pg = g.data();
+                  for (int64_t r = 0; r < m; ++r)
+                    for (int64_t j = 0; j < k; ++j)
+                      pd[r * e + kept[size_t(r * k + j)]] += pg[r * k + j];
+                  return std::vector<Tensor>{dx};
+                });
 }
 
 }  // namespace glm4::ops

@@ -1,14 +1,14 @@
 // Fused lm_head projection and cross-entropy, chunked over rows.
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/vec_math.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "base/parallel.h"
 #include "autograd/tensor_math.h"
 #include "autograd/weight.h"
+#include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4::ops {
 
@@ -23,15 +23,16 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
   Weight w = trainable ? Weight::view(DType::F32, trainable_w.data(), trainable_w.dim(0),
                                       trainable_w.dim(1), trainable_w.impl_ptr())
                        : frozen_w;
-  GLM4_CHECK(hidden.rank() == 2 && hidden.dim(1) == w.cols() && hidden.dim(0) == int64_t(labels.size()),
-             "[linear_cross_entropy] hidden ", shape_str(hidden.shape()), ", weight (", w.rows(), ",",
-             w.cols(), "), ", labels.size(), " labels");
+  GLM4_CHECK(
+      hidden.rank() == 2 && hidden.dim(1) == w.cols() && hidden.dim(0) == int64_t(labels.size()),
+      "[linear_cross_entropy] hidden ", shape_str(hidden.shape()), ", weight (", w.rows(), ",",
+      w.cols(), "), ", labels.size(), " labels");
   const int64_t n = hidden.dim(0), h = hidden.dim(1), v = w.rows();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
     int32_t l = labels[i];
-    GLM4_CHECK(l == kIgnoreLabel || (l >= 0 && l < v), "[linear_cross_entropy] label ", l, " at row ", i,
-               " is outside [0, ", v, ") and not -100");
+    GLM4_CHECK(l == kIgnoreLabel || (l >= 0 && l < v), "[linear_cross_entropy] label ", l,
+               " at row ", i, " is outside [0, ", v, ") and not -100");
     count += l != kIgnoreLabel;
   }
   const double divisor = divide_by > 0 ? divide_by : double(count);
@@ -67,7 +68,8 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
       }
     });
     for (int64_t i = 0; i < rows; ++i) total += row_loss[i];
-    if (d_hidden.defined()) linear_input_grad(pl, rows, v, w, d_hidden.data() + r0 * h, false, compute);
+    if (d_hidden.defined())
+      linear_input_grad(pl, rows, v, w, d_hidden.data() + r0 * h, false, compute);
     if (d_weight.defined())
       linear_weight_grad(pl, hidden.data() + r0 * h, rows, v, h, d_weight.data(), true);
   }
@@ -75,15 +77,15 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const 
   if (!need_grad) return loss;
   return record(loss, "linear_cross_entropy", {hidden, trainable_w}, {d_hidden, d_weight},
                 [](Node& node, const Tensor& g) {
-    float s = g.item();
-    std::vector<Tensor> grads(2);
-    for (int i = 0; i < 2; ++i) {
-      if (!node.needs_grad(size_t(i)) || !node.saved[i].defined()) continue;
-      grads[i] = node.saved[i].clone();
-      if (s != 1.0f) scale_into(grads[i], s);
-    }
-    return grads;
-  });
+                  float s = g.item();
+                  std::vector<Tensor> grads(2);
+                  for (int i = 0; i < 2; ++i) {
+                    if (!node.needs_grad(size_t(i)) || !node.saved[i].defined()) continue;
+                    grads[i] = node.saved[i].clone();
+                    if (s != 1.0f) scale_into(grads[i], s);
+                  }
+                  return grads;
+                });
 }
 
 }  // namespace glm4::ops

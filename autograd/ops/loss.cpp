@@ -1,19 +1,19 @@
 // Cross-entropy over rows of logits with ignore index -100.
 #include <cmath>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
 
-namespace {
-}
+namespace {}
 
 Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, double divide_by) {
-  GLM4_CHECK(logits.rank() == 2 && logits.dim(0) == int64_t(labels.size()), "[cross_entropy] logits ",
-             shape_str(logits.shape()), " and ", labels.size(), " labels");
+  GLM4_CHECK(logits.rank() == 2 && logits.dim(0) == int64_t(labels.size()),
+             "[cross_entropy] logits ", shape_str(logits.shape()), " and ", labels.size(),
+             " labels");
   int64_t n = logits.dim(0), v = logits.dim(1);
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -44,25 +44,25 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> labels, doub
   std::vector<int32_t> kept(labels.begin(), labels.end());
   return record(loss, "cross_entropy", {logits}, {logits.detach(), lse},
                 [kept = std::move(kept), n, v, divisor](Node& node, const Tensor& g) {
-    const float* pl = node.saved[0].data();
-    const float* plse = node.saved[1].data();
-    float coef = float(double(g.item()) / divisor);
-    Tensor d = Tensor::empty({n, v});
-    float* pd = d.data();
-    parallel_for(n, 4, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        float* out = pd + i * v;
-        if (kept[i] == kIgnoreLabel) {
-          std::fill_n(out, v, 0.0f);
-          continue;
-        }
-        const float* row = pl + i * v;
-        for (int64_t j = 0; j < v; ++j) out[j] = coef * std::exp(row[j] - plse[i]);
-        out[kept[i]] -= coef;
-      }
-    });
-    return std::vector<Tensor>{d};
-  });
+                  const float* pl = node.saved[0].data();
+                  const float* plse = node.saved[1].data();
+                  float coef = float(double(g.item()) / divisor);
+                  Tensor d = Tensor::empty({n, v});
+                  float* pd = d.data();
+                  parallel_for(n, 4, [&](int64_t lo, int64_t hi) {
+                    for (int64_t i = lo; i < hi; ++i) {
+                      float* out = pd + i * v;
+                      if (kept[i] == kIgnoreLabel) {
+                        std::fill_n(out, v, 0.0f);
+                        continue;
+                      }
+                      const float* row = pl + i * v;
+                      for (int64_t j = 0; j < v; ++j) out[j] = coef * std::exp(row[j] - plse[i]);
+                      out[kept[i]] -= coef;
+                    }
+                  });
+                  return std::vector<Tensor>{d};
+                });
 }
 
 }  // namespace glm4::ops

@@ -1,9 +1,9 @@
 // sum and mean over all elements.
 #include <algorithm>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 
 namespace glm4::ops {
 

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <vector>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
@@ -22,8 +22,8 @@ std::vector<float> inverse_frequencies(int64_t rotary_dim, double theta) {
 // out = rotate(x) by +angle (sign 1) or -angle (sign -1); out may not alias x. Pair i is
 // (2i, 2i+1) or (i, i + half) by `style`.
 void rotate(const float* px, float* po, int64_t rows, int64_t heads, int64_t d,
-            std::span<const int32_t> positions, int64_t rotary_dim, const std::vector<float>& inv_freq,
-            float sign, RopeStyle style) {
+            std::span<const int32_t> positions, int64_t rotary_dim,
+            const std::vector<float>& inv_freq, float sign, RopeStyle style) {
   int64_t half = rotary_dim / 2;
   const bool interleaved = style == RopeStyle::Interleaved;
   parallel_for(rows, 4, [&](int64_t lo, int64_t hi) {
@@ -72,12 +72,13 @@ Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_
   Tensor y = Tensor::empty(x.shape());
   rotate(x.data(), y.data(), rows, heads, d, positions, rotary_dim, inv_freq, 1.0f, style);
   std::vector<int32_t> pos(positions.begin(), positions.end());
-  return record(y, "rope", {x}, {},
-                [pos = std::move(pos), inv_freq, rows, heads, d, rotary_dim, style](Node&, const Tensor& g) {
-    Tensor dx = Tensor::empty(g.shape());
-    rotate(g.data(), dx.data(), rows, heads, d, pos, rotary_dim, inv_freq, -1.0f, style);
-    return std::vector<Tensor>{dx};
-  });
+  return record(
+      y, "rope", {x}, {},
+      [pos = std::move(pos), inv_freq, rows, heads, d, rotary_dim, style](Node&, const Tensor& g) {
+        Tensor dx = Tensor::empty(g.shape());
+        rotate(g.data(), dx.data(), rows, heads, d, pos, rotary_dim, inv_freq, -1.0f, style);
+        return std::vector<Tensor>{dx};
+      });
 }
 
 }  // namespace glm4::ops

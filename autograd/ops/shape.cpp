@@ -2,9 +2,9 @@
 #include <array>
 #include <cstring>
 
-#include "base/check.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
@@ -13,7 +13,8 @@ namespace {
 int norm_dim(const char* op, const Tensor& x, int d) {
   int r = x.rank();
   int j = d < 0 ? d + r : d;
-  GLM4_CHECK(j >= 0 && j < r, "[", op, "] dim ", d, " out of range for shape ", shape_str(x.shape()));
+  GLM4_CHECK(j >= 0 && j < r, "[", op, "] dim ", d, " out of range for shape ",
+             shape_str(x.shape()));
   return j;
 }
 
@@ -86,7 +87,10 @@ Tensor transpose(const Tensor& x, int d0, int d1) {
   for (int i = 0; i < x.rank(); ++i) dims[pad + i] = s[i];
   std::array<int64_t, 4> in_stride{};
   int64_t st = 1;
-  for (int i = 3; i >= 0; --i) { in_stride[i] = st; st *= dims[i]; }
+  for (int i = 3; i >= 0; --i) {
+    in_stride[i] = st;
+    st *= dims[i];
+  }
   std::array<int64_t, 4> out_dims = dims;
   std::swap(out_dims[pad + a], out_dims[pad + b]);
   std::array<int64_t, 4> src_stride = in_stride;  // stride in x of each output dim
@@ -106,9 +110,8 @@ Tensor transpose(const Tensor& x, int d0, int d1) {
       }
     }
   });
-  return record(out, "transpose", {x}, {}, [a, b](Node&, const Tensor& g) {
-    return std::vector<Tensor>{transpose(g, a, b)};
-  });
+  return record(out, "transpose", {x}, {},
+                [a, b](Node&, const Tensor& g) { return std::vector<Tensor>{transpose(g, a, b)}; });
 }
 
 Tensor slice(const Tensor& x, int dim, int64_t begin, int64_t end) {

@@ -16,7 +16,7 @@ void sync_and_rename(const std::filesystem::path& tmp, const std::filesystem::pa
 class AtomicFileWriter {
  public:
   explicit AtomicFileWriter(std::filesystem::path path);  // creates (truncates) path.tmp
-  ~AtomicFileWriter();                                     // removes path.tmp unless committed
+  ~AtomicFileWriter();                                    // removes path.tmp unless committed
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 

@@ -5,7 +5,8 @@
 
 namespace glm4 {
 
-// The parsed file. Throws glm4::Error "PATH: cannot open..." or "PATH: invalid JSON at byte N: ...".
+// The parsed file. Throws glm4::Error "PATH: cannot open..." or "PATH: invalid JSON at byte N:
+// ...".
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 }  // namespace glm4

@@ -93,9 +93,15 @@ std::optional<int32_t> ByteBpe::find(std::string_view bytes) const {
 void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   const size_t n = piece.size();
   if (n == 0) return;
-  if (n == 1) { out.push_back(byte_ids_[uint8_t(piece[0])]); return; }
+  if (n == 1) {
+    out.push_back(byte_ids_[uint8_t(piece[0])]);
+    return;
+  }
   if (whole_piece_lookup_) {
-    if (const auto id = find(piece)) { out.push_back(*id); return; }
+    if (const auto id = find(piece)) {
+      out.push_back(*id);
+      return;
+    }
   }
   // Symbols form a linked list over the piece's bytes; merging absorbs the right symbol.
   std::vector<int32_t> id(n), next(n), prev(n);
@@ -113,7 +119,8 @@ void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) co
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto consider = [&](int32_t p) {
     if (p < 0 || next[p] < 0) return;
-    if (const auto* m = pairs_.find(id[p], id[next[p]])) heap.push({m->rank, p, id[p], id[next[p]]});
+    if (const auto* m = pairs_.find(id[p], id[next[p]]))
+      heap.push({m->rank, p, id[p], id[next[p]]});
   };
   for (size_t i = 0; i + 1 < n; ++i) consider(int32_t(i));
   std::vector<uint8_t> dead(n, 0);

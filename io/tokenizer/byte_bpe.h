@@ -1,6 +1,6 @@
 // Byte-level BPE over raw byte strings: the model behind both tiktoken rank files and HF
-// tokenizer.json byte-level BPE. A piece is split into single bytes, then the adjacent pair with the
-// lowest merge rank is joined (leftmost on ties) until no pair can merge.
+// tokenizer.json byte-level BPE. A piece is split into single bytes, then the adjacent pair with
+// the lowest merge rank is joined (leftmost on ties) until no pair can merge.
 #pragma once
 #include <cstdint>
 #include <optional>

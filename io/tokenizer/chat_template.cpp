@@ -36,10 +36,10 @@ RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
   bool after_assistant = false;  // the next role token ends an assistant turn
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    GLM4_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
-                   m.role == "observation",
-               "chat template: message ", i, " has unknown role '", m.role,
-               "' (system, user, assistant, observation)");
+    GLM4_CHECK(
+        m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "observation",
+        "chat template: message ", i, " has unknown role '", m.role,
+        "' (system, user, assistant, observation)");
     b.add(need_special(tok, "<|" + m.role + "|>", format), after_assistant);
     const bool assistant = m.role == "assistant";
     // An assistant turn's "\n" is a target too: the generation prompt ends at <|assistant|>, so
@@ -73,7 +73,8 @@ RenderedChat render_chatglm2(const Tokenizer& tok, const std::vector<ChatMessage
     const ChatMessage& m = messages[i];
     const bool user_turn = i % 2 == 0;
     GLM4_CHECK(m.role == (user_turn ? "user" : "assistant"), "chat template chatglm2: message ", i,
-               " has role '", m.role, "'; ChatGLM2 needs user and assistant turns alternating, "
+               " has role '", m.role,
+               "'; ChatGLM2 needs user and assistant turns alternating, "
                "starting with user");
     if (user_turn) {
       prompt += str_cat("[Round ", i / 2 + 1, "]\n\n问：", m.content);
@@ -96,9 +97,12 @@ RenderedChat render_chatglm2(const Tokenizer& tok, const std::vector<ChatMessage
 
 const char* chat_format_name(ChatFormat format) {
   switch (format) {
-    case ChatFormat::Glm4: return "glm4";
-    case ChatFormat::ChatGlm3: return "chatglm3";
-    case ChatFormat::ChatGlm2: return "chatglm2";
+    case ChatFormat::Glm4:
+      return "glm4";
+    case ChatFormat::ChatGlm3:
+      return "chatglm3";
+    case ChatFormat::ChatGlm2:
+      return "chatglm2";
   }
   return "?";
 }
@@ -135,7 +139,8 @@ std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
 
 std::vector<int32_t> prompt_prefix_ids(const Tokenizer& tok) {
   std::optional<int32_t> gmask = tok.special_id("[gMASK]");
-  std::optional<int32_t> sop = tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
+  std::optional<int32_t> sop =
+      tok.special_id("<sop>") ? tok.special_id("<sop>") : tok.special_id("sop");
   if (gmask && sop) return {*gmask, *sop};
   return {};
 }

@@ -15,8 +15,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir
     try {
       return load_sentencepiece(model_file);
     } catch (const Error& e) {
-      fail(model_file.string(), " is neither tiktoken ranks ('<base64> <rank>' lines) nor a "
-           "sentencepiece model: ", e.what());
+      fail(model_file.string(),
+           " is neither tiktoken ranks ('<base64> <rank>' lines) nor a "
+           "sentencepiece model: ",
+           e.what());
     }
   }
   fail("no tokenizer in ", model_dir.string(),

@@ -93,9 +93,9 @@ size_t match_at(const Chars& s, size_t i) {
   for (size_t k = end; k > i; --k) {  // 5: up to and including the last \r or \n of the run
     if (s.newline(k - 1)) return k - i;
   }
-  if (end == n) return end - i;          // 6: the run reaches the end of the text
-  if (end - 1 > i) return end - 1 - i;   // 6: leave the last space to the next piece
-  return end - i;                        // 7
+  if (end == n) return end - i;         // 6: the run reaches the end of the text
+  if (end - 1 > i) return end - 1 - i;  // 6: leave the last space to the next piece
+  return end - i;                       // 7
 }
 
 }  // namespace

@@ -42,9 +42,15 @@ class Reader {
     const uint64_t tag = varint();
     *wire = int(tag & 7);
     switch (*wire) {
-      case 0: *value = varint(); break;
-      case 1: bytes(8); break;
-      case 2: *payload = bytes(varint()); break;
+      case 0:
+        *value = varint();
+        break;
+      case 1:
+        bytes(8);
+        break;
+      case 2:
+        *payload = bytes(varint());
+        break;
       case 5: {  // fixed32: the raw little-endian bits in *value
         const std::string_view b = bytes(4);
         uint32_t bits = 0;
@@ -52,7 +58,8 @@ class Reader {
         *value = bits;
         break;
       }
-      default: fail(where_, ": unsupported protobuf wire type ", *wire, " at byte ", pos_);
+      default:
+        fail(where_, ": unsupported protobuf wire type ", *wire, " at byte ", pos_);
     }
     return uint32_t(tag >> 3);
   }
@@ -84,8 +91,8 @@ std::vector<SpPiece> read_sp_pieces(std::string_view proto, const std::string& w
       if (f == 3 && wire == 0) piece.type = int(v);
     }
     pieces.push_back(std::move(piece));
-    GLM4_CHECK(int64_t(pieces.size()) <= kMaxTokenizerVocab, where, ": more than ", kMaxTokenizerVocab,
-               " pieces (limit kMaxTokenizerVocab)");
+    GLM4_CHECK(int64_t(pieces.size()) <= kMaxTokenizerVocab, where, ": more than ",
+               kMaxTokenizerVocab, " pieces (limit kMaxTokenizerVocab)");
   }
   GLM4_CHECK(!pieces.empty(), where, ": not a sentencepiece model (no pieces)");
   return pieces;

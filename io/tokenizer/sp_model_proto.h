@@ -1,5 +1,6 @@
-// Reads the piece list (text, score and type) and the normalizer flags out of a serialized sentencepiece ModelProto; the
-// sentencepiece C++ API does not say which pieces are user-defined symbols.
+// Reads the piece list (text, score and type) and the normalizer flags out of a serialized
+// sentencepiece ModelProto; the sentencepiece C++ API does not say which pieces are user-defined
+// symbols.
 #pragma once
 #include <string>
 #include <string_view>

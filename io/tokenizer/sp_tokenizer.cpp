@@ -16,9 +16,9 @@ namespace glm4 {
 namespace {
 
 // ChatGLM2/3 tokenization_chatglm.py: ids n_pieces + i. ChatGLM2 has the first five.
-const char* const kChatGlmSpecials[] = {"[MASK]",     "[gMASK]",  "[sMASK]",       "sop",
-                                        "eop",        "<|system|>", "<|user|>", "<|assistant|>",
-                                        "<|observation|>"};
+const char* const kChatGlmSpecials[] = {"[MASK]",   "[gMASK]",       "[sMASK]",
+                                        "sop",      "eop",           "<|system|>",
+                                        "<|user|>", "<|assistant|>", "<|observation|>"};
 constexpr size_t kChatGlm2SpecialCount = 5;
 constexpr int kChatGlmPieceCount = 64789;
 
@@ -127,7 +127,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 };
 
 // How many of ChatGLM's appended specials this model has: 0 unless it is a ChatGLM tokenizer.
-size_t chatglm_special_count(const std::filesystem::path& file, const std::vector<SpPiece>& pieces) {
+size_t chatglm_special_count(const std::filesystem::path& file,
+                             const std::vector<SpPiece>& pieces) {
   for (const auto& p : pieces) {
     if (p.text == "[gMASK]") return 0;  // specials live inside the model
   }
@@ -154,8 +155,9 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::filesystem::path& file)
   // libsentencepiece builds a trie over the pieces that aborts the process (an exception it
   // cannot pass on) on an empty piece or a NUL byte in one, so those are refused here.
   for (size_t i = 0; i < pieces.size(); ++i)
-    GLM4_CHECK(!pieces[i].text.empty() && pieces[i].text.find('\0') == std::string::npos, file.string(),
-               ": piece ", i, pieces[i].text.empty() ? " is empty" : " holds a NUL byte",
+    GLM4_CHECK(!pieces[i].text.empty() && pieces[i].text.find('\0') == std::string::npos,
+               file.string(), ": piece ", i,
+               pieces[i].text.empty() ? " is empty" : " holds a NUL byte",
                " (sentencepiece cannot load such a model)");
   return std::make_unique<SentencePieceTokenizer>(file.string(), proto, pieces,
                                                   chatglm_special_count(file, pieces));

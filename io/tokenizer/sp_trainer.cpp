@@ -7,10 +7,9 @@
 #include <sentencepiece_trainer.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "base/check.h"
 #include "io/file/atomic_file.h"
@@ -19,8 +18,8 @@
 namespace glm4 {
 namespace {
 
-constexpr const char* kSpecials[] = {"<|endoftext|>", "[MASK]",   "[gMASK]",       "[sMASK]",
-                                     "<sop>",         "<eop>",    "<|system|>",    "<|user|>",
+constexpr const char* kSpecials[] = {"<|endoftext|>", "[MASK]",         "[gMASK]",    "[sMASK]",
+                                     "<sop>",         "<eop>",          "<|system|>", "<|user|>",
                                      "<|assistant|>", "<|observation|>"};
 constexpr size_t kMaxSentences = 2'000'000;
 constexpr size_t kMaxSentenceBytes = 16384;  // longer lines are skipped by the trainer
@@ -36,7 +35,10 @@ class LineIterator : public sentencepiece::SentenceIterator {
   }
   void Next() override {
     while (true) {
-      if (count_ >= kMaxSentences) { done_ = true; return; }
+      if (count_ >= kMaxSentences) {
+        done_ = true;
+        return;
+      }
       if (in_.is_open() && std::getline(in_, line_)) {
         if (!line_.empty() && line_.back() == '\r') line_.pop_back();
         if (line_.empty()) continue;
@@ -49,7 +51,10 @@ class LineIterator : public sentencepiece::SentenceIterator {
         if (in_.bad()) return stop(str_cat("error reading ", files_[next_file_ - 1].string()));
         in_.close();
       }
-      if (next_file_ == files_.size()) { done_ = true; return; }
+      if (next_file_ == files_.size()) {
+        done_ = true;
+        return;
+      }
       const auto& f = files_[next_file_++];
       in_.open(f, std::ios::binary);
       if (!in_.is_open()) return stop(str_cat("cannot open input ", f.string()));
@@ -120,7 +125,8 @@ void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, int v
   write_file_atomic(out_dir / "tokenizer.model", model);
 
   sentencepiece::SentencePieceProcessor sp;
-  GLM4_CHECK(sp.LoadFromSerializedProto(model).ok(), "tokenizer training: produced an unloadable model");
+  GLM4_CHECK(sp.LoadFromSerializedProto(model).ok(),
+             "tokenizer training: produced an unloadable model");
   nlohmann::ordered_json config;
   config["tokenizer_class"] = "Glm4SentencePiece";
   config["model_type"] = "sentencepiece-bpe";
@@ -131,14 +137,10 @@ void train_sentencepiece(const std::vector<std::filesystem::path>& inputs, int v
   config["special_tokens"] = specials;
   config["eos_token"] = "<|endoftext|>";
   config["pad_token"] = "<|endoftext|>";
-  config["trainer"] = {{"vocab_size", vocab_size},
-                       {"byte_fallback", true},
-                       {"character_coverage", 0.9995},
-                       {"split_digits", true},
-                       {"normalization", "identity"},
-                       {"add_dummy_prefix", false},
-                       {"max_sentences", kMaxSentences},
-                       {"sentences_used", lines.count()}};
+  config["trainer"] = {{"vocab_size", vocab_size},       {"byte_fallback", true},
+                       {"character_coverage", 0.9995},   {"split_digits", true},
+                       {"normalization", "identity"},    {"add_dummy_prefix", false},
+                       {"max_sentences", kMaxSentences}, {"sentences_used", lines.count()}};
   write_file_atomic(out_dir / "tokenizer_config.json", config.dump(2) + "\n");
 }
 

@@ -42,9 +42,11 @@ void SpecialTokens::split(std::string_view text,
   while (true) {
     size_t best = std::string_view::npos, best_k = 0;
     for (size_t k = 0; k < by_text_.size(); ++k) {
-      if (next[k] != std::string_view::npos && next[k] < pos) next[k] = text.find(by_text_[k].first, pos);
+      if (next[k] != std::string_view::npos && next[k] < pos)
+        next[k] = text.find(by_text_[k].first, pos);
       if (next[k] == std::string_view::npos) continue;
-      if (next[k] < best || (next[k] == best && by_text_[k].first.size() > by_text_[best_k].first.size())) {
+      if (next[k] < best ||
+          (next[k] == best && by_text_[k].first.size() > by_text_[best_k].first.size())) {
         best = next[k];
         best_k = k;
       }

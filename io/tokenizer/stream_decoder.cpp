@@ -14,9 +14,9 @@
 namespace glm4 {
 namespace {
 
-constexpr size_t kCommitAfter = 8;   // ids since the context before trying to cut the window
-constexpr size_t kMaxContext = 8;    // context lengths tried
-constexpr size_t kTailBytes = 256;   // how much emitted text is kept to validate a context
+constexpr size_t kCommitAfter = 8;  // ids since the context before trying to cut the window
+constexpr size_t kMaxContext = 8;   // context lengths tried
+constexpr size_t kTailBytes = 256;  // how much emitted text is kept to validate a context
 
 // Length of text without its trailing run of U+FFFD.
 size_t stable_length(const std::string& text) {

@@ -1,9 +1,8 @@
 // Loads a tiktoken rank file (glm-4-9b-chat tokenizer.model): one "<base64 bytes> <rank>" line per
-// mergeable token; special tokens follow the ranks, as tokenizer_config.json lists them (or, without
-// it, in the order of the official ChatGLM4Tokenizer).
+// mergeable token; special tokens follow the ranks, as tokenizer_config.json lists them (or,
+// without it, in the order of the official ChatGLM4Tokenizer).
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
@@ -16,11 +15,20 @@ namespace glm4 {
 namespace {
 
 // glm-4-9b-chat tokenization_chatglm.py: ids len(ranks) + i.
-const char* const kGlm4Specials[] = {
-    "<|endoftext|>", "[MASK]",          "[gMASK]",           "[sMASK]",
-    "<sop>",         "<eop>",           "<|system|>",        "<|user|>",
-    "<|assistant|>", "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>",
-    "<|begin_of_video|>", "<|end_of_video|>"};
+const char* const kGlm4Specials[] = {"<|endoftext|>",
+                                     "[MASK]",
+                                     "[gMASK]",
+                                     "[sMASK]",
+                                     "<sop>",
+                                     "<eop>",
+                                     "<|system|>",
+                                     "<|user|>",
+                                     "<|assistant|>",
+                                     "<|observation|>",
+                                     "<|begin_of_image|>",
+                                     "<|end_of_image|>",
+                                     "<|begin_of_video|>",
+                                     "<|end_of_video|>"};
 
 }  // namespace
 
@@ -64,7 +72,8 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::filesystem::path& file) {
     }
   }
   if (from_config.empty()) {
-    for (size_t i = 0; i < std::size(kGlm4Specials); ++i) specials.add(kGlm4Specials[i], n_ranks + int32_t(i), where);
+    for (size_t i = 0; i < std::size(kGlm4Specials); ++i)
+      specials.add(kGlm4Specials[i], n_ranks + int32_t(i), where);
   } else {
     for (const auto& [id, content] : from_config) specials.add(content, id, config_path.string());
   }

@@ -8,7 +8,6 @@
 namespace glm4 {
 namespace {
 
-
 int base64_value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -79,7 +78,8 @@ std::vector<std::optional<std::string>> read_tiktoken_ranks(const std::filesyste
     const auto bytes = base64_decode(line.substr(0, sp));
     GLM4_CHECK(bytes, where, ":", line_no, ": malformed base64 '", line.substr(0, sp), "'");
     const std::string_view rank_text = line.substr(sp + 1);
-    const size_t rank = rank_text.size() <= 9 ? std::stoul(std::string(rank_text)) : size_t(kMaxTokenizerVocab);
+    const size_t rank =
+        rank_text.size() <= 9 ? std::stoul(std::string(rank_text)) : size_t(kMaxTokenizerVocab);
     GLM4_CHECK(rank < size_t(kMaxTokenizerVocab), where, ":", line_no, ": rank ", rank_text,
                " is too large (limit kMaxTokenizerVocab = ", kMaxTokenizerVocab, ")");
     if (rank >= tokens.size()) tokens.resize(rank + 1);

@@ -1,6 +1,6 @@
 // Tokenizer interface and the loader that picks the right implementation for a model directory:
-// tokenizer.json -> byte-level BPE ("bpe-json"); tokenizer.model -> tiktoken ranks ("tiktoken") if it
-// is text of "base64 rank" lines, else a sentencepiece model ("sentencepiece").
+// tokenizer.json -> byte-level BPE ("bpe-json"); tokenizer.model -> tiktoken ranks ("tiktoken") if
+// it is text of "base64 rank" lines, else a sentencepiece model ("sentencepiece").
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -2,9 +2,8 @@
 // model.vocab + model.merges, the GLM-4 Split regex + ByteLevel pre-tokenizer, added_tokens.
 // Anything else (normalizers, other regexes, dropout...) is refused with the field named.
 #include <array>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "base/check.h"
 #include "io/file/json_depth.h"
@@ -95,14 +94,15 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
   try {
     GLM4_CHECK(j.is_object() && j.contains("model"), where, ": no 'model' object");
     const json& model = j["model"];
-    GLM4_CHECK(model.value("type", "BPE") == "BPE", where, ": model.type '", model.value("type", ""),
-               "' is not BPE");
+    GLM4_CHECK(model.value("type", "BPE") == "BPE", where, ": model.type '",
+               model.value("type", ""), "' is not BPE");
     GLM4_CHECK(is_null_or_absent(model, "dropout"), where, ": model.dropout is not supported");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       GLM4_CHECK(is_null_or_absent(model, key) || model[key] == "", where, ": model.", key,
                  " is not supported");
     }
-    GLM4_CHECK(!model.value("byte_fallback", false), where, ": model.byte_fallback is not supported");
+    GLM4_CHECK(!model.value("byte_fallback", false), where,
+               ": model.byte_fallback is not supported");
     GLM4_CHECK(is_null_or_absent(j, "normalizer"), where, ": normalizer is not supported");
     GLM4_CHECK(!is_null_or_absent(j, "pre_tokenizer"), where, ": no pre_tokenizer");
     check_pre_tokenizer(j["pre_tokenizer"], where);
@@ -161,8 +161,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
       }
       const auto ia = id_of_string.find(a), ib = id_of_string.find(b),
                  iab = id_of_string.find(a + b);
-      GLM4_CHECK(ia != id_of_string.end() && ib != id_of_string.end() &&
-                     iab != id_of_string.end(),
+      GLM4_CHECK(ia != id_of_string.end() && ib != id_of_string.end() && iab != id_of_string.end(),
                  where, ": model.merges[", rank, "] ('", a, "', '", b,
                  "') uses a token missing from model.vocab");
       bpe.add_merge(ia->second, ib->second, iab->second, int32_t(rank));
@@ -178,11 +177,11 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::filesystem::path& file
                        t["content"].is_string(),
                    at, " needs an integer id and a string content");
         GLM4_CHECK(t["id"].get<int64_t>() >= 0 && t["id"].get<int64_t>() < kMaxTokenizerVocab, at,
-                   " has id ", t["id"].get<int64_t>(), " out of range [0, kMaxTokenizerVocab = ",
-                   kMaxTokenizerVocab, ")");
+                   " has id ", t["id"].get<int64_t>(),
+                   " out of range [0, kMaxTokenizerVocab = ", kMaxTokenizerVocab, ")");
         for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-          GLM4_CHECK(!t.value(flag, false), at, " ('", t["content"].get<std::string>(), "'): ", flag,
-                     "=true is not supported");
+          GLM4_CHECK(!t.value(flag, false), at, " ('", t["content"].get<std::string>(),
+                     "'): ", flag, "=true is not supported");
         }
         (t.value("special", false) ? specials : plain)
             .add(t["content"].get<std::string>(), t["id"].get<int32_t>(), at);

@@ -13,11 +13,16 @@ namespace {
 // Valid range of the second byte for each lead byte (Table 3-7); later bytes are 80..BF.
 bool second_byte_ok(uint8_t lead, uint8_t b) {
   switch (lead) {
-    case 0xE0: return b >= 0xA0 && b <= 0xBF;
-    case 0xED: return b >= 0x80 && b <= 0x9F;
-    case 0xF0: return b >= 0x90 && b <= 0xBF;
-    case 0xF4: return b >= 0x80 && b <= 0x8F;
-    default: return b >= 0x80 && b <= 0xBF;
+    case 0xE0:
+      return b >= 0xA0 && b <= 0xBF;
+    case 0xED:
+      return b >= 0x80 && b <= 0x9F;
+    case 0xF0:
+      return b >= 0x90 && b <= 0xBF;
+    case 0xF4:
+      return b >= 0x80 && b <= 0x8F;
+    default:
+      return b >= 0x80 && b <= 0xBF;
   }
 }
 
@@ -31,9 +36,8 @@ int sequence_length(uint8_t lead) {
 
 bool in_ranges(const unicode_tables::CodeRange* r, size_t n, uint32_t cp) {
   const auto* end = r + n;
-  const auto* it = std::upper_bound(r, end, cp, [](uint32_t v, const unicode_tables::CodeRange& x) {
-    return v < x.lo;
-  });
+  const auto* it = std::upper_bound(
+      r, end, cp, [](uint32_t v, const unicode_tables::CodeRange& x) { return v < x.lo; });
   return it != r && cp <= (it - 1)->hi;
 }
 
@@ -62,13 +66,22 @@ uint32_t decode(std::string_view s, size_t i, int* len) {
   const size_t n = s.size();
   const uint8_t lead = p[i];
   const int need = sequence_length(lead);
-  if (need == 1) { *len = 1; return lead; }
-  if (need == 0) { *len = 1; return kInvalid; }
+  if (need == 1) {
+    *len = 1;
+    return lead;
+  }
+  if (need == 0) {
+    *len = 1;
+    return kInvalid;
+  }
   uint32_t cp = lead & (0xFF >> (need + 1));
   for (int k = 1; k < need; ++k) {
     const bool ok = i + k < n && (k == 1 ? second_byte_ok(lead, p[i + k])
                                          : (p[i + k] >= 0x80 && p[i + k] <= 0xBF));
-    if (!ok) { *len = k; return kInvalid; }  // maximal subpart: the valid prefix so far
+    if (!ok) {
+      *len = k;
+      return kInvalid;
+    }  // maximal subpart: the valid prefix so far
     cp = (cp << 6) | (p[i + k] & 0x3F);
   }
   *len = need;
@@ -107,7 +120,10 @@ std::string repair(std::string_view bytes) {
   out.reserve(bytes.size());
   size_t i = 0, clean_from = 0;
   while (i < bytes.size()) {
-    if (static_cast<uint8_t>(bytes[i]) < 0x80) { ++i; continue; }
+    if (static_cast<uint8_t>(bytes[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     int len = 0;
     if (decode(bytes, i, &len) == kInvalid) {
       out.append(bytes.substr(clean_from, i - clean_from));

@@ -8,7 +8,7 @@
 
 namespace glm4::utf8 {
 
-inline constexpr uint32_t kInvalid = 0xFFFFFFFFu;     // returned for ill-formed bytes
+inline constexpr uint32_t kInvalid = 0xFFFFFFFFu;                 // returned for ill-formed bytes
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // Decodes the code point starting at s[i] (i < s.size()) and stores its byte length in *len.
@@ -20,7 +20,8 @@ void append(std::string& out, uint32_t cp);
 
 bool is_valid(std::string_view s);
 
-// Replaces every maximal ill-formed subpart by U+FFFD (Python errors="replace", Rust from_utf8_lossy).
+// Replaces every maximal ill-formed subpart by U+FFFD (Python errors="replace", Rust
+// from_utf8_lossy).
 std::string repair(std::string_view bytes);
 
 enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };

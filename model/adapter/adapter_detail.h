@@ -32,11 +32,13 @@ json number_json(double v);
 double alpha_from_scale(double scale, int64_t rank);
 
 // Maps a tensor key to (module path, part); false for keys that are no adapter tensor.
-using KeyParser = std::function<bool(const std::string& key, std::string* module, AdapterPart* part)>;
+using KeyParser =
+    std::function<bool(const std::string& key, std::string* module, AdapterPart* part)>;
 // Reads every tensor of `path` through `parse` into a.modules (transposing MLX's [in, r] /
 // [r, out] when `transposed`), then checks pairs, ranks, DoRA magnitudes (present exactly when
-// a.info.lora.dora) and that the modules are exactly the targets on each adapted layer. `targets_from_config` false: the targets are whatever the
-// file holds. With with_tensors false only shapes are kept.
+// a.info.lora.dora) and that the modules are exactly the targets on each adapted layer.
+// `targets_from_config` false: the targets are whatever the file holds. With with_tensors false
+// only shapes are kept.
 void read_tensors(AdapterFile& a, const std::filesystem::path& path, const KeyParser& parse,
                   bool transposed, bool targets_from_config, bool with_tensors);
 

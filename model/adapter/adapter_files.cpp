@@ -33,18 +33,22 @@ const char* adapter_weights_file(const std::string& format) {
   return format == "mlx" ? "adapters.safetensors" : "adapter_model.safetensors";
 }
 
-std::string adapter_tensor_key(const std::string& format, const std::string& module, AdapterPart part,
-                               bool chatglm) {
+std::string adapter_tensor_key(const std::string& format, const std::string& module,
+                               AdapterPart part, bool chatglm) {
   if (format == "mlx")
-    return module + (part == AdapterPart::A ? ".lora_a" : part == AdapterPart::B ? ".lora_b" : ".m");
+    return module + (part == AdapterPart::A   ? ".lora_a"
+                     : part == AdapterPart::B ? ".lora_b"
+                                              : ".m");
   std::string path = module;
   int64_t layer;
   std::string name;
-  if (chatglm && parse_lora_module_path(module, &layer, &name) && name != "q_proj" && name != "k_proj" &&
-      name != "v_proj")
+  if (chatglm && parse_lora_module_path(module, &layer, &name) && name != "q_proj" &&
+      name != "k_proj" && name != "v_proj")
     path = chatglm_module_path(layer, name);
   return "base_model.model." + path +
-         (part == AdapterPart::A ? ".lora_A.weight" : part == AdapterPart::B ? ".lora_B.weight" : ".lora_magnitude_vector");
+         (part == AdapterPart::A   ? ".lora_A.weight"
+          : part == AdapterPart::B ? ".lora_B.weight"
+                                   : ".lora_magnitude_vector");
 }
 
 std::string check_adapter_format(const std::string& format) {
@@ -108,7 +112,8 @@ const json* field(const json& j, const char* key) {
 }
 }  // namespace
 
-int64_t get_int(const json& j, const char* key, const std::string& file, std::optional<int64_t> def) {
+int64_t get_int(const json& j, const char* key, const std::string& file,
+                std::optional<int64_t> def) {
   const json* v = field(j, key);
   if (!v) {
     GLM4_CHECK(def.has_value(), file, ": field \"", key, "\" is missing");
@@ -121,7 +126,8 @@ int64_t get_int(const json& j, const char* key, const std::string& file, std::op
   fail(file, ": field \"", key, "\" must be an integer, got ", v->dump());
 }
 
-double get_number(const json& j, const char* key, const std::string& file, std::optional<double> def) {
+double get_number(const json& j, const char* key, const std::string& file,
+                  std::optional<double> def) {
   const json* v = field(j, key);
   if (!v) {
     GLM4_CHECK(def.has_value(), file, ": field \"", key, "\" is missing");
@@ -201,7 +207,9 @@ namespace {
 // shared or one routed expert) every projection the targets give it. Whether every expert of the
 // model is there is checked against the model when loading.
 void check_moe_modules(AdapterFile& a, const std::string& fname, bool targets_from_config) {
-  auto key = [&](const std::string& module) { return adapter_tensor_key(a.info.format, module, AdapterPart::A); };
+  auto key = [&](const std::string& module) {
+    return adapter_tensor_key(a.info.format, module, AdapterPart::A);
+  };
   if (!targets_from_config) {
     std::set<std::string> kinds;
     for (const auto& [module, m] : a.modules) kinds.insert(qualified_lora_target(module));
@@ -209,7 +217,8 @@ void check_moe_modules(AdapterFile& a, const std::string& fname, bool targets_fr
   }
   const std::vector<std::string>& targets = a.info.lora.targets;
   auto targeted = [&](const std::string& path) {
-    return std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return lora_target_matches(t, path); });
+    return std::any_of(targets.begin(), targets.end(),
+                       [&](const std::string& t) { return lora_target_matches(t, path); });
   };
   std::vector<std::string> missing;
   std::set<std::string> owners;
@@ -260,9 +269,10 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
     t.float_dtype();  // throws naming the tensor for non-float dtypes
     AdapterModule& m = a.modules[module];
     if (part == AdapterPart::Magnitude) {
-      GLM4_CHECK(dora, fname, ": ", t.name, " is a DoRA magnitude but ", (dir_of(path) / "adapter_config.json").string(),
-                 " does not say the adapter is DoRA (", format == "mlx" ? "fine_tune_type \"dora\"" : "use_dora: true",
-                 ")");
+      GLM4_CHECK(dora, fname, ": ", t.name, " is a DoRA magnitude but ",
+                 (dir_of(path) / "adapter_config.json").string(),
+                 " does not say the adapter is DoRA (",
+                 format == "mlx" ? "fine_tune_type \"dora\"" : "use_dora: true", ")");
       GLM4_CHECK(t.shape.size() == 1, fname, ": ", t.name, " has shape ", shape_str(t.shape),
                  ", expected a vector [out]");
       seen[module] |= 4;
@@ -276,8 +286,8 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
     Shape shape = t.shape;
     if (transposed) std::swap(shape[0], shape[1]);  // MLX [in, r] / [r, out] -> [r, in] / [out, r]
     int64_t rank_dim = is_a ? shape[0] : shape[1];
-    GLM4_CHECK(rank_dim == r, fname, ": ", t.name, " has shape ", shape_str(t.shape),
-               ": its rank ", rank_dim, " is not the config's rank ", r);
+    GLM4_CHECK(rank_dim == r, fname, ": ", t.name, " has shape ", shape_str(t.shape), ": its rank ",
+               rank_dim, " is not the config's rank ", r);
     seen[module] |= is_a ? 1 : 2;
     std::vector<float> values;
     if (with_tensors) {
@@ -286,7 +296,8 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
         values.resize(raw.size());
         int64_t rows = t.shape[0], cols = t.shape[1];
         for (int64_t i = 0; i < rows; ++i)
-          for (int64_t j = 0; j < cols; ++j) values[size_t(j * rows + i)] = raw[size_t(i * cols + j)];
+          for (int64_t j = 0; j < cols; ++j)
+            values[size_t(j * rows + i)] = raw[size_t(i * cols + j)];
       } else {
         values = std::move(raw);
       }
@@ -298,21 +309,23 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
     std::sort(unexpected.begin(), unexpected.end());
     std::string list;
     for (size_t i = 0; i < unexpected.size() && i < 20; ++i) list += "\n  " + unexpected[i];
-    std::string example = a.chatglm ? lora_module_path(0, kFusedQkv) : "model.layers.N.self_attn.q_proj";
+    std::string example =
+        a.chatglm ? lora_module_path(0, kFusedQkv) : "model.layers.N.self_attn.q_proj";
     fail(fname, ": ", unexpected.size(), " key(s) that are not LoRA tensors of a GLM-4 layer (",
          "expected ", key(example, AdapterPart::A), " and the like):", list);
   }
   GLM4_CHECK(!a.modules.empty(), fname, ": holds no LoRA tensors");
   for (const auto& [module, bits] : seen) {
-    GLM4_CHECK((bits & 3) == 3, fname, ": ", key(module, (bits & 1) ? AdapterPart::B : AdapterPart::A),
-               " is missing (", key(module, (bits & 1) ? AdapterPart::A : AdapterPart::B), " is there)");
-    GLM4_CHECK(!dora || (bits & 4), fname, ": ", key(module, AdapterPart::Magnitude), " is missing; a DoRA adapter ",
-               "has a magnitude for every adapted module");
+    GLM4_CHECK((bits & 3) == 3, fname, ": ",
+               key(module, (bits & 1) ? AdapterPart::B : AdapterPart::A), " is missing (",
+               key(module, (bits & 1) ? AdapterPart::A : AdapterPart::B), " is there)");
+    GLM4_CHECK(!dora || (bits & 4), fname, ": ", key(module, AdapterPart::Magnitude),
+               " is missing; a DoRA adapter ", "has a magnitude for every adapted module");
   }
   for (const auto& [module, m] : a.modules)
     GLM4_CHECK(m.magnitude_shape.empty() || m.magnitude_shape[0] == m.b_shape[0], fname, ": ",
-               key(module, AdapterPart::Magnitude), " has shape ", shape_str(m.magnitude_shape), " but ",
-               key(module, AdapterPart::B), " has ", m.b_shape[0], " rows");
+               key(module, AdapterPart::Magnitude), " has shape ", shape_str(m.magnitude_shape),
+               " but ", key(module, AdapterPart::B), " has ", m.b_shape[0], " rows");
 
   bool moe = false;
   for (const auto& [module, m] : a.modules) moe |= is_moe_module_path(module);
@@ -332,14 +345,16 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
     parse_lora_module_path(module, &layer, &name);
     names.insert(name);
   }
-  if (!targets_from_config) a.info.lora.targets = canonical_targets({names.begin(), names.end()}, fname, "keys");
+  if (!targets_from_config)
+    a.info.lora.targets = canonical_targets({names.begin(), names.end()}, fname, "keys");
   std::vector<std::string> missing;
   for (int64_t layer : a.layers_present())
     for (const std::string& t : a.info.lora.targets)
       if (!a.modules.count(lora_module_path(layer, t)))
         missing.push_back(key(lora_module_path(layer, t), AdapterPart::A));
   for (const std::string& n : names)
-    if (std::find(a.info.lora.targets.begin(), a.info.lora.targets.end(), n) == a.info.lora.targets.end())
+    if (std::find(a.info.lora.targets.begin(), a.info.lora.targets.end(), n) ==
+        a.info.lora.targets.end())
       fail(fname, ": holds LoRA tensors for ", a.chatglm ? chatglm_target_name(n) : n,
            ", which adapter_config.json does not list as a target");
   if (!missing.empty()) {

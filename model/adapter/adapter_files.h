@@ -45,8 +45,8 @@ enum class AdapterPart { A, B, Magnitude };
 // The weight file of each layout, and the key a module's part has in it (ChatGLM's own module
 // paths in a PEFT file when `chatglm`).
 const char* adapter_weights_file(const std::string& format);
-std::string adapter_tensor_key(const std::string& format, const std::string& module, AdapterPart part,
-                               bool chatglm = false);
+std::string adapter_tensor_key(const std::string& format, const std::string& module,
+                               AdapterPart part, bool chatglm = false);
 
 // Rows of q, k and v in ChatGLM's query_key_value for this config.
 std::vector<int64_t> qkv_rows_of(const ModelConfig& c);

@@ -12,9 +12,9 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "model/adapter/adapter_files.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
-#include "model/adapter/adapter_files.h"
 
 namespace glm4 {
 namespace fs = std::filesystem;
@@ -42,8 +42,10 @@ void check_moe_adapted(Glm4Model& model, const AdapterFile& a, const fs::path& d
   model.visit_linears([&](const LinearSite& site, Linear&) {
     if (!layers.count(site.layer)) return;
     const bool has = a.modules.count(site.path) > 0, wanted = targeted(targets, site.path);
-    GLM4_CHECK(has == wanted, "save_adapter ", dir, ": ", site.path, wanted ? " has no LoRA module but" : " has a LoRA module but",
-               " the LoRA settings target ", join(targets), wanted ? " (its layer has other modules)" : "");
+    GLM4_CHECK(has == wanted, "save_adapter ", dir, ": ", site.path,
+               wanted ? " has no LoRA module but" : " has a LoRA module but",
+               " the LoRA settings target ", join(targets),
+               wanted ? " (its layer has other modules)" : "");
   });
 }
 
@@ -58,20 +60,26 @@ void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const st
   check_adapter_format(format);
   if (c.family == ModelConfig::Family::Glm4Moe) {
     resolve_lora_targets(lora.targets, true);
-    GLM4_CHECK(format == "peft", "--adapter-format mlx: mlx-lm's adapter layout for glm4_moe (LoRA on the ",
-               "stacked switch_mlp experts) is not supported yet; use --adapter-format peft (PEFT's ",
-               "per-expert layout)");
+    GLM4_CHECK(
+        format == "peft",
+        "--adapter-format mlx: mlx-lm's adapter layout for glm4_moe (LoRA on the ",
+        "stacked switch_mlp experts) is not supported yet; use --adapter-format peft (PEFT's ",
+        "per-expert layout)");
     return;
   }
   std::vector<std::string> targets = resolve_lora_targets(lora.targets);
   const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
-  GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv, " is ChatGLM's fused q|k|v ",
-             "projection; this ", family_name(c.family), " model has separate q_proj, k_proj, v_proj: target those");
+  GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv,
+             " is ChatGLM's fused q|k|v ", "projection; this ", family_name(c.family),
+             " model has separate q_proj, k_proj, v_proj: target those");
   if (!chatglm || format != "peft") return;
   for (const char* separate : {"q_proj", "k_proj", "v_proj"})
-    GLM4_CHECK(std::find(targets.begin(), targets.end(), separate) == targets.end(), "LoRA target ", separate,
-               ": a ChatGLM checkpoint keeps q|k|v in one query_key_value matrix, and PEFT adapts it with one A; ",
-               "target ", kFusedQkv, " for the PEFT layout, or use --adapter-format mlx for separate q/k/v adapters");
+    GLM4_CHECK(std::find(targets.begin(), targets.end(), separate) == targets.end(), "LoRA target ",
+               separate,
+               ": a ChatGLM checkpoint keeps q|k|v in one query_key_value matrix, and PEFT adapts "
+               "it with one A; ",
+               "target ", kFusedQkv,
+               " for the PEFT layout, or use --adapter-format mlx for separate q/k/v adapters");
 }
 
 void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
@@ -115,7 +123,8 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   if (moe) {
     check_moe_adapted(model, a, dir);
     std::set<int64_t> layers = a.layers_present();
-    if (int64_t(layers.size()) != a.total_layers) a.info.layers.assign(layers.begin(), layers.end());
+    if (int64_t(layers.size()) != a.total_layers)
+      a.info.layers.assign(layers.begin(), layers.end());
     a.info.lora.num_layers = a.info.layers.empty() ? -1 : int64_t(layers.size());
     write_adapter_file(a, dir, format);
     return;
@@ -126,13 +135,14 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   for (const std::string& n : expected)
     if (names.count(n)) found.push_back(n);
   GLM4_CHECK(found == expected && names.size() == found.size(), "save_adapter ", dir,
-             ": the model's LoRA modules are ", join(std::vector<std::string>(names.begin(), names.end())),
+             ": the model's LoRA modules are ",
+             join(std::vector<std::string>(names.begin(), names.end())),
              " but the LoRA settings target ", join(a.info.lora.targets));
   std::set<int64_t> layers = a.layers_present();
   for (int64_t layer : layers)
     for (const std::string& t : found)
-      GLM4_CHECK(a.modules.count(lora_module_path(layer, t)), "save_adapter ", dir, ": layer ", layer,
-                 " has LoRA modules but none on ", t);
+      GLM4_CHECK(a.modules.count(lora_module_path(layer, t)), "save_adapter ", dir, ": layer ",
+                 layer, " has LoRA modules but none on ", t);
   // The file holds q/k/v split; the PEFT writer joins them back into query_key_value.
   if (a.info.lora.targets.front() == kFusedQkv) {
     a.info.lora.targets.erase(a.info.lora.targets.begin());
@@ -157,9 +167,12 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
   const bool moe = model.config.family == ModelConfig::Family::Glm4Moe;
-  GLM4_CHECK(!moe || info.format == "peft", wfile, ": mlx-lm's adapter layout for glm4_moe is not supported yet");
-  GLM4_CHECK(moe || !std::any_of(a.modules.begin(), a.modules.end(), [](const auto& m) { return is_moe_module_path(m.first); }),
-             wfile, ": holds adapters of glm4_moe modules (experts, gate_proj, up_proj) but the model is ",
+  GLM4_CHECK(!moe || info.format == "peft", wfile,
+             ": mlx-lm's adapter layout for glm4_moe is not supported yet");
+  GLM4_CHECK(moe || !std::any_of(a.modules.begin(), a.modules.end(),
+                                 [](const auto& m) { return is_moe_module_path(m.first); }),
+             wfile,
+             ": holds adapters of glm4_moe modules (experts, gate_proj, up_proj) but the model is ",
              family_name(model.config.family), another_model(info));
 
   std::set<int64_t> layers;
@@ -176,7 +189,8 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
                " but the model has ", L, " layers", another_model(info));
 
   GLM4_CHECK(!a.chatglm || model.config.family == ModelConfig::Family::ChatGlm, wfile,
-             ": the adapter was made for a ChatGLM checkpoint (its keys name transformer.encoder.layers), but the ",
+             ": the adapter was made for a ChatGLM checkpoint (its keys name "
+             "transformer.encoder.layers), but the ",
              "model is ", family_name(model.config.family), another_model(info));
   if (model.config.family == ModelConfig::Family::ChatGlm) a.qkv_rows = qkv_rows_of(model.config);
   // Every linear once, by path (a glm4_moe model has thousands).
@@ -190,59 +204,65 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   // every linear a target names there (each routed expert its own module).
   struct Expected {
     std::string path;
-    std::vector<std::string> linears;  // the model linears the module adapts (q/k/v for a fused one)
+    std::vector<std::string>
+        linears;  // the model linears the module adapts (q/k/v for a fused one)
   };
   std::vector<Expected> expected;
   if (moe) {
     model.visit_linears([&](const LinearSite& site, Linear&) {
-      if (layers.count(site.layer) && targeted(info.lora.targets, site.path)) expected.push_back({site.path, {site.path}});
+      if (layers.count(site.layer) && targeted(info.lora.targets, site.path))
+        expected.push_back({site.path, {site.path}});
     });
   } else {
     for (int64_t layer : layers)
       for (const std::string& t : info.lora.targets) {
         Expected e{lora_module_path(layer, t), {}};
-        for (const std::string& n : lora_target_linears(t)) e.linears.push_back(lora_module_path(layer, n));
+        for (const std::string& n : lora_target_linears(t))
+          e.linears.push_back(lora_module_path(layer, n));
         expected.push_back(std::move(e));
       }
   }
   // Check everything before touching the model, so a bad adapter leaves it as it was.
   std::vector<std::string> missing;
   for (const Expected& e : expected) {
-      const std::string& path = e.path;
-      auto it = a.modules.find(path);
-      if (it == a.modules.end()) {
-        missing.push_back(adapter_tensor_key(info.format, path, AdapterPart::A, a.chatglm));
-        continue;
+    const std::string& path = e.path;
+    auto it = a.modules.find(path);
+    if (it == a.modules.end()) {
+      missing.push_back(adapter_tensor_key(info.format, path, AdapterPart::A, a.chatglm));
+      continue;
+    }
+    int64_t in = 0, out = 0;
+    for (const std::string& n : e.linears) {
+      const Linear* lin = find_linear(n);
+      GLM4_CHECK(lin, "adapter ", dir, ": no module ", n, " in the model");
+      in = lin->in_features;
+      out += lin->out_features;
+    }
+    const AdapterModule& m = it->second;
+    bool mlx = info.format == "mlx";
+    auto check = [&](AdapterPart part, Shape found, Shape expected) {
+      if (mlx && found.size() == 2) {  // report in the file's own orientation
+        std::swap(found[0], found[1]);
+        std::swap(expected[0], expected[1]);
       }
-      int64_t in = 0, out = 0;
-      for (const std::string& n : e.linears) {
-        const Linear* lin = find_linear(n);
-        GLM4_CHECK(lin, "adapter ", dir, ": no module ", n, " in the model");
-        in = lin->in_features;
-        out += lin->out_features;
-      }
-      const AdapterModule& m = it->second;
-      bool mlx = info.format == "mlx";
-      auto check = [&](AdapterPart part, Shape found, Shape expected) {
-        if (mlx && found.size() == 2) {  // report in the file's own orientation
-          std::swap(found[0], found[1]);
-          std::swap(expected[0], expected[1]);
-        }
-        GLM4_CHECK(found == expected, wfile, ": ", adapter_tensor_key(info.format, path, part, a.chatglm),
-                   " has shape ", shape_str(found), ", expected ", shape_str(expected), " for ",
-                   path, " of this model", another_model(info));
-      };
-      check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
-      check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
-      if (info.lora.dora) check(AdapterPart::Magnitude, m.magnitude_shape, {out});
-      GLM4_CHECK(!info.lora.dora || !moe || std::string(lora_module_parent(path.substr(path.rfind('.') + 1))) != "mlp",
-                 wfile, ": DoRA on glm4_moe's MLP and expert linears (", path, ") is not supported");
+      GLM4_CHECK(found == expected, wfile, ": ",
+                 adapter_tensor_key(info.format, path, part, a.chatglm), " has shape ",
+                 shape_str(found), ", expected ", shape_str(expected), " for ", path,
+                 " of this model", another_model(info));
+    };
+    check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
+    check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
+    if (info.lora.dora) check(AdapterPart::Magnitude, m.magnitude_shape, {out});
+    GLM4_CHECK(!info.lora.dora || !moe ||
+                   std::string(lora_module_parent(path.substr(path.rfind('.') + 1))) != "mlp",
+               wfile, ": DoRA on glm4_moe's MLP and expert linears (", path, ") is not supported");
   }
   if (moe && expected.size() != a.modules.size()) {
     std::set<std::string> wanted;
     for (const Expected& e : expected) wanted.insert(e.path);
     for (const auto& [path, m] : a.modules)
-      GLM4_CHECK(wanted.count(path), wfile, ": ", adapter_tensor_key(info.format, path, AdapterPart::A),
+      GLM4_CHECK(wanted.count(path), wfile, ": ",
+                 adapter_tensor_key(info.format, path, AdapterPart::A),
                  " is no module of this model", another_model(info));
   }
   if (!missing.empty()) {
@@ -276,7 +296,9 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     int64_t layer;
     std::string name;
     parse_lora_module_path(path, &layer, &name);
-    if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) || (name != "k_proj" && name != "v_proj")) continue;
+    if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) ||
+        (name != "k_proj" && name != "v_proj"))
+      continue;
     Linear* lin = find_linear(path);
     Linear* q = find_linear(lora_module_path(layer, "q_proj"));
     LoraWeights& w = *target(*lin);
@@ -296,18 +318,22 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
 }  // namespace
 
 std::string load_adapter(Glm4Model& model, const fs::path& dir, const fs::path& model_dir) {
-  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir, ": the model already has LoRA modules");
-  return load_into(model, dir, model_dir, [](Linear& lin) -> std::unique_ptr<LoraWeights>& { return lin.lora; });
+  GLM4_CHECK(model.lora_parameters().empty(), "adapter ", dir,
+             ": the model already has LoRA modules");
+  return load_into(model, dir, model_dir,
+                   [](Linear& lin) -> std::unique_ptr<LoraWeights>& { return lin.lora; });
 }
 
 std::string load_resident_adapter(Glm4Model& model, const fs::path& dir, size_t slot,
                                   const fs::path& model_dir) {
   model.visit_linears([&](const LinearSite& site, Linear& lin) {
-    GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir, ": resident slot ",
-               slot, " of ", site.path, " is taken");
+    GLM4_CHECK(lin.resident.size() <= slot || !lin.resident[slot], "adapter ", dir,
+               ": resident slot ", slot, " of ", site.path, " is taken");
   });
-  GLM4_CHECK(!read_adapter_info(dir).lora.dora, "adapter ", dir, ": a DoRA adapter rescales the whole ",
-             "weight, so it cannot be added per request beside others; load it alone (--adapter) or fuse it");
+  GLM4_CHECK(!read_adapter_info(dir).lora.dora, "adapter ", dir,
+             ": a DoRA adapter rescales the whole ",
+             "weight, so it cannot be added per request beside others; load it alone (--adapter) "
+             "or fuse it");
   return load_into(model, dir, model_dir, [slot](Linear& lin) -> std::unique_ptr<LoraWeights>& {
     if (lin.resident.size() <= slot) lin.resident.resize(slot + 1);
     return lin.resident[slot];
@@ -321,7 +347,8 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
   fs::path base = base_model_dir;
   std::error_code ec;
   const bool needs_base = (!a.info.layers.empty() || a.chatglm) && to_format == "mlx";
-  if (base.empty() && needs_base && fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
+  if (base.empty() && needs_base &&
+      fs::exists(fs::path(a.info.base_model_name_or_path) / "config.json", ec))
     base = a.info.base_model_name_or_path;
   if (!base.empty()) {
     const ModelConfig config = load_model_config(base);
@@ -331,12 +358,13 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
       a.chatglm = true;
       a.qkv_rows = qkv_rows_of(config);
     } else {
-      GLM4_CHECK(!a.chatglm, "adapter ", in_dir, ": made for a ChatGLM checkpoint, but the base model ", base,
-                 " is ", family_name(config.family));
+      GLM4_CHECK(!a.chatglm, "adapter ", in_dir,
+                 ": made for a ChatGLM checkpoint, but the base model ", base, " is ",
+                 family_name(config.family));
     }
     for (int64_t layer : a.layers_present())
-      GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ", layer,
-                 " but the base model ", base, " has ", a.total_layers, " layers");
+      GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ",
+                 layer, " but the base model ", base, " has ", a.total_layers, " layers");
     if (a.info.base_model_name_or_path.empty()) a.info.base_model_name_or_path = base.string();
   }
   a.info.format = to_format;

@@ -75,6 +75,7 @@ std::string load_resident_adapter(Glm4Model& model, const std::filesystem::path&
 // adapter of a ChatGLM model (our model_type field, or a ChatGLM `base_model_dir`) becomes PEFT's
 // ChatGLM keys, its q/k/v joined into query_key_value (they must share A).
 void convert_adapter(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
-                     const std::string& to_format, const std::filesystem::path& base_model_dir = {});
+                     const std::string& to_format,
+                     const std::filesystem::path& base_model_dir = {});
 
 }  // namespace glm4

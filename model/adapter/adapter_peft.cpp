@@ -20,12 +20,15 @@ constexpr const char* kPrefix = "base_model.model.";
 // PEFT's key suffixes; older PEFT wrote the magnitude with ".weight" and still reads both.
 bool split_suffix(const std::string& key, std::string* body, AdapterPart* part) {
   static const std::vector<std::pair<std::string, AdapterPart>> suffixes{
-      {".lora_A.weight", AdapterPart::A}, {".lora_B.weight", AdapterPart::B},
-      {".lora_magnitude_vector", AdapterPart::Magnitude}, {".lora_magnitude_vector.weight", AdapterPart::Magnitude}};
+      {".lora_A.weight", AdapterPart::A},
+      {".lora_B.weight", AdapterPart::B},
+      {".lora_magnitude_vector", AdapterPart::Magnitude},
+      {".lora_magnitude_vector.weight", AdapterPart::Magnitude}};
   const size_t start = std::string(kPrefix).size();
   if (key.rfind(kPrefix, 0) != 0) return false;
   for (const auto& [suffix, p] : suffixes)
-    if (key.size() > start + suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (key.size() > start + suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
       *body = key.substr(start, key.size() - start - suffix.size());
       *part = p;
       return true;
@@ -61,9 +64,10 @@ bool has_chatglm_keys(const fs::path& weights) {
 void check_unsupported(const json& j, const std::string& f) {
   std::string bias = get_string(j, "bias", f, "none");
   GLM4_CHECK(bias == "none", f, ": bias is \"", bias, "\"; only \"none\" is supported");
-  GLM4_CHECK(!get_bool(j, "fan_in_fan_out", f, false), f, ": fan_in_fan_out is true; GLM-4 linears ",
-             "store [out, in], so it must be false");
-  for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication"}) {
+  GLM4_CHECK(!get_bool(j, "fan_in_fan_out", f, false), f,
+             ": fan_in_fan_out is true; GLM-4 linears ", "store [out, in], so it must be false");
+  for (const char* key :
+       {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication"}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null() || it->empty()) continue;
     fail(f, ": field \"", key, "\" is ", it->dump(), "; per-module settings are not supported");
@@ -105,7 +109,8 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
   GLM4_CHECK(l.rank > 0, f, ": field \"r\" must be positive, got ", l.rank);
   l.alpha = get_number(j, "lora_alpha", f, 8.0);
   l.dropout = get_number(j, "lora_dropout", f, 0.0);
-  GLM4_CHECK(l.dropout >= 0 && l.dropout < 1, f, ": lora_dropout must be in [0, 1), got ", l.dropout);
+  GLM4_CHECK(l.dropout >= 0 && l.dropout < 1, f, ": lora_dropout must be in [0, 1), got ",
+             l.dropout);
   l.use_rslora = get_bool(j, "use_rslora", f, false);
   l.dora = get_bool(j, "use_dora", f, false);
   a.info.base_model_name_or_path = get_string(j, "base_model_name_or_path", f, "");
@@ -124,7 +129,8 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
       l.targets = canonical_targets(names, f, "target_modules");
       targets_from_config = true;
     } else if (*it != "all-linear") {
-      GLM4_CHECK(it->is_string(), f, ": target_modules must be a list or a string, got ", it->dump());
+      GLM4_CHECK(it->is_string(), f, ": target_modules must be a list or a string, got ",
+                 it->dump());
     }
   }
   a.info.layers = read_layer_list(j, f);
@@ -133,9 +139,12 @@ AdapterFile read_peft(const fs::path& dir, bool with_tensors) {
   const fs::path weights = dir / "adapter_model.safetensors";
   a.chatglm = has_chatglm_keys(weights);
   const bool chatglm = a.chatglm;
-  read_tensors(a, weights, [chatglm](const std::string& key, std::string* module, AdapterPart* part) {
-    return parse_peft_key(key, chatglm, module, part);
-  }, false, targets_from_config, with_tensors);
+  read_tensors(
+      a, weights,
+      [chatglm](const std::string& key, std::string* module, AdapterPart* part) {
+        return parse_peft_key(key, chatglm, module, part);
+      },
+      false, targets_from_config, with_tensors);
   if (!a.info.layers.empty()) {
     std::set<int64_t> listed(a.info.layers.begin(), a.info.layers.end());
     GLM4_CHECK(listed == a.layers_present(), (dir / "adapter_model.safetensors").string(),
@@ -153,22 +162,29 @@ void write_peft(const AdapterFile& in, const fs::path& dir) {
   for (const auto& [module, m] : a.modules) {
     int64_t layer;
     std::string name;
-    GLM4_CHECK(a.chatglm || (parse_lora_module_path(module, &layer, &name) && name != kFusedQkv), where, ": ",
-               module, " is ChatGLM's fused projection, but the adapter is not marked as one for a ChatGLM model");
-    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::A, a.chatglm), m.a_shape, m.a.data()));
-    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::B, a.chatglm), m.b_shape, m.b.data()));
+    GLM4_CHECK(
+        a.chatglm || (parse_lora_module_path(module, &layer, &name) && name != kFusedQkv), where,
+        ": ", module,
+        " is ChatGLM's fused projection, but the adapter is not marked as one for a ChatGLM model");
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::A, a.chatglm),
+                                 m.a_shape, m.a.data()));
+    tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::B, a.chatglm),
+                                 m.b_shape, m.b.data()));
     if (l.dora)
-      tensors.push_back(f32_tensor(adapter_tensor_key("peft", module, AdapterPart::Magnitude, a.chatglm),
-                                   m.magnitude_shape, m.magnitude.data()));
+      tensors.push_back(
+          f32_tensor(adapter_tensor_key("peft", module, AdapterPart::Magnitude, a.chatglm),
+                     m.magnitude_shape, m.magnitude.data()));
   }
   write_safetensors(dir / "adapter_model.safetensors", tensors, {{"format", "pt"}});
   std::vector<std::string> target_modules;
-  for (const std::string& t : l.targets) target_modules.push_back(a.chatglm ? chatglm_target_name(t) : t);
+  for (const std::string& t : l.targets)
+    target_modules.push_back(a.chatglm ? chatglm_target_name(t) : t);
   // PEFT matches a list entry as a suffix of the module path; glm4_moe's "experts.X" (every
   // routed expert mlp.experts.E.X) has no such suffix, so those targets go as one regular
   // expression, which PEFT matches against the whole path.
   std::string pattern;
-  if (std::any_of(l.targets.begin(), l.targets.end(), [](const std::string& t) { return t.rfind("experts.", 0) == 0; })) {
+  if (std::any_of(l.targets.begin(), l.targets.end(),
+                  [](const std::string& t) { return t.rfind("experts.", 0) == 0; })) {
     for (const std::string& t : l.targets) {
       const size_t dot = t.find('.');
       std::string alt = dot == std::string::npos ? t : t.substr(0, dot) + "\\." + t.substr(dot + 1);

@@ -20,9 +20,12 @@ const std::vector<std::string> kParts{"q_proj", "k_proj", "v_proj"};
 void replace_targets(std::vector<std::string>& targets, bool to_fused) {
   std::vector<std::string> names;
   for (const std::string& t : targets) {
-    if (to_fused && (t == "q_proj" || t == "k_proj" || t == "v_proj")) names.push_back(kFusedQkv);
-    else if (!to_fused && t == kFusedQkv) names.insert(names.end(), kParts.begin(), kParts.end());
-    else names.push_back(t);
+    if (to_fused && (t == "q_proj" || t == "k_proj" || t == "v_proj"))
+      names.push_back(kFusedQkv);
+    else if (!to_fused && t == kFusedQkv)
+      names.insert(names.end(), kParts.begin(), kParts.end());
+    else
+      names.push_back(t);
   }
   targets = resolve_lora_targets(names);
 }
@@ -41,7 +44,8 @@ void split_fused_qkv(AdapterFile& a, const std::string& where) {
   }
   if (fused.empty()) return;
   GLM4_CHECK(a.qkv_rows.size() == 3, where, ": splitting ChatGLM's ", kFusedQkv,
-             " adapter into q_proj, k_proj and v_proj needs the base model's head counts; give the base model ",
+             " adapter into q_proj, k_proj and v_proj needs the base model's head counts; give the "
+             "base model ",
              "(--model DIR)");
   const int64_t total = a.qkv_rows[0] + a.qkv_rows[1] + a.qkv_rows[2];
   for (const std::string& path : fused) {
@@ -50,9 +54,9 @@ void split_fused_qkv(AdapterFile& a, const std::string& where) {
     int64_t layer;
     std::string name;
     parse_lora_module_path(path, &layer, &name);
-    GLM4_CHECK(m.b_shape[0] == total, where, ": ", path, " has B of shape ", shape_str(m.b_shape), " but q|k|v of ",
-               "the base model have ", total, " rows (", a.qkv_rows[0], " + ", a.qkv_rows[1], " + ", a.qkv_rows[2],
-               "); the adapter was made for another model");
+    GLM4_CHECK(m.b_shape[0] == total, where, ": ", path, " has B of shape ", shape_str(m.b_shape),
+               " but q|k|v of ", "the base model have ", total, " rows (", a.qkv_rows[0], " + ",
+               a.qkv_rows[1], " + ", a.qkv_rows[2], "); the adapter was made for another model");
     const int64_t r = m.b_shape[1];
     int64_t begin = 0;
     for (size_t i = 0; i < 3; ++i) {
@@ -86,13 +90,15 @@ void join_fused_qkv(AdapterFile& a, const std::string& where) {
     std::vector<AdapterModule*> parts;
     for (const std::string& n : kParts) {
       auto it = a.modules.find(lora_module_path(layer, n));
-      GLM4_CHECK(it != a.modules.end(), where, ": layer ", layer, " has LoRA on some of q_proj, k_proj, v_proj ",
-                 "but not on ", n, "; PEFT's ChatGLM layout adapts all three as one ", kFusedQkv);
+      GLM4_CHECK(it != a.modules.end(), where, ": layer ", layer,
+                 " has LoRA on some of q_proj, k_proj, v_proj ", "but not on ", n,
+                 "; PEFT's ChatGLM layout adapts all three as one ", kFusedQkv);
       parts.push_back(&it->second);
     }
     for (size_t i = 1; i < 3; ++i)
-      GLM4_CHECK(parts[i]->a_shape == parts[0]->a_shape && parts[i]->a == parts[0]->a, where, ": layer ", layer,
-                 "'s q_proj and ", kParts[i], " have different LoRA A; PEFT's ChatGLM layout has one A for the fused ",
+      GLM4_CHECK(parts[i]->a_shape == parts[0]->a_shape && parts[i]->a == parts[0]->a, where,
+                 ": layer ", layer, "'s q_proj and ", kParts[i],
+                 " have different LoRA A; PEFT's ChatGLM layout has one A for the fused ",
                  kFusedQkv, " (train with --lora-targets ", kFusedQkv, ", or keep the mlx layout)");
     AdapterModule fused;
     fused.a_shape = parts[0]->a_shape;

@@ -33,7 +33,8 @@ class GgufParser {
                " key/values exceed the limit kMaxGgufKeyValues = ", kMaxGgufKeyValues);
     GLM4_CHECK(n_tensors <= kMaxGgufTensors, where("tensor_count"), n_tensors,
                " tensors exceed the limit kMaxGgufTensors = ", kMaxGgufTensors);
-    // A key/value takes at least 8 (key length) + 4 (type) + 1 bytes, a tensor info 8 + 4 + 8 + 4 + 8.
+    // A key/value takes at least 8 (key length) + 4 (type) + 1 bytes, a tensor info 8 + 4 + 8 + 4
+    // + 8.
     GLM4_CHECK(n_kv <= left() / 13, where("metadata_kv_count"), n_kv,
                " key/values cannot fit in the ", left(), " bytes left");
     GLM4_CHECK(n_tensors <= left() / 32, where("tensor_count"), n_tensors,
@@ -44,7 +45,8 @@ class GgufParser {
       std::string key = get_string(field + " key");
       GLM4_CHECK(!f_.kv_index_.count(key), where(field), "key '", key, "' appears twice");
       const uint32_t type = get<uint32_t>(field + " '" + key + "' type");
-      GLM4_CHECK(gguf_type_valid(type), where(field), "key '", key, "' has unknown value type ", type);
+      GLM4_CHECK(gguf_type_valid(type), where(field), "key '", key, "' has unknown value type ",
+                 type);
       GgufValue v = get_value(GgufType(type), field + " '" + key + "'", 0);
       f_.kv_index_.emplace(key, f_.kvs_.size());
       f_.kvs_.emplace_back(std::move(key), std::move(v));
@@ -68,10 +70,11 @@ class GgufParser {
       int64_t count = 1;  // every partial product must fit, so numel() never overflows
       for (uint32_t d = 0; d < n_dims; ++d) {
         const uint64_t dim = get<uint64_t>(str_cat(field, " ne[", d, "]"));
-        GLM4_CHECK(dim <= uint64_t(INT64_MAX), where(str_cat(field, " ne[", d, "]")), dim, " is too large");
+        GLM4_CHECK(dim <= uint64_t(INT64_MAX), where(str_cat(field, " ne[", d, "]")), dim,
+                   " is too large");
         t.ne.push_back(int64_t(dim));
-        GLM4_CHECK(!__builtin_mul_overflow(count, int64_t(dim), &count), where(str_cat(field, " ne[", d, "]")),
-                   "the element count overflows 64 bits");
+        GLM4_CHECK(!__builtin_mul_overflow(count, int64_t(dim), &count),
+                   where(str_cat(field, " ne[", d, "]")), "the element count overflows 64 bits");
       }
       const uint32_t type = get<uint32_t>(field + " type");
       GLM4_CHECK(ggml_type_known(type), where(field + " type"), "ggml type ", type,
@@ -124,8 +127,8 @@ class GgufParser {
   }
   uint64_t left() const { return size_ - pos_; }
   void need(uint64_t n, const std::string& field) const {
-    GLM4_CHECK(n <= left(), where(field), "needs ", n, " bytes at byte ", pos_, " but the file has ",
-               size_, ": truncated?");
+    GLM4_CHECK(n <= left(), where(field), "needs ", n, " bytes at byte ", pos_,
+               " but the file has ", size_, ": truncated?");
   }
   template <typename T>
   T get(const std::string& field) {
@@ -148,22 +151,33 @@ class GgufParser {
 
   GgufValue get_value(GgufType type, const std::string& field, int depth) {
     switch (type) {
-      case GgufType::U8: return GgufValue::scalar(type, get<uint8_t>(field), 0, 0);
-      case GgufType::I8: return GgufValue::scalar(type, 0, get<int8_t>(field), 0);
-      case GgufType::U16: return GgufValue::scalar(type, get<uint16_t>(field), 0, 0);
-      case GgufType::I16: return GgufValue::scalar(type, 0, get<int16_t>(field), 0);
-      case GgufType::U32: return GgufValue::scalar(type, get<uint32_t>(field), 0, 0);
-      case GgufType::I32: return GgufValue::scalar(type, 0, get<int32_t>(field), 0);
-      case GgufType::F32: return GgufValue::scalar(type, 0, 0, get<float>(field));
-      case GgufType::U64: return GgufValue::scalar(type, get<uint64_t>(field), 0, 0);
-      case GgufType::I64: return GgufValue::scalar(type, 0, get<int64_t>(field), 0);
-      case GgufType::F64: return GgufValue::scalar(type, 0, 0, get<double>(field));
+      case GgufType::U8:
+        return GgufValue::scalar(type, get<uint8_t>(field), 0, 0);
+      case GgufType::I8:
+        return GgufValue::scalar(type, 0, get<int8_t>(field), 0);
+      case GgufType::U16:
+        return GgufValue::scalar(type, get<uint16_t>(field), 0, 0);
+      case GgufType::I16:
+        return GgufValue::scalar(type, 0, get<int16_t>(field), 0);
+      case GgufType::U32:
+        return GgufValue::scalar(type, get<uint32_t>(field), 0, 0);
+      case GgufType::I32:
+        return GgufValue::scalar(type, 0, get<int32_t>(field), 0);
+      case GgufType::F32:
+        return GgufValue::scalar(type, 0, 0, get<float>(field));
+      case GgufType::U64:
+        return GgufValue::scalar(type, get<uint64_t>(field), 0, 0);
+      case GgufType::I64:
+        return GgufValue::scalar(type, 0, get<int64_t>(field), 0);
+      case GgufType::F64:
+        return GgufValue::scalar(type, 0, 0, get<double>(field));
       case GgufType::Bool: {
         const uint8_t b = get<uint8_t>(field);
         GLM4_CHECK(b <= 1, where(field), "bool byte is ", int(b), ", expected 0 or 1");
         return GgufValue::of_bool(b != 0);
       }
-      case GgufType::String: return GgufValue::of_string(get_string(field));
+      case GgufType::String:
+        return GgufValue::of_string(get_string(field));
       case GgufType::Array: {
         GLM4_CHECK(depth < 8, where(field), "arrays nested more than 8 deep");
         const uint32_t elem = get<uint32_t>(field + " element type");

@@ -1,7 +1,8 @@
 // Reads GGUF v2/v3 files over a read-only memory map. Every count, length, type, dimension,
 // offset and the file size is checked before use; errors name the file and the field
-// ("kv[3] 'tokenizer.ggml.tokens' item 17: string length ...", "tensor 'blk.0.attn_q.weight' offset").
-// Only the tests and the fuzz target read GGUF (what export/ wrote); the library never does.
+// ("kv[3] 'tokenizer.ggml.tokens' item 17: string length ...", "tensor 'blk.0.attn_q.weight'
+// offset"). Only the tests and the fuzz target read GGUF (what export/ wrote); the library never
+// does.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -27,7 +28,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // ggml dims, innermost first
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;      // from the start of the data section, as stored
+  uint64_t offset = 0;  // from the start of the data section, as stored
   const uint8_t* data = nullptr;
   uint64_t nbytes = 0;
 

@@ -43,7 +43,8 @@ std::string check_gradients(const GradCase& c, uint64_t seed) {
     if (!inputs[i].requires_grad()) continue;
     Tensor analytic = inputs[i].grad();
     if (!analytic.defined()) {
-      report << c.name << ": input " << i << " " << shape_str(inputs[i].shape()) << " got no gradient\n";
+      report << c.name << ": input " << i << " " << shape_str(inputs[i].shape())
+             << " got no gradient\n";
       continue;
     }
     std::vector<double> numeric(size_t(inputs[i].numel()));
@@ -65,7 +66,10 @@ std::string check_gradients(const GradCase& c, uint64_t seed) {
     for (double v : numeric) scale = std::max(scale, std::abs(v));
     for (int64_t j = 0; j < inputs[i].numel(); ++j) {
       double err = std::abs(double(analytic.data()[j]) - numeric[j]) / scale;
-      if (err > worst) { worst = err; worst_at = j; }
+      if (err > worst) {
+        worst = err;
+        worst_at = j;
+      }
     }
     if (worst > c.tolerance)
       report << c.name << ": input " << i << " " << shape_str(inputs[i].shape())

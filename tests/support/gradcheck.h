@@ -13,11 +13,11 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float 
 
 struct GradCase {
   std::string name;
-  std::vector<Shape> shapes;                                 // one random input per shape
+  std::vector<Shape> shapes;  // one random input per shape
   std::function<Tensor(const std::vector<Tensor>&)> fn;
-  double tolerance = 1e-2;  // max |analytic - numeric| / max(|numeric|_inf, 1e-2)
-  float eps = 1e-2f;        // central-difference step
-  std::vector<int> skip = {};  // inputs not to differentiate
+  double tolerance = 1e-2;      // max |analytic - numeric| / max(|numeric|_inf, 1e-2)
+  float eps = 1e-2f;            // central-difference step
+  std::vector<int> skip = {};   // inputs not to differentiate
   float lo = -1.0f, hi = 1.0f;  // input value range
 };
 

@@ -15,8 +15,8 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-Result run_shell(const std::string& program, const std::vector<std::string>& args, const std::string& redirect,
-                 bool stdout_only) {
+Result run_shell(const std::string& program, const std::vector<std::string>& args,
+                 const std::string& redirect, bool stdout_only) {
   std::string cmd = quote(program);
   for (const auto& a : args) cmd.append(" ").append(quote(a));
   cmd += redirect + (stdout_only ? " 2>/dev/null" : " 2>&1");
@@ -32,7 +32,8 @@ Result run_shell(const std::string& program, const std::vector<std::string>& arg
 }
 }  // namespace
 
-Result run_program(const std::string& program, const std::vector<std::string>& args, bool stdout_only) {
+Result run_program(const std::string& program, const std::vector<std::string>& args,
+                   bool stdout_only) {
   return run_shell(program, args, "", stdout_only);
 }
 

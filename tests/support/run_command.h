@@ -13,7 +13,8 @@ struct Result {
   std::string output;  // stdout, and stderr unless stdout_only
 };
 
-Result run_program(const std::string& program, const std::vector<std::string>& args, bool stdout_only = false);
+Result run_program(const std::string& program, const std::vector<std::string>& args,
+                   bool stdout_only = false);
 // The same with `input` on its standard input.
 Result run_program_with_input(const std::string& program, const std::vector<std::string>& args,
                               const std::string& input, bool stdout_only = false);

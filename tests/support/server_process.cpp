@@ -19,8 +19,8 @@ std::atomic<int> g_counter{0};
 }
 
 ServerProcess::ServerProcess(const std::vector<std::string>& args) {
-  log_path_ = std::filesystem::temp_directory_path() /
-              ("glm4_serve_" + std::to_string(::getpid()) + "_" + std::to_string(g_counter++) + ".log");
+  log_path_ = std::filesystem::temp_directory_path() / ("glm4_serve_" + std::to_string(::getpid()) +
+                                                        "_" + std::to_string(g_counter++) + ".log");
   std::vector<std::string> argv_s = {GLM4_BINARY, "serve"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   argv_s.insert(argv_s.end(), {"--port", "0"});
@@ -30,7 +30,7 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args) {
   const std::string log = log_path_.string();
   const pid_t parent = ::getpid();
   pid_ = ::fork();
-  if (pid_ == 0) {  // only async-signal-safe calls until exec
+  if (pid_ == 0) {                       // only async-signal-safe calls until exec
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
     if (::getppid() != parent) ::_exit(127);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -65,7 +65,9 @@ ServerProcess::~ServerProcess() {
   std::filesystem::remove(log_path_, ec);
 }
 
-std::string ServerProcess::url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+std::string ServerProcess::url() const {
+  return "http://127.0.0.1:" + std::to_string(port_) + "/v1";
+}
 
 int ServerProcess::stop(int sig, std::chrono::seconds timeout) {
   if (pid_ <= 0) return -1;
