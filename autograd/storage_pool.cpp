@@ -1,13 +1,12 @@
 #include "autograd/storage_pool.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "base/check.h"
+#include "base/memory.h"
 
 namespace glm4 {
 
@@ -62,9 +61,7 @@ PoolBlock pool_allocate(size_t bytes) {
       return {p, cls};
     }
   }
-  void* p = ::mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("out of memory allocating ", bytes, " bytes of tensor storage");
-  return {p, cls};
+  return {map_anonymous(cls, "tensor storage"), cls};  // 2 MB pages from 2 MB up
 }
 
 void pool_release(PoolBlock block) {
@@ -91,7 +88,7 @@ void pool_trim() {
   Pool& P = pool();
   std::lock_guard<std::mutex> lock(P.mu);
   for (auto& [cls, blocks] : P.free_blocks)
-    for (void* p : blocks) ::munmap(p, cls);
+    for (void* p : blocks) unmap_anonymous(p, cls);
   P.free_blocks.clear();
   P.cached = 0;
 }

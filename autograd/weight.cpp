@@ -11,6 +11,7 @@
 #include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/convert.h"
 #include "base/check.h"
+#include "base/memory.h"
 #include "base/parallel.h"
 
 namespace glm4 {
@@ -19,18 +20,26 @@ namespace {
 
 std::atomic<size_t> g_live_bytes{0};
 
-// An owned, 64-byte aligned block whose size is counted in weight_bytes_live while it lives.
+// An owned, 64-byte aligned block whose size is counted in weight_bytes_live while it lives;
+// from one huge page up it is an anonymous mapping in 2 MB pages, as loaded weights are.
 struct OwnedBuffer {
   void* ptr = nullptr;
   size_t size = 0;
   explicit OwnedBuffer(size_t n) : size(n) {
-    size_t rounded = (n + 63) / 64 * 64;
-    ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (ptr == nullptr) throw std::bad_alloc();
+    if (n >= kHugePageBytes) {
+      ptr = map_anonymous(n, "weight buffer");
+    } else {
+      size_t rounded = (n + 63) / 64 * 64;
+      ptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+      if (ptr == nullptr) throw std::bad_alloc();
+    }
     g_live_bytes += size;
   }
   ~OwnedBuffer() {
-    std::free(ptr);
+    if (size >= kHugePageBytes)
+      unmap_anonymous(ptr, size);
+    else
+      std::free(ptr);
     g_live_bytes -= size;
   }
   OwnedBuffer(const OwnedBuffer&) = delete;

@@ -2,9 +2,12 @@
 // 512-token prompt, then decode 128 tokens greedily, for each stored weight form (f32, bf16, f16,
 // q4, q8: benchmarks/bench_model.h) and --compute; next to the decode floor, the memory
 // bandwidth measured in the same run (a streaming read of 2 GiB) divided by the weight bytes
-// one token reads. --model DIR runs a model directory instead (e.g. from glm4 init --bits 4).
+// one token reads. --model DIR runs a model directory instead (e.g. from glm4 init --bits 4),
+// its weights held as --memory says (auto, huge_pages, mmap: load_model's FileResidency); the
+// first run's prefill (the first prompt of a process) is printed beside the best.
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
+//                       [--memory auto|huge_pages|mmap]
 #include <time.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@ struct Options {
   std::vector<std::string> dtypes{"f32", "bf16", "f16"};
   std::string compute = "auto";
   std::string model;  // a model directory instead of random weights
+  FileResidency memory = FileResidency::kAuto;
   int64_t prompt = 512;
   int tokens = 128;
   int reps = 2;
@@ -75,7 +79,19 @@ int main(int argc, char** argv) {
       o.threads = std::stoi(value());
     else if (a == "--model")
       o.model = value();
-    else {
+    else if (a == "--memory") {
+      const std::string m = value();
+      if (m == "auto")
+        o.memory = FileResidency::kAuto;
+      else if (m == "huge_pages")
+        o.memory = FileResidency::kHugePages;
+      else if (m == "mmap")
+        o.memory = FileResidency::kMapped;
+      else {
+        std::fprintf(stderr, "--memory %s: expected auto, huge_pages or mmap\n", m.c_str());
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_generate.cpp)\n", a.c_str());
       return 2;
     }
@@ -100,20 +116,21 @@ int main(int argc, char** argv) {
         bandwidth / 1e9);
     std::printf(
         "# cpu t/s: the same per CPU second of this process (one core's rate with --threads 1)\n");
-    std::printf("%-5s %11s %11s %9s %11s %8s %10s %8s %12s %11s  %s\n", "dtype", "prefill t/s",
-                "decode t/s", "ms/token", "floor t/s", "%floor", "weight MB", "RSS MB",
-                "prefill cpu", "decode cpu", "kernels");
+    std::printf("%-5s %11s %11s %11s %9s %11s %8s %10s %8s %12s %11s  %s\n", "dtype", "prefill t/s",
+                "1st prefill", "decode t/s", "ms/token", "floor t/s", "%floor", "weight MB",
+                "RSS MB", "prefill cpu", "decode cpu", "kernels");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
       std::unique_ptr<Glm4Model> owned =
-          name == "file" ? load_model(o.model) : bench::make_model(config, name);
+          name == "file" ? load_model(o.model, o.memory) : bench::make_model(config, name);
+      if (name == "file") std::printf("# %s\n", owned->loaded.describe().c_str());
       Glm4Model& model = *owned;
       const ComputeChoice compute = apply_compute_flag(model, o.compute);
       GenerationConfig gc;
       gc.max_tokens = o.tokens;  // greedy (temperature 0), no stop ids: exactly o.tokens tokens
       gc.prefill_chunk = std::max<int64_t>(o.prompt, 1);
       Generator gen(model, gc);
-      double prefill = 0, decode = 0, prefill_cpu = 0, decode_cpu = 0;
+      double prefill = 0, first_prefill = 0, decode = 0, prefill_cpu = 0, decode_cpu = 0;
       for (int r = 0; r < o.reps; ++r) {
         const double c0 = cpu_seconds();
         gen.start(prompt);
@@ -125,14 +142,15 @@ int main(int argc, char** argv) {
         if (steps > 1) decode_cpu = std::max(decode_cpu, double(steps - 1) / (c2 - c1));
         GenerationStats s = gen.stats();
         prefill = std::max(prefill, s.prefill_tokens_per_second());
+        if (r == 0) first_prefill = s.prefill_tokens_per_second();
         if (s.generated_tokens > 1 && s.decode_seconds > 0)
           decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
       }
       const double floor = bandwidth / bench::decode_weight_bytes(model);
-      std::printf("%-5s %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
-                  name.c_str(), prefill, decode, 1e3 / decode, floor, 100 * decode / floor,
-                  bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(), prefill_cpu, decode_cpu,
-                  kernel_report(compute).describe().c_str());
+      std::printf("%-5s %11.1f %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
+                  name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor,
+                  100 * decode / floor, bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(),
+                  prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -21,7 +21,7 @@ struct ChatFlags {
 };
 
 void run_chat(const ChatFlags& f) {
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   s.require_tokenizer("chat");
   GenerationConfig cfg = f.sampling.config(s, true);
   NoGradGuard no_grad;
@@ -64,6 +64,7 @@ void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
   f->sampling.add(app);
   app->add_option("--system", f->system, "System message (with --chat)");
   add_compute_flag(app, f->compute);
+  f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_chat(*f); }});
 }
 

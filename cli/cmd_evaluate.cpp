@@ -29,7 +29,7 @@ struct EvaluateFlags {
 
 void run_evaluate(const EvaluateFlags& f) {
   f.data.check_batch_size();
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   s.require_tokenizer("evaluate");
   std::vector<AnswerExample> examples;
   for_each_record(f.data.file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
@@ -89,6 +89,7 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--max-examples", f->max_examples, "Score only the first N examples");
   app->add_flag("--show", f->show, "Print every answer next to the reference (stderr)");
   add_compute_flag(app, f->compute);
+  f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_evaluate(*f); }});
 }
 

@@ -69,7 +69,7 @@ void run_fuse(const FuseFlags& f) {
              ": expected a share in (0, 1]");
   SaveOptions save;
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, "f32");
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, "f32", FileResidency::kMapped);
   Glm4Model& model = *s.model;
   const bool quantized = has_quantized_weights(model);
   save.dtype = f.dtype.empty() ? model.config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
@@ -120,7 +120,7 @@ void run_fuse(const FuseFlags& f) {
   copy_model_companions(f.model.dir, f.out, config);
   std::fprintf(stderr, "wrote %s (%s, %s)\n", f.out.c_str(), what.c_str(), dtype_name(save.dtype));
   if (data) {
-    auto written = load_model(f.out);
+    auto written = load_model(f.out, FileResidency::kMapped);
     const LossScore fused = score_loss(*written, data->examples, f.data.batch_size);
     const double gain = base_loss->loss - adapter_loss->loss;
     std::printf(

@@ -33,9 +33,10 @@ std::vector<int32_t> prompt_ids(const ModelSession& s, const std::string& prompt
   return s.render(messages);
 }
 
-void print_stats(const GenerationStats& st) {
+void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
+  std::fprintf(stderr, "\n%s\n", loaded.describe().c_str());
   std::fprintf(stderr,
-               "\nprompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | "
+               "prompt: %lld tokens, %.1f tokens/s | generation: %lld tokens, %.1f tokens/s | "
                "peak memory %.0f MB\n",
                (long long)st.prompt_tokens, st.prefill_tokens_per_second(),
                (long long)st.generated_tokens, st.decode_tokens_per_second(), peak_rss_mb());
@@ -44,7 +45,7 @@ void print_stats(const GenerationStats& st) {
 void run_generate(const GenerateFlags& f) {
   GLM4_CHECK(!f.prompt.empty() || !f.tokens.empty() || !f.prompts_file.empty(),
              "one of --prompt, --tokens or --prompts-file is required");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   GenerationConfig cfg = f.sampling.config(s, f.chat);
   NoGradGuard no_grad;
   if (!f.prompts_file.empty()) {
@@ -110,10 +111,11 @@ void run_generate(const GenerateFlags& f) {
                            {"decode_tps", st.decode_tokens_per_second()},
                            {"peak_rss_mb", peak_rss_mb()}};
     line.update(kernel_report(s.compute).fields());
+    line.update(s.model->loaded.fields());
     std::printf("%s\n", line.dump().c_str());
   } else {
     std::printf("\n");
-    print_stats(st);
+    print_stats(st, s.model->loaded);
   }
 }
 }  // namespace
@@ -135,6 +137,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   f->sampling.add(app);
   app->add_option("--system", f->system, "System message (with --chat)");
   add_compute_flag(app, f->compute);
+  f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_generate(*f); }});
 }
 

@@ -28,7 +28,7 @@ void run_logits(const LogitsFlags& f) {
   GLM4_CHECK(f.tokens.empty() || f.text.empty(), "give either --tokens or --text, not both");
   GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir,
              ": not a directory");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   const ModelConfig& c = s.model->config;
   std::vector<int32_t> ids = f.text.empty()
                                  ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
@@ -72,6 +72,7 @@ void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
   sub->add_option("--out", f->out, "Output .safetensors file")->required();
   f->adapter.add(sub);
   add_compute_flag(sub, f->compute);
+  f->model.add_memory_flags(sub);
   sub->add_flag(
       "--dump-layers", f->dump_layers,
       "Also write hidden.N [T, hidden] after each decoder layer and hidden.final after the norm");

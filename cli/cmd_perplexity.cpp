@@ -22,7 +22,7 @@ struct PerplexityFlags {
 
 void run_perplexity(const PerplexityFlags& f) {
   f.data.check_batch_size();
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute);
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   DatasetOptions o;
   o.mask_prompt = f.mask_prompt;
   o.max_seq_length = f.max_seq_length;
@@ -50,6 +50,7 @@ void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
                   "Longer examples are truncated (default 2048)");
   app->add_flag("--mask-prompt", f->mask_prompt, "Score only completions / assistant turns");
   add_compute_flag(app, f->compute);
+  f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_perplexity(*f); }});
 }
 

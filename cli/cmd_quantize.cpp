@@ -24,7 +24,8 @@ struct QuantizeFlags {
 void run_quantize(const QuantizeFlags& f) {
   const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
   check_output_dir(f.out, "--out", f.force);
-  auto model = with_flag("--model", f.model.dir, [&] { return load_model(f.model.dir); });
+  auto model = with_flag("--model", f.model.dir,
+                         [&] { return load_model(f.model.dir, FileResidency::kMapped); });
   const ModelConfig config = model->config;
   GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm, "--model ", f.model.dir,
              ": quantized chatglm models are not supported (glm4 and glm are)");

@@ -83,7 +83,7 @@ void run_serve(const ServeFlags& f) {
   http.max_body_bytes = parse_size(f.max_body, "--max-body");
   GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
 
-  ModelSession s = open_session(f.model.dir, "", f.compute);
+  ModelSession s = open_session(f.model.dir, "", f.compute, f.model.memory());
   s.require_tokenizer("serve");
   serve::ServedModels served;
   served.model = s.model.get();
@@ -119,7 +119,8 @@ void run_serve(const ServeFlags& f) {
                                    {"adapters", adapters},
                                    {"max_batch", sc.max_batch},
                                    {"max_queue", sc.max_queue},
-                                   {"compute", s.compute.describe()}})
+                                   {"compute", s.compute.describe()},
+                                   {"weights", s.model->loaded.describe()}})
                           .c_str());
   std::fflush(stdout);
 
@@ -166,6 +167,7 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--max-body", f->max_body,
                   "Largest request body (default 1MB; larger ones get 413)");
   add_compute_flag(app, f->compute);
+  f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_serve(*f); }});
 }
 

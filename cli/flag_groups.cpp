@@ -9,6 +9,23 @@ CLI::Option* ModelFlags::add(CLI::App* app, const std::string& help) {
   return app->add_option("--model", dir, help)->required();
 }
 
+void ModelFlags::add_memory_flags(CLI::App* app) {
+  CLI::Option* on = app->add_flag(
+      "--mmap", mmap,
+      "Map the weight files (pages come and go with the page cache: for machines short of "
+      "memory) instead of reading them into 2 MB pages");
+  app->add_flag("--no-mmap", no_mmap,
+                "Read the weight files into 2 MB pages even when they exceed the memory "
+                "available (default: read them when they fit, else map them)")
+      ->excludes(on);
+}
+
+FileResidency ModelFlags::memory() const {
+  if (mmap) return FileResidency::kMapped;
+  if (no_mmap) return FileResidency::kHugePages;
+  return FileResidency::kAuto;
+}
+
 CLI::Option* AdapterFlags::add(CLI::App* app, const std::string& use) {
   return app->add_option("--adapter", dir, "LoRA adapter directory (PEFT or MLX)" + use);
 }

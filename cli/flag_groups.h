@@ -11,10 +11,15 @@
 
 namespace glm4::cli {
 
-// --model DIR, required; `help` says what the command needs from the directory.
+// --model DIR, required; `help` says what the command needs from the directory. Commands that
+// read the weights again and again (generate, serve, ...) add --mmap / --no-mmap: how the weight
+// files are held (io/file_memory.h); the others map them, since they read them once.
 struct ModelFlags {
   std::string dir;
+  bool mmap = false, no_mmap = false;
   CLI::Option* add(CLI::App* app, const std::string& help = "Model directory");
+  void add_memory_flags(CLI::App* app);
+  FileResidency memory() const;  // kAuto unless a flag says otherwise
 };
 
 // --adapter DIR: a LoRA adapter directory in the PEFT or MLX layout. `use` ends the help with

@@ -11,10 +11,10 @@
 namespace glm4::cli {
 
 ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir,
-                          const std::string& compute) {
+                          const std::string& compute, FileResidency memory) {
   ModelSession s;
   s.model_dir = model_dir;
-  s.model = with_flag("--model", model_dir, [&] { return load_model(model_dir); });
+  s.model = with_flag("--model", model_dir, [&] { return load_model(model_dir, memory); });
   if (!adapter_dir.empty()) {
     std::string warning = with_flag("--adapter", adapter_dir,
                                     [&] { return load_adapter(*s.model, adapter_dir, model_dir); });

@@ -30,7 +30,9 @@ struct ModelSession {
 
 // Loads --model and, when given, applies --adapter live (a warning goes to stderr), and sets the
 // model's compute choice from --compute (auto | f32 | bf16).
+// The weights are held as `memory` says (load_model; model->loaded reports what was used).
 ModelSession open_session(const std::string& model_dir, const std::string& adapter_dir,
-                          const std::string& compute = "auto");
+                          const std::string& compute = "auto",
+                          FileResidency memory = FileResidency::kAuto);
 
 }  // namespace glm4::cli

@@ -1,6 +1,7 @@
 // Model directory weights: single-file or index + shards, read and written as transformers does.
 #include "io/model_files.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,14 +33,15 @@ std::string shard_file_name(size_t index, size_t count) {
   return buf;
 }
 
-ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
+ModelFiles ModelFiles::open(const std::filesystem::path& dir, FileResidency residency) {
   ModelFiles c;
   c.dir_ = dir;
   std::error_code ec;
   GLM4_CHECK(std::filesystem::is_directory(dir, ec), "model directory ", dir,
              " does not exist or is not a directory");
   if (std::filesystem::exists(dir / kSingle, ec)) {
-    auto f = SafetensorsFile::open(dir / kSingle);
+    c.residency_ = resolve_residency(residency, std::filesystem::file_size(dir / kSingle, ec));
+    auto f = SafetensorsFile::open(dir / kSingle, c.residency_);
     c.files_.push_back(f);
     for (const auto& t : f->tensors()) c.entries_.emplace(t.name, Entry{&t, f});
     return c;
@@ -52,26 +54,42 @@ ModelFiles ModelFiles::open(const std::filesystem::path& dir) {
   auto wm = index.find("weight_map");
   GLM4_CHECK(wm != index.end() && wm->is_object(), index_path,
              ": missing or ill-typed 'weight_map' (expected an object of key -> shard file)");
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+  // The shards, checked and sized first: kAuto is decided over all of them.
+  std::vector<std::string> shard_names;
+  size_t total_bytes = 0;
   for (auto& [key, file] : wm->items()) {
     GLM4_CHECK(file.is_string(), index_path, ": weight_map['", key, "'] is a JSON ",
                file.type_name(), ", expected a file name");
     const std::string name = file.get<std::string>();
     GLM4_CHECK(plain_file_name(name), index_path, ": weight_map['", key, "'] = '", name,
                "' is not a file name in the directory");
-    auto it = shards.find(name);
-    if (it == shards.end()) {
-      GLM4_CHECK(std::filesystem::is_regular_file(dir / name, ec), index_path, ": weight_map['",
-                 key, "'] names shard '", name, "', which does not exist");
-      it = shards.emplace(name, SafetensorsFile::open(dir / name)).first;
-      c.files_.push_back(it->second);
-    }
-    const TensorInfo* t = it->second->find(key);
+    if (std::find(shard_names.begin(), shard_names.end(), name) != shard_names.end()) continue;
+    GLM4_CHECK(std::filesystem::is_regular_file(dir / name, ec), index_path, ": weight_map['", key,
+               "'] names shard '", name, "', which does not exist");
+    shard_names.push_back(name);
+    total_bytes += std::filesystem::file_size(dir / name, ec);
+  }
+  c.residency_ = resolve_residency(residency, total_bytes);
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+  for (const std::string& name : shard_names) {
+    auto f = SafetensorsFile::open(dir / name, c.residency_);
+    shards.emplace(name, f);
+    c.files_.push_back(f);
+  }
+  for (auto& [key, file] : wm->items()) {
+    const std::string name = file.get<std::string>();
+    const TensorInfo* t = shards.at(name)->find(key);
     GLM4_CHECK(t != nullptr, index_path, ": weight_map['", key, "'] names shard '", name,
                "', which has no such tensor");
-    c.entries_.emplace(key, Entry{t, it->second});
+    c.entries_.emplace(key, Entry{t, shards.at(name)});
   }
   return c;
+}
+
+size_t ModelFiles::file_bytes() const {
+  size_t total = 0;
+  for (const auto& f : files_) total += f->file_bytes();
+  return total;
 }
 
 const TensorInfo* ModelFiles::find(const std::string& key) const {

@@ -16,7 +16,9 @@ class ModelFiles {
  public:
   // Opens `dir`: model.safetensors if present, else the index and every shard it names (each
   // shard must exist and hold the keys the index gives it). Throws naming the file and key.
-  static ModelFiles open(const std::filesystem::path& dir);
+  // kAuto is decided once for all the files together (resolve_residency).
+  static ModelFiles open(const std::filesystem::path& dir,
+                         FileResidency residency = FileResidency::kMapped);
 
   const TensorInfo* find(const std::string& key) const;  // nullptr if absent
   const TensorInfo& at(const std::string& key) const;    // throws naming the directory and key
@@ -25,6 +27,8 @@ class ModelFiles {
   std::shared_ptr<const void> owner(const std::string& key) const;
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
   const std::filesystem::path& dir() const { return dir_; }
+  FileResidency residency() const { return residency_; }  // as resolved
+  size_t file_bytes() const;                              // of all the files
 
  private:
   struct Entry {
@@ -32,6 +36,7 @@ class ModelFiles {
     std::shared_ptr<SafetensorsFile> file;
   };
   std::filesystem::path dir_;
+  FileResidency residency_ = FileResidency::kMapped;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, Entry, std::less<>> entries_;
 };

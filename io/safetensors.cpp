@@ -1,10 +1,5 @@
-// Safetensors reader (mmap + strict header validation) and atomic writer.
+// Safetensors reader (strict header validation over the file in memory) and atomic writer.
 #include "io/safetensors.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -103,31 +98,6 @@ class TopLevelKeys : public nlohmann::detail::json_sax_dom_parser<rjson> {
   std::set<std::string> seen_;
 };
 
-struct Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-};
-
-Mapping map_file(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  GLM4_CHECK(fd >= 0, "safetensors ", path, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("safetensors ", path, ": not a regular file");
-  }
-  size_t size = size_t(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    fail("safetensors ", path, ": file is ", size, " bytes, shorter than the 8-byte header length");
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  GLM4_CHECK(base != MAP_FAILED, "safetensors ", path, ": cannot mmap: ", std::strerror(err));
-  return {base, size};
-}
-
 }  // namespace
 
 size_t safetensors_dtype_size(std::string_view d) {
@@ -152,13 +122,15 @@ DType TensorInfo::float_dtype() const {
   return t;
 }
 
-std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path,
+                                                       FileResidency residency) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  Mapping m = map_file(path);
-  f->map_ = m.base;  // owned from here on: the destructor unmaps even if validation throws
-  f->map_size_ = m.size;
-  const auto* bytes = static_cast<const unsigned char*>(m.base);
+  f->bytes_ = FileBytes::open(path, residency, "safetensors");
+  const size_t file_size = f->bytes_.size();
+  GLM4_CHECK(file_size >= 8, "safetensors ", path, ": file is ", file_size,
+             " bytes, shorter than the 8-byte header length");
+  const unsigned char* bytes = f->bytes_.data();
   auto where = [&](const std::string& tensor) {
     return tensor.empty() ? str_cat("safetensors ", path, ": ")
                           : str_cat("safetensors ", path, ": tensor '", tensor, "': ");
@@ -168,11 +140,12 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   GLM4_CHECK(header_len <= kMaxSafetensorsHeaderBytes, where(""), "header length ", header_len,
              " is absurd (limit kMaxSafetensorsHeaderBytes = ", kMaxSafetensorsHeaderBytes,
              " bytes)");
-  GLM4_CHECK(header_len <= m.size - 8, where(""), "header length ", header_len,
-             " runs past the end of the file (", m.size, " bytes): truncated or not safetensors");
+  GLM4_CHECK(header_len <= file_size - 8, where(""), "header length ", header_len,
+             " runs past the end of the file (", file_size,
+             " bytes): truncated or not safetensors");
   const char* header = reinterpret_cast<const char*>(bytes + 8);
   const std::byte* data = reinterpret_cast<const std::byte*>(bytes + 8 + header_len);
-  const uint64_t data_size = m.size - 8 - header_len;
+  const uint64_t data_size = file_size - 8 - header_len;
 
   // Parse, remembering top-level keys given twice (JSON allows it; we do not) and stopping as
   // soon as there are more than kMaxSafetensorsTensors of them.
@@ -281,9 +254,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   return f;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(map_, map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
   auto it = index_.find(name);

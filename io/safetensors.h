@@ -1,5 +1,5 @@
-// Safetensors files: a strict, bounds-checked reader over a read-only memory map (tensors point
-// straight into the mapping, zero copy) and an atomic writer of the standard format.
+// Safetensors files: a strict, bounds-checked reader over the file's bytes in memory (tensors
+// point straight into them, zero copy) and an atomic writer of the standard format.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "io/file_memory.h"
 
 namespace glm4 {
 
@@ -41,8 +42,10 @@ struct TensorInfo {
 
 class SafetensorsFile {
  public:
-  // Maps and validates the file; throws glm4::Error naming the file (and tensor) at fault.
-  static std::shared_ptr<SafetensorsFile> open(const std::filesystem::path& path);
+  // Brings the file into memory (mapped, or read into huge pages: see FileResidency) and
+  // validates it; throws glm4::Error naming the file (and tensor) at fault.
+  static std::shared_ptr<SafetensorsFile> open(const std::filesystem::path& path,
+                                               FileResidency residency = FileResidency::kMapped);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -52,12 +55,13 @@ class SafetensorsFile {
   const TensorInfo& at(std::string_view name) const;  // throws naming the file and key
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::filesystem::path& path() const { return path_; }
+  FileResidency residency() const { return bytes_.residency(); }
+  size_t file_bytes() const { return bytes_.size(); }
 
  private:
   SafetensorsFile() = default;
   std::filesystem::path path_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  FileBytes bytes_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string_view, size_t> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;

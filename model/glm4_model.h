@@ -13,6 +13,7 @@
 #include "model/forward_context.h"
 #include "model/glm4_decoder_layer.h"
 #include "model/lora.h"
+#include "model/weights_load.h"
 
 namespace glm4 {
 
@@ -50,9 +51,13 @@ class Glm4Model {
   std::vector<Glm4DecoderLayer> layers;
   RmsNorm norm;
   std::optional<Linear> lm_head;  // absent when tie_word_embeddings
+  WeightsLoad loaded;             // how load_model brought the weights in
 };
 
-// Builds the model of DIR/config.json and loads DIR's safetensors (strict name walk).
-std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir);
+// Builds the model of DIR/config.json and loads DIR's safetensors (strict name walk). Matrices
+// stay views of the files' bytes, held as `residency` says (kAuto: read into 2 MB pages when
+// they fit the memory available, else mapped).
+std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir,
+                                      FileResidency residency = FileResidency::kAuto);
 
 }  // namespace glm4

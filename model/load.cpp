@@ -1,12 +1,14 @@
 // Loading a model directory: a strict name walk over the parameter visitor. Matrices stay in
-// their stored form as zero-copy views of the mapped files (dense dtypes, or mlx's affine
+// their stored form as zero-copy views of the files' bytes in memory (dense dtypes, or mlx's affine
 // groups when config.json's quantization and the files say so; mlx-lm's stacked glm4_moe experts
 // as row ranges of their switch_mlp tensors); vectors are widened to fp32.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
 #include "base/check.h"
+#include "base/memory.h"
 #include "io/model_files.h"
 #include "io/quantized_tensors.h"
 #include "model/glm4_model.h"
@@ -131,10 +133,11 @@ void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format,
 }
 }  // namespace
 
-std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
+std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResidency residency) {
+  const auto start = std::chrono::steady_clock::now();
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
-  ModelFiles files = ModelFiles::open(dir);
+  ModelFiles files = ModelFiles::open(dir, residency);
   bool stacked = false;  // mlx-lm's glm4_moe layout: each layer's experts in switch_mlp tensors
   for (const std::string& k : files.keys()) stacked |= is_stacked_expert_key(k);
   GLM4_CHECK(!stacked || config.family == ModelConfig::Family::Glm4Moe, dir.string(),
@@ -186,6 +189,11 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir) {
              "):" + join_sorted(unexpected);
     fail(msg);
   }
+  model->loaded.residency = files.residency();
+  model->loaded.file_bytes = files.file_bytes();
+  model->loaded.huge_page_bytes = anon_huge_page_bytes();
+  model->loaded.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
 

@@ -12,6 +12,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev libsentencepiece-dev libhdf5-dev libtbb-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libcpp-httplib-dev
+  clang-format  # scripts/check_format.sh, which CI runs after the tests
   libopenmpi-dev openmpi-bin  # mpirun -np N glm4 train (data-parallel); optional at build time
 )
 dev=0 fuzz=0

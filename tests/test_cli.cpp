@@ -307,6 +307,45 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
   EXPECT_EQ(report({"GLM4_QUANT_KERNEL=scalar"})["quant_kernel"], "scalar");
 }
 
+// generate reads the weight files into 2 MB pages by default and maps them with --mmap, and says
+// which in its JSON; train writes the same into its first metrics line.
+TEST(Cli, WeightsAreReadIntoHugePagesUnlessMmapIsAsked) {
+  const std::string model = GLM4_SOURCE_DIR "/models/glm4-tiny";  // one 10 MB file
+  const auto bytes = fs::file_size(model + "/model.safetensors");
+  auto load = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args{"generate", "--model",      model, "--tokens",
+                                  "1,2,3",    "--max-tokens", "2",   "--json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Result r = run(args);
+    EXPECT_TRUE(succeeds(r)) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  nlohmann::json j = load({});
+  EXPECT_EQ(j["weights_memory"], "huge_pages") << j;
+  EXPECT_EQ(j["weights_bytes"], bytes) << j;
+  EXPECT_TRUE(j["huge_page_bytes"].is_number_integer()) << j;
+  EXPECT_GE(j["load_s"].get<double>(), 0.0) << j;
+  EXPECT_EQ(load({"--no-mmap"})["weights_memory"], "huge_pages");
+  nlohmann::json mapped = load({"--mmap"});
+  EXPECT_EQ(mapped["weights_memory"], "mmap");
+  EXPECT_EQ(mapped["ids"], j["ids"]);  // the same model either way
+  Result both = run({"generate", "--model", model, "--tokens", "1", "--mmap", "--no-mmap"});
+  EXPECT_EQ(both.status, 1);
+  EXPECT_NE(both.output.find("--mmap"), std::string::npos) << both.output;
+
+  TempDir tmp;
+  std::ofstream(tmp / "train.jsonl") << R"({"text": "And God said, Let there be light"})"
+                                     << "\n";
+  ASSERT_TRUE(succeeds(run({"train", "--model", model, "--data", (tmp / "train.jsonl").string(),
+                            "--out", (tmp / "run").string(), "--iters", "1", "--mmap"})));
+  std::ifstream metrics(tmp / "run" / "metrics.jsonl");
+  std::string first;
+  std::getline(metrics, first);
+  nlohmann::json setup = nlohmann::json::parse(first);
+  EXPECT_EQ(setup["weights_memory"], "mmap") << first;
+  EXPECT_EQ(setup["weights_bytes"], bytes) << first;
+}
+
 // A kernel override in the environment with a value it does not take, or one this CPU cannot
 // run, stops the command with status 1 and a message naming the variable, the value and what it
 // accepts.

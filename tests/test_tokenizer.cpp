@@ -448,9 +448,12 @@ void check_stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool sk
 }
 
 TEST(StreamDecoder, ConcatenationEqualsDecodeForAllKinds) {
+  // clang-format counts the columns of these emoji sequences differently from run to run.
+  // clang-format off
   const std::string text =
       "你好👋！很高兴见到你 😶‍🌫️ emoji 🦙🦙 and Chinese 晚上睡不着应该怎么办 \n\n  "
       "code:\tx = 1 ½ 🇺🇳 end";
+  // clang-format on
   for (const char* name : {"glm4-tiktoken", "glm4-json", "chatglm3", "trained-sp"}) {
     SCOPED_TRACE(name);
     const auto& tok = shared_tokenizer(name);

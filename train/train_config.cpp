@@ -73,6 +73,12 @@ nlohmann::json to_json(const TrainConfig& c) {
   return j;
 }
 
+FileResidency TrainConfig::weights_memory() const {
+  if (mmap) return FileResidency::kMapped;
+  if (no_mmap) return FileResidency::kHugePages;
+  return FileResidency::kAuto;
+}
+
 void TrainConfig::validate() const {
   auto check_positive = [](int64_t v, const char* key) {
     GLM4_CHECK(v > 0, train_flag_name(key), " must be positive, got ", v);
@@ -101,6 +107,7 @@ void TrainConfig::validate() const {
   GLM4_CHECK(val_batches == -1 || val_batches > 0, "--val-batches must be positive or -1, got ",
              val_batches);
   GLM4_CHECK(patience >= 0, "--patience must be >= 0, got ", patience);
+  GLM4_CHECK(!(mmap && no_mmap), "--mmap and --no-mmap exclude each other");
   GLM4_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
   GLM4_CHECK(std::isfinite(bucket_mb) && bucket_mb > 0, "--bucket-mb must be positive, got ",
              bucket_mb);

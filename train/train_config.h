@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "io/file_memory.h"
+
 namespace glm4 {
 
 struct TrainConfig {
@@ -48,6 +50,11 @@ struct TrainConfig {
   int64_t sync_check_every =
       100;  // mpirun: compare the ranks' parameter checksums every N steps; 0 = off
   std::string compute = "auto";  // frozen products in auto | f32 | bf16
+  bool mmap = false;             // map the weight files instead of reading them into 2 MB pages
+  bool no_mmap = false;  // read them into 2 MB pages even when they exceed the memory available
+
+  // The weight files' residency these two flags ask for (kAuto when neither is given).
+  FileResidency weights_memory() const;
 
   // Throws glm4::Error naming the key (as a flag, --learning-rate) when a value is invalid.
   void validate() const;

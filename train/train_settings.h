@@ -62,6 +62,12 @@ void visit_train_settings(Visitor&& visit) {
         "mpirun: check every N steps that all ranks hold the same parameters; 0 = off "
         "(default 100)");
   visit("compute", &C::compute, nullptr);
+  visit("mmap", &C::mmap,
+        "Map the weight files (pages come and go with the page cache: for machines short of "
+        "memory) instead of reading them into 2 MB pages");
+  visit("no_mmap", &C::no_mmap,
+        "Read the weight files into 2 MB pages even when they exceed the memory available "
+        "(default: read them when they fit, else map them)");
 }
 
 // "learning_rate" -> "--learning-rate".

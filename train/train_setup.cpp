@@ -99,7 +99,8 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
     set_max_threads(default_rank_threads(group.local_size()));
   DataFiles files = with_data_flag(c.data);
 
-  std::unique_ptr<Glm4Model> model = load_model(c.model);
+  std::unique_ptr<Glm4Model> model = load_model(c.model, c.weights_memory());
+  bar.message(model->loaded.describe());
   const ComputeChoice compute = apply_compute_flag(*model, c.compute);
   TextEncoder encoder = make_text_encoder(c.model);
   Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);

@@ -115,6 +115,7 @@ struct TrainLoop {
     nlohmann::json setup = {
         {"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
     setup.update(kernel_report(compute).fields());
+    setup.update(run.model->loaded.fields());
     log(setup);
   }
 

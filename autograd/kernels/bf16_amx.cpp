@@ -11,11 +11,15 @@ namespace glm4::kernels::bf16 {
 
 namespace {
 
-#define GLM4_TILE_LOAD(t, ptr, stride) \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(ptr), "r"(int64_t(stride)) : "memory")
-#define GLM4_TILE_STORE(t, ptr, stride)                                                           \
-  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(ptr), "r"(int64_t(stride)) : "memor" \
-                                                                                          "y")
+// clang-format would split the "memory" clobber into two string literals.
+// clang-format off
+#define GLM4_TILE_LOAD(t, ptr, stride)                                                   \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(ptr), "r"(int64_t(stride)) \
+                   : "memory")
+#define GLM4_TILE_STORE(t, ptr, stride)                                                   \
+  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(ptr), "r"(int64_t(stride)) \
+                   : "memory")
+// clang-format on
 #define GLM4_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
 // tmm<c> += tmm<a> (rows layout) . tmm<b> (pairs layout)
 #define GLM4_TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)

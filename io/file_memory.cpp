@@ -1,0 +1,116 @@
+// Mapping a file, or reading it into huge pages with parallel preads.
+#include "io/file_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "base/check.h"
+#include "base/memory.h"
+#include "base/parallel.h"
+
+namespace glm4 {
+
+namespace {
+// Each parallel task reads this much: large enough for long sequential reads, small enough to
+// spread a shard over every thread.
+constexpr size_t kReadChunk = size_t(32) << 20;
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void read_range(int fd, unsigned char* dst, size_t offset, size_t n, const std::string& where) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, dst, n, off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    GLM4_CHECK(got > 0, where, ": read failed at byte ", offset, ": ",
+               got == 0 ? "the file shrank while being read" : std::strerror(errno));
+    dst += got;
+    offset += size_t(got);
+    n -= size_t(got);
+  }
+}
+}  // namespace
+
+const char* residency_name(FileResidency r) {
+  switch (r) {
+    case FileResidency::kAuto:
+      return "auto";
+    case FileResidency::kHugePages:
+      return "huge_pages";
+    case FileResidency::kMapped:
+      break;
+  }
+  return "mmap";
+}
+
+FileResidency resolve_residency(FileResidency r, size_t total_bytes) {
+  if (r != FileResidency::kAuto) return r;
+  const int64_t available = available_memory_bytes();
+  const bool fits = available < 0 || total_bytes + kMemoryHeadroom <= size_t(available);
+  return fits ? FileResidency::kHugePages : FileResidency::kMapped;
+}
+
+FileBytes FileBytes::open(const std::filesystem::path& path, FileResidency residency,
+                          const char* what) {
+  const std::string where = str_cat(what, " ", path);
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  GLM4_CHECK(f.fd >= 0, where, ": cannot open: ", std::strerror(errno));
+  struct stat st;
+  GLM4_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), where, ": not a regular file");
+  FileBytes out;
+  out.size_ = size_t(st.st_size);
+  if (out.size_ == 0) return out;
+  residency = resolve_residency(residency, out.size_);
+  if (residency == FileResidency::kHugePages && out.size_ >= kHugePageBytes) {
+    out.base_ = map_anonymous(out.size_, where.c_str());
+    out.residency_ = FileResidency::kHugePages;
+    auto* dst = static_cast<unsigned char*>(out.base_);
+    const int64_t chunks = int64_t((out.size_ + kReadChunk - 1) / kReadChunk);
+    parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const size_t offset = size_t(c) * kReadChunk;
+        read_range(f.fd, dst + offset, offset, std::min(kReadChunk, out.size_ - offset), where);
+      }
+    });
+    ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);  // one copy: ours
+    return out;
+  }
+  void* base = ::mmap(nullptr, out.size_, PROT_READ, MAP_PRIVATE, f.fd, 0);
+  GLM4_CHECK(base != MAP_FAILED, where, ": cannot mmap: ", std::strerror(errno));
+  out.base_ = base;
+  return out;
+}
+
+FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
+  if (this != &o) {
+    release();
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    residency_ = o.residency_;
+  }
+  return *this;
+}
+
+FileBytes::~FileBytes() { release(); }
+
+void FileBytes::release() {
+  if (base_ == nullptr) return;
+  if (residency_ == FileResidency::kHugePages)
+    unmap_anonymous(base_, size_);
+  else
+    ::munmap(base_, size_);
+  base_ = nullptr;
+}
+
+}  // namespace glm4

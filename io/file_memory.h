@@ -1,0 +1,44 @@
+// A whole file's bytes in memory, held one of two ways: mapped (pages come from the page cache
+// as they are touched, 4 KB each) or read once into anonymous memory in 2 MB pages.
+#pragma once
+#include <cstddef>
+#include <filesystem>
+
+namespace glm4 {
+
+enum class FileResidency {
+  kAuto,       // huge pages when the bytes fit the memory available, else mapped
+  kMapped,     // mmap of the file, read-only
+  kHugePages,  // read in parallel into huge pages; the file's page cache is dropped afterwards,
+               // so the machine holds one copy. Files under one huge page are mapped instead.
+};
+const char* residency_name(FileResidency r);  // "auto", "mmap", "huge_pages"
+
+// What kAuto means for `total_bytes` read together (a model's shards): kHugePages when they fit
+// MemAvailable less kMemoryHeadroom (room for activations and the KV cache), else kMapped.
+// Other values are returned as they are.
+constexpr size_t kMemoryHeadroom = size_t(1) << 30;
+FileResidency resolve_residency(FileResidency r, size_t total_bytes);
+
+// Owns the bytes; moves only. `what` names the file in errors ("safetensors <path>").
+class FileBytes {
+ public:
+  static FileBytes open(const std::filesystem::path& path, FileResidency residency,
+                        const char* what);
+  FileBytes() = default;
+  FileBytes(FileBytes&& o) noexcept { *this = std::move(o); }
+  FileBytes& operator=(FileBytes&& o) noexcept;
+  ~FileBytes();
+
+  const unsigned char* data() const { return static_cast<const unsigned char*>(base_); }
+  size_t size() const { return size_; }
+  FileResidency residency() const { return residency_; }  // what was used
+
+ private:
+  void release();
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  FileResidency residency_ = FileResidency::kMapped;
+};
+
+}  // namespace glm4

@@ -1,0 +1,30 @@
+// The load report's line.
+#include "model/weights_load.h"
+
+#include <cstdio>
+
+namespace glm4 {
+
+std::string WeightsLoad::describe() const {
+  char line[160];
+  const double gb = double(file_bytes) / 1e9;
+  if (residency == FileResidency::kHugePages) {
+    char granted[48] = "granted: unknown";
+    if (huge_page_bytes >= 0)
+      std::snprintf(granted, sizeof granted, "%.2f GB granted", double(huge_page_bytes) / 1e9);
+    std::snprintf(line, sizeof line, "weights: %.2f GB read into 2 MB pages (%s) in %.2f s", gb,
+                  granted, seconds);
+  } else {
+    std::snprintf(line, sizeof line, "weights: %.2f GB mapped (mmap) in %.2f s", gb, seconds);
+  }
+  return line;
+}
+
+nlohmann::json WeightsLoad::fields() const {
+  return {{"weights_memory", residency_name(residency)},
+          {"weights_bytes", file_bytes},
+          {"huge_page_bytes", huge_page_bytes},
+          {"load_s", seconds}};
+}
+
+}  // namespace glm4

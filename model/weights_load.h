@@ -1,0 +1,27 @@
+// How load_model brought a model's weight files into memory: the load report every command
+// prints (and writes into its JSON) beside its prompt and generation timings.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/file_memory.h"
+
+namespace glm4 {
+
+struct WeightsLoad {
+  FileResidency residency = FileResidency::kMapped;  // as used
+  size_t file_bytes = 0;                             // of the weight files
+  int64_t huge_page_bytes = -1;  // the process's AnonHugePages after loading; -1 if unknown
+  double seconds = 0;            // opening, reading and checking the files
+
+  // "weights: 5.03 GB read into 2 MB pages (4.99 GB granted) in 2.10 s" or
+  // "weights: 5.03 GB mapped (mmap) in 0.02 s".
+  std::string describe() const;
+  // {"weights_memory": "huge_pages" | "mmap", "weights_bytes", "huge_page_bytes", "load_s"}
+  // for the JSON logs (the first metrics line of train, generate --json, serve's start).
+  nlohmann::json fields() const;
+};
+
+}  // namespace glm4

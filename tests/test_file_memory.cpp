@@ -1,0 +1,143 @@
+// Tests of how weight files are held in memory (io/file_memory, base/memory): read into 2 MB
+// pages or mapped, the same bytes and the same model either way, and the load report.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "base/memory.h"
+#include "io/file_memory.h"
+#include "io/model_files.h"
+#include "model/glm4_model.h"
+#include "model/save.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/repo_paths.h"
+#include "tests/support/temp_dir.h"
+
+namespace glm4 {
+namespace {
+
+using testing::kModel;
+using testing::TempDir;
+
+std::vector<unsigned char> write_random_file(const std::filesystem::path& path, size_t n) {
+  std::vector<unsigned char> bytes(n);
+  std::mt19937 rng(7);
+  for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), n);
+  return bytes;
+}
+
+// The "THPeligible:" value of the /proc/self/smaps mapping that holds `p`; -1 if not found.
+int thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo, hi;
+    char dash;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= addr && addr < hi;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+  }
+  return -1;
+}
+
+TEST(FileMemory, HugePagesHoldTheFileBytesIn2MbAlignedAdvisedMemory) {
+  TempDir dir;
+  const size_t n = 5 * kHugePageBytes + 12345;  // several read chunks and a ragged tail
+  const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
+  FileBytes f = FileBytes::open(dir / "w.bin", FileResidency::kHugePages, "test");
+  EXPECT_EQ(f.residency(), FileResidency::kHugePages);
+  ASSERT_EQ(f.size(), n);
+  EXPECT_EQ(std::memcmp(f.data(), want.data(), n), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f.data()) % kHugePageBytes, 0u);
+  // The kernel lists the mapping as eligible for huge pages exactly when THP is not off.
+  const std::string mode = transparent_huge_page_mode();
+  ASSERT_FALSE(mode.empty()) << "no /sys/kernel/mm/transparent_hugepage/enabled";
+  EXPECT_EQ(thp_eligible(f.data()), mode == "never" ? 0 : 1) << "THP mode " << mode;
+}
+
+TEST(FileMemory, MappedAndSmallFilesAreMapsOfTheFile) {
+  TempDir dir;
+  const std::vector<unsigned char> big = write_random_file(dir / "big.bin", 3 * kHugePageBytes);
+  const std::vector<unsigned char> small = write_random_file(dir / "small.bin", 1000);
+  FileBytes mapped = FileBytes::open(dir / "big.bin", FileResidency::kMapped, "test");
+  EXPECT_EQ(mapped.residency(), FileResidency::kMapped);
+  EXPECT_EQ(std::memcmp(mapped.data(), big.data(), big.size()), 0);
+  FileBytes tiny = FileBytes::open(dir / "small.bin", FileResidency::kHugePages, "test");
+  EXPECT_EQ(tiny.residency(), FileResidency::kMapped);  // under one huge page
+  EXPECT_EQ(std::memcmp(tiny.data(), small.data(), small.size()), 0);
+}
+
+TEST(FileMemory, AutoReadsWhatFitsTheAvailableMemoryAndMapsTheRest) {
+  const int64_t available = available_memory_bytes();
+  ASSERT_GT(available, 0) << "no MemAvailable in /proc/meminfo";
+  EXPECT_EQ(resolve_residency(FileResidency::kAuto, 100 << 20), FileResidency::kHugePages);
+  EXPECT_EQ(resolve_residency(FileResidency::kAuto, size_t(available)), FileResidency::kMapped);
+  EXPECT_EQ(resolve_residency(FileResidency::kMapped, 1), FileResidency::kMapped);
+  EXPECT_EQ(resolve_residency(FileResidency::kHugePages, size_t(available) * 4),
+            FileResidency::kHugePages);
+}
+
+TEST(FileMemory, ErrorsNameTheFile) {
+  TempDir dir;
+  testing::expect_error(
+      [&] { FileBytes::open(dir / "absent.bin", FileResidency::kHugePages, "x"); },
+      "absent.bin\": cannot open");
+  testing::expect_error([&] { FileBytes::open(dir.path(), FileResidency::kHugePages, "x"); },
+                        "not a regular file");
+}
+
+std::vector<float> logits_of(const Glm4Model& m) {
+  NoGradGuard no_grad;
+  std::vector<int32_t> ids{1, 5, 9, 200, 31, 7, 64, 2};
+  ForwardContext ctx;
+  ctx.seq = int64_t(ids.size());
+  for (int32_t t = 0; t < int32_t(ids.size()); ++t) ctx.positions.push_back(t);
+  Tensor logits = m.logits(m.forward_hidden(ids, ctx), ctx);
+  return {logits.data(), logits.data() + logits.numel()};
+}
+
+TEST(FileMemory, AModelReadIntoHugePagesIsTheMappedModel) {
+  auto mapped = load_model(kModel, FileResidency::kMapped);
+  auto read = load_model(kModel, FileResidency::kHugePages);
+  EXPECT_EQ(mapped->loaded.residency, FileResidency::kMapped);
+  EXPECT_EQ(read->loaded.residency, FileResidency::kHugePages);
+  const size_t bytes = std::filesystem::file_size(kModel + "/model.safetensors");
+  EXPECT_EQ(read->loaded.file_bytes, bytes);
+  EXPECT_EQ(mapped->loaded.file_bytes, bytes);
+  EXPECT_GE(read->loaded.seconds, 0.0);
+  EXPECT_EQ(logits_of(*mapped), logits_of(*read));
+  EXPECT_NE(read->loaded.describe().find("read into 2 MB pages"), std::string::npos)
+      << read->loaded.describe();
+  EXPECT_NE(mapped->loaded.describe().find("mapped (mmap)"), std::string::npos)
+      << mapped->loaded.describe();
+}
+
+TEST(FileMemory, ShardsAreReadTogetherAndGiveTheSameModel) {
+  TempDir dir;
+  auto model = load_model(kModel, FileResidency::kMapped);
+  save_model(*model, dir.path(), DType::BF16, 4 << 20);  // 10 MB in shards of at most 4 MB
+  ModelFiles files = ModelFiles::open(dir.path(), FileResidency::kHugePages);
+  ASSERT_GE(files.files().size(), 3u);
+  EXPECT_EQ(files.residency(), FileResidency::kHugePages);
+  for (const auto& f : files.files())
+    EXPECT_EQ(f->residency(), f->file_bytes() >= kHugePageBytes ? FileResidency::kHugePages
+                                                                : FileResidency::kMapped)
+        << f->path();
+  auto sharded = load_model(dir.path(), FileResidency::kHugePages);
+  EXPECT_EQ(logits_of(*sharded), logits_of(*model));
+}
+
+}  // namespace
+}  // namespace glm4
