@@ -14,6 +14,10 @@ struct AttentionMask {
   std::vector<int32_t> kv_end;     // [B] one past the last valid key (right padding); empty: S
   std::vector<int32_t> seg_start;  // [B, S] first key index of the packed example holding each
                                    // key index; empty: no packing
+  // A query in the right padding sees its row's valid keys, as transformers' masks let it
+  // (glm4_moe routes padding too, so its padding must be what transformers computes); false:
+  // it sees nothing and gives 0.
+  bool padding_queries_attend = false;
 
   // Visible keys of query t in batch row b are [lo, hi); empty when lo >= hi (a padding row).
   void range(int64_t b, int64_t t, int64_t S, int64_t* lo, int64_t* hi) const {
@@ -23,7 +27,7 @@ struct AttentionMask {
     int64_t l = begin, h = end;
     if (causal) {
       h = std::min<int64_t>(h, p + 1);
-      if (p < begin || p >= end) h = l;  // the query itself is padding
+      if (p < begin || (p >= end && !padding_queries_attend)) h = l;  // the query itself is padding
     }
     if (!seg_start.empty() && p >= 0 && p < S) l = std::max<int64_t>(l, seg_start[b * S + p]);
     *lo = l;

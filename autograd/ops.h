@@ -7,6 +7,7 @@
 
 #include "autograd/attention_mask.h"
 #include "autograd/compute_dtype.h"
+#include "autograd/rope_style.h"
 #include "autograd/tensor.h"
 
 namespace glm4 {
@@ -21,6 +22,7 @@ namespace ops {
 Tensor add(const Tensor& a, const Tensor& b);  // saves nothing
 Tensor sub(const Tensor& a, const Tensor& b);  // saves nothing
 Tensor mul(const Tensor& a, const Tensor& b);  // saves a, b
+Tensor div(const Tensor& a, const Tensor& b);  // a / b; saves b and the result
 Tensor scale(const Tensor& a, float s);        // saves nothing
 // Sums `g` over broadcast dimensions down to `shape` (the one broadcast-reduction helper).
 Tensor sum_to(const Tensor& g, const Shape& shape);
@@ -64,6 +66,17 @@ Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const Comput
 // referenced by nothing else (the fresh output of the frozen product). Saves h, B.
 Tensor add_low_rank(Tensor y, const Tensor& h, const Tensor& B, float scale);
 
+// --- indexing (ops/index.cpp); the Mixture-of-Experts dispatch and combine ---
+// x [N, H] -> rows `rows` of x [n, H] (repeats allowed); backward scatter-adds. saves nothing.
+Tensor gather_rows(const Tensor& x, std::span<const int64_t> rows);
+// A zero [n, H] with row i of parts[p] [n_p, H] added into row rows[p][i], in part order;
+// backward gathers each part's rows. saves nothing.
+Tensor scatter_add_rows(const std::vector<Tensor>& parts,
+                        const std::vector<std::vector<int64_t>>& rows, int64_t n);
+// x [..., E], index [M * k] (M = rows of x) -> x[m, index[m * k + j]] as [..., k]; backward
+// scatter-adds into a zero [..., E]. saves nothing.
+Tensor gather_last(const Tensor& x, std::span<const int32_t> index, int64_t k);
+
 // --- embedding (ops/embedding.cpp) ---
 // ids [N] -> rows of table [V, H] as [N, H]; the backward scatter-adds into the table.
 Tensor embedding(std::span<const int32_t> ids, const Tensor& table);
@@ -74,9 +87,11 @@ Tensor embedding(std::span<const int32_t> ids, const Weight& table);  // frozen:
 Tensor rms_norm(const Tensor& x, const Tensor& w, float eps);
 
 // --- rotary embedding (ops/rope.cpp) ---
-// x [B, T, H, D]: pairs (2i, 2i+1), i < rotary_dim/2, at position positions[b*T + t] rotate by
-// pos * theta^(-2i/rotary_dim); dims rotary_dim..D pass through. Backward: the inverse rotation.
-Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_dim, double theta);
+// x [B, T, H, D]: pairs (2i, 2i+1) (interleaved) or (i, i + rotary_dim/2) (rotate-half),
+// i < rotary_dim/2, at position positions[b*T + t] rotate by pos * theta^(-2i/rotary_dim); dims
+// rotary_dim..D pass through. Backward: the inverse rotation.
+Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_dim, double theta,
+            RopeStyle style = RopeStyle::Interleaved);
 
 // --- attention (ops/attention.cpp) ---
 // Causal scaled-dot-product attention with GQA, flash-style (online softmax over key tiles).

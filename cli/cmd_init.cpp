@@ -66,9 +66,9 @@ void add_init_command(CLI::App& parent, std::vector<Command>& out) {
   auto f = std::make_shared<InitFlags>();
   CLI::App* sub = parent.add_subcommand(
       "init", "Create a model directory with random weights from a config file");
-  sub->add_option(
-         "--config", f->config,
-         "Model config: a Hugging Face config.json (glm4, glm or chatglm), e.g. configs/tiny.json")
+  sub->add_option("--config", f->config,
+                  "Model config: a Hugging Face config.json (glm4, glm, chatglm or glm4_moe), e.g. "
+                  "configs/tiny.json")
       ->required();
   sub->add_option("--out", f->out, "Directory to write (must be missing or empty)")->required();
   sub->add_option("--seed", f->seed, "Random seed; the same seed gives the same weights everywhere")

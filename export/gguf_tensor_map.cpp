@@ -56,6 +56,8 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
 }  // namespace
 
 const char* gguf_arch_name(const ModelConfig& c) {
+  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe,
+             "gguf export: glm4_moe models (llama.cpp's glm4moe) ", "are not supported yet");
   return c.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm";
 }
 

@@ -1,5 +1,6 @@
-// Reads config.json (glm4, glm, chatglm) into ModelConfig, filling what a file leaves out with
-// the defaults of the reference config classes, and reads the stop set from generation_config.json.
+// Reads config.json (glm4, glm, chatglm, glm4_moe) into ModelConfig, filling what a file leaves out
+// with the defaults of the reference config classes, and reads the stop set from
+// generation_config.json.
 #include "model/config.h"
 
 #include <cmath>
@@ -25,8 +26,14 @@ const char* family_name(Family family) {
       return "glm";
     case Family::ChatGlm:
       return "chatglm";
+    case Family::Glm4Moe:
+      return "glm4_moe";
   }
   return "?";
+}
+
+bool is_moe_layer(const ModelConfig& c, int64_t layer) {
+  return c.family == Family::Glm4Moe && layer >= c.first_k_dense_replace;
 }
 
 bool ModelConfig::operator==(const ModelConfig& o) const {
@@ -34,12 +41,19 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          hidden_size == o.hidden_size && intermediate_size == o.intermediate_size &&
          num_hidden_layers == o.num_hidden_layers && num_attention_heads == o.num_attention_heads &&
          num_key_value_heads == o.num_key_value_heads && head_dim == o.head_dim &&
-         rotary_dim == o.rotary_dim && rope_theta == o.rope_theta &&
+         rotary_dim == o.rotary_dim && rope_style == o.rope_style && rope_theta == o.rope_theta &&
          rms_norm_eps == o.rms_norm_eps && attention_bias == o.attention_bias &&
          tie_word_embeddings == o.tie_word_embeddings && post_norms == o.post_norms &&
          max_position_embeddings == o.max_position_embeddings && eos_token_ids == o.eos_token_ids &&
          pad_token_id == o.pad_token_id && torch_dtype == o.torch_dtype &&
-         quantization == o.quantization;
+         quantization == o.quantization && use_qk_norm == o.use_qk_norm &&
+         n_routed_experts == o.n_routed_experts && num_experts_per_tok == o.num_experts_per_tok &&
+         moe_intermediate_size == o.moe_intermediate_size &&
+         n_shared_experts == o.n_shared_experts && n_group == o.n_group &&
+         topk_group == o.topk_group && norm_topk_prob == o.norm_topk_prob &&
+         routed_scaling_factor == o.routed_scaling_factor &&
+         first_k_dense_replace == o.first_k_dense_replace &&
+         num_nextn_predict_layers == o.num_nextn_predict_layers;
 }
 
 namespace config_detail {
@@ -53,6 +67,7 @@ std::optional<Family> family_of(const json& j) {
       if (s == "Glm4ForCausalLM") return Family::Glm4;
       if (s == "GlmForCausalLM") return Family::Glm;
       if (s == "ChatGLMModel" || s == "ChatGLMForConditionalGeneration") return Family::ChatGlm;
+      if (s == "Glm4MoeForCausalLM") return Family::Glm4Moe;
     }
   }
   if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
@@ -60,6 +75,7 @@ std::optional<Family> family_of(const json& j) {
     if (s == "glm4") return Family::Glm4;
     if (s == "glm") return Family::Glm;
     if (s == "chatglm") return Family::ChatGlm;
+    if (s == "glm4_moe") return Family::Glm4Moe;
   }
   return std::nullopt;
 }
@@ -70,7 +86,7 @@ namespace {
 
 constexpr const char* kSupported =
     "supported: model_type \"glm4\" (Glm4ForCausalLM), \"glm\" (GlmForCausalLM), \"chatglm\" "
-    "(ChatGLMModel, ChatGLMForConditionalGeneration)";
+    "(ChatGLMModel, ChatGLMForConditionalGeneration), \"glm4_moe\" (Glm4MoeForCausalLM)";
 
 std::string describe(const json& v) {
   if (v.is_null()) return "null";
@@ -226,6 +242,30 @@ void read_glm_rope(const Fields& f, double* theta, double* factor) {
   }
 }
 
+// glm4_moe: rotate-half RoPE, q/k norm and the Mixture-of-Experts fields, with the defaults of
+// transformers' Glm4MoeConfig.
+void read_moe_fields(const Fields& f, ModelConfig& c) {
+  c.rope_style = RopeStyle::RotateHalf;
+  c.use_qk_norm = f.boolean("use_qk_norm", false);
+  c.n_routed_experts = f.integer("n_routed_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.moe_intermediate_size = f.integer("moe_intermediate_size");
+  c.n_shared_experts = f.integer("n_shared_experts", 1);
+  // null means 1, as the reference reads `n_group or 1`
+  c.n_group = f.has_value("n_group") ? f.integer("n_group") : 1;
+  c.topk_group = f.has_value("topk_group") ? f.integer("topk_group") : 1;
+  c.norm_topk_prob = f.boolean("norm_topk_prob", true);
+  c.routed_scaling_factor = f.number("routed_scaling_factor", 1.0);
+  c.first_k_dense_replace = f.integer("first_k_dense_replace", 1);
+  c.num_nextn_predict_layers = f.integer("num_nextn_predict_layers", 0);
+  for (const char* key : {"scoring_func", "topk_method"}) {
+    const char* want = std::string(key) == "scoring_func" ? "sigmoid" : "noaux_tc";
+    if (auto v = f.string(key); v && *v != want)
+      fail(f.source(), ": field \"", key, "\" is \"", *v, "\"; glm4_moe routes with \"", want,
+           "\"");
+  }
+}
+
 ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   Fields f(j, src);
   ModelConfig c;
@@ -236,9 +276,16 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   c.intermediate_size = f.integer("intermediate_size");
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
+  const bool moe = family == Family::Glm4Moe;
   c.num_key_value_heads =
-      f.integer("num_key_value_heads", 2);  // the class default, not the head count
-  c.head_dim = f.integer("head_dim", 128);  // the class default, not hidden_size / heads
+      f.integer("num_key_value_heads", moe ? 8 : 2);  // the class default, not the head count
+  if (!moe) {
+    c.head_dim = f.integer("head_dim", 128);  // the class default, not hidden_size / heads
+  } else if (f.has_value("head_dim")) {
+    c.head_dim = f.integer("head_dim");
+  } else {  // Glm4MoeAttention: getattr(config, "head_dim", hidden_size // num_attention_heads)
+    c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  }
   if (auto act = f.string("hidden_act"); act && *act != "silu")
     fail(src, ": field \"hidden_act\" is \"", *act, "\"; only \"silu\" is supported");
 
@@ -251,18 +298,22 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   const bool sane = c.head_dim > 0 && c.head_dim <= std::numeric_limits<int32_t>::max();
   c.rotary_dim = sane ? int64_t(double(c.head_dim) * factor) : 0;
 
-  c.rms_norm_eps = f.number("rms_norm_eps", 1.5625e-07);
-  c.attention_bias = f.boolean("attention_bias", true);
+  c.rms_norm_eps = f.number("rms_norm_eps", moe ? 1e-5 : 1.5625e-07);
+  c.attention_bias = f.boolean("attention_bias", !moe);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   c.post_norms = family == Family::Glm4;
   c.max_position_embeddings = f.integer("max_position_embeddings", 131072);
-  c.eos_token_ids = f.token_ids("eos_token_id").value_or(config_detail::kGlmDefaultEos);
+  // Glm4MoeConfig sets no eos or pad id (PretrainedConfig's None); the published checkpoints do.
+  const std::vector<int32_t> no_ids;
+  c.eos_token_ids =
+      f.token_ids("eos_token_id").value_or(moe ? no_ids : config_detail::kGlmDefaultEos);
   if (!f.has("pad_token_id")) {
-    c.pad_token_id = config_detail::kGlmDefaultPad;
+    if (!moe) c.pad_token_id = config_detail::kGlmDefaultPad;
   } else if (!f.find("pad_token_id")->is_null()) {
     c.pad_token_id = f.token_id("pad_token_id", *f.find("pad_token_id"));
   }
   c.torch_dtype = read_dtype(f);
+  if (moe) read_moe_fields(f, c);
   return c;
 }
 

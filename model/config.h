@@ -1,5 +1,5 @@
-// The one normalized description of a GLM-family model (glm4, glm, chatglm) that every C++
-// module uses, read from and written back to a Hugging Face config.json.
+// The one normalized description of a GLM-family model (glm4, glm, chatglm, glm4_moe) that every
+// C++ module uses, read from and written back to a Hugging Face config.json.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/rope_style.h"
 #include "base/dtype.h"
 #include "model/quant_config.h"
 
@@ -16,23 +17,41 @@ namespace glm4 {
 struct ModelConfig {
   // Glm4: GLM-4-0414 (Glm4ForCausalLM, four norms a layer). Glm: glm-4-9b-chat-hf
   // (GlmForCausalLM). ChatGlm: ChatGLM2/3 and the original glm-4-9b-chat (remote code).
-  enum class Family { Glm4, Glm, ChatGlm };
+  // Glm4Moe: GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): two norms a layer, q/k norm, rotate-half
+  // RoPE, Mixture-of-Experts MLPs after the first first_k_dense_replace layers.
+  enum class Family { Glm4, Glm, ChatGlm, Glm4Moe };
 
   Family family = Family::Glm4;
   std::string model_type = "glm4";  // the family's Hugging Face model_type
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;  // the MLP width (gate_up_proj has twice this many rows)
+  int64_t intermediate_size = 0;  // the dense MLP width (gate_up_proj has twice this many rows)
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;  // leading dims of each head that RoPE rotates, in interleaved pairs
+  int64_t rotary_dim = 0;                         // leading dims of each head that RoPE rotates
+  RopeStyle rope_style = RopeStyle::Interleaved;  // rotate-half for glm4_moe
   double rope_theta = 10000.0;
   double rms_norm_eps = 1.5625e-07;
   bool attention_bias = true;  // bias on q/k/v (never on o_proj)
   bool tie_word_embeddings = false;
-  bool post_norms = true;  // post_self_attn_layernorm + post_mlp_layernorm: glm4 only
+  bool post_norms = true;    // post_self_attn_layernorm + post_mlp_layernorm: glm4 only
+  bool use_qk_norm = false;  // per-head RMSNorm of q and k before RoPE (glm4_moe)
+  // Mixture of Experts (glm4_moe only; zero for the dense families). Layers from
+  // first_k_dense_replace on route each token to num_experts_per_tok of n_routed_experts SwiGLU
+  // experts of moe_intermediate_size, plus a shared SwiGLU of moe_intermediate_size *
+  // n_shared_experts; the router scores n_group groups and keeps topk_group of them.
+  int64_t n_routed_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t n_shared_experts = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = false;           // routing weights divided by their sum
+  double routed_scaling_factor = 1.0;    // routing weights times this
+  int64_t first_k_dense_replace = 0;     // leading layers with a dense SwiGLU MLP
+  int64_t num_nextn_predict_layers = 0;  // MTP layers in the files after the last one (unused)
   int64_t max_position_embeddings = 0;
   std::vector<int32_t> eos_token_ids;
   std::optional<int32_t> pad_token_id;
@@ -47,13 +66,18 @@ struct ModelConfig {
   bool operator==(const ModelConfig& other) const;
 };
 
-// "glm4" / "glm" / "chatglm".
+// "glm4" / "glm" / "chatglm" / "glm4_moe".
 const char* family_name(ModelConfig::Family family);
 
+// Whether decoder layer `layer` of `c` has a Mixture-of-Experts MLP (glm4_moe, from
+// first_k_dense_replace on).
+bool is_moe_layer(const ModelConfig& c, int64_t layer);
+
 // Reads DIR/config.json, or the file itself when given a file. The family comes from
-// `architectures` (Glm4ForCausalLM, GlmForCausalLM, ChatGLMModel, ChatGLMForConditionalGeneration)
-// or else `model_type` (glm4, glm, chatglm). Missing optional fields take the defaults of the
-// reference config classes (transformers Glm4Config / GlmConfig, THUDM ChatGLMConfig). Throws
+// `architectures` (Glm4ForCausalLM, GlmForCausalLM, ChatGLMModel, ChatGLMForConditionalGeneration,
+// Glm4MoeForCausalLM) or else `model_type` (glm4, glm, chatglm, glm4_moe). Missing optional fields
+// take the defaults of the reference config classes (transformers Glm4Config / GlmConfig /
+// Glm4MoeConfig, THUDM ChatGLMConfig). Throws
 // glm4::Error naming the file and the field for invalid JSON, missing required fields, wrong
 // types and inconsistent values. Unknown fields are ignored.
 ModelConfig load_model_config(const std::filesystem::path& model_dir_or_config_json);

@@ -48,6 +48,49 @@ void check_token(const std::string& src, const char* name, int32_t id, int64_t v
          ") of \"", vocab_name, "\"");
 }
 
+// The glm4_moe fields; the dense families must leave them at their zero defaults.
+void validate_moe_fields(const ModelConfig& c, const std::string& src) {
+  const bool moe = c.family == Family::Glm4Moe;
+  const RopeStyle style = moe ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
+  if (c.rope_style != style)
+    fail(src, ": the ", family_name(c.family), " family rotates RoPE pairs ",
+         moe ? "i and i + rotary_dim / 2 (rotate-half)" : "(2i, 2i + 1) (interleaved)");
+  if (!moe) {
+    if (c.n_routed_experts != 0 || c.use_qk_norm)
+      fail(src, ": experts and q/k norms belong to glm4_moe, not the ", family_name(c.family),
+           " family");
+    return;
+  }
+  check_size(src, "n_routed_experts", c.n_routed_experts);
+  check_size(src, "moe_intermediate_size", c.moe_intermediate_size);
+  check_size(src, "num_experts_per_tok", c.num_experts_per_tok);
+  check_size(src, "n_shared_experts", c.n_shared_experts);
+  check_size(src, "n_group", c.n_group);
+  check_size(src, "topk_group", c.topk_group);
+  if (c.n_routed_experts % c.n_group != 0)
+    fail(src, ": field \"n_group\" (", c.n_group, ") must divide \"n_routed_experts\" (",
+         c.n_routed_experts, ")");
+  const int64_t per_group = c.n_routed_experts / c.n_group;
+  if (per_group < 2)
+    fail(src, ": field \"n_group\" (", c.n_group, ") leaves ", per_group,
+         " expert per group of \"n_routed_experts\" (", c.n_routed_experts,
+         "); each group is scored by its two best experts");
+  if (c.topk_group > c.n_group)
+    fail(src, ": field \"topk_group\" (", c.topk_group, ") exceeds \"n_group\" (", c.n_group, ")");
+  if (c.num_experts_per_tok > c.topk_group * per_group)
+    fail(src, ": field \"num_experts_per_tok\" (", c.num_experts_per_tok, ") exceeds the ",
+         c.topk_group * per_group, " experts of the \"topk_group\" (", c.topk_group,
+         ") groups kept (", per_group, " experts per group)");
+  if (!(c.routed_scaling_factor > 0.0 && std::isfinite(c.routed_scaling_factor)))
+    fail(src, ": field \"routed_scaling_factor\" (", c.routed_scaling_factor, ") must be positive");
+  if (c.first_k_dense_replace < 0 || c.first_k_dense_replace > c.num_hidden_layers)
+    fail(src, ": field \"first_k_dense_replace\" (", c.first_k_dense_replace,
+         ") must be in [0, \"num_hidden_layers\" (", c.num_hidden_layers, ")]");
+  if (c.num_nextn_predict_layers < 0)
+    fail(src, ": field \"num_nextn_predict_layers\" (", c.num_nextn_predict_layers,
+         ") must be >= 0");
+}
+
 }  // namespace
 
 void validate_model_config(const ModelConfig& c, const std::string& src) {
@@ -97,6 +140,7 @@ void validate_model_config(const ModelConfig& c, const std::string& src) {
     fail(src, ": post_norms is ", c.post_norms ? "true" : "false", " but the ",
          family_name(c.family), " family ", c.post_norms ? "has no" : "always has",
          " post_self_attn/post_mlp layer norms");
+  validate_moe_fields(c, src);
   if (chatglm && c.tie_word_embeddings)
     fail(src,
          ": tie_word_embeddings must be false for chatglm: its checkpoints keep a separate "

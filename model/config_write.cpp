@@ -57,7 +57,8 @@ json glm_json(const ModelConfig& c) {
   if (int64_t(double(c.head_dim) * factor) != c.rotary_dim)
     fail("to_hf_json: rotary_dim ", c.rotary_dim,
          " cannot be written as a partial_rotary_factor of head_dim ", c.head_dim);
-  if (c.eos_token_ids.empty())
+  const bool moe = c.family == Family::Glm4Moe;
+  if (c.eos_token_ids.empty() && !moe)
     fail("to_hf_json: ", c.model_type,
          " needs eos_token_id: transformers replaces an empty one with ",
          "its default [151329, 151336, 151338]");
@@ -65,8 +66,9 @@ json glm_json(const ModelConfig& c) {
   j.erase("rope_parameters");
   j.erase("rope_scaling");
   j.erase("dtype");
-  j["architectures"] =
-      json::array({c.family == Family::Glm4 ? "Glm4ForCausalLM" : "GlmForCausalLM"});
+  j["architectures"] = json::array({c.family == Family::Glm4      ? "Glm4ForCausalLM"
+                                    : c.family == Family::Glm4Moe ? "Glm4MoeForCausalLM"
+                                                                  : "GlmForCausalLM"});
   j["model_type"] = c.model_type;
   j["attention_bias"] = c.attention_bias;
   j["eos_token_id"] = token_ids_json(c.eos_token_ids);
@@ -88,8 +90,25 @@ json glm_json(const ModelConfig& c) {
   set_default(j, "attention_dropout", 0.0);
   set_default(j, "initializer_range", 0.02);
   set_default(j, "use_cache", true);
-  // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51.
-  set_default(j, "transformers_version", c.family == Family::Glm4 ? "4.51.3" : "4.46.0");
+  if (moe) {
+    j["use_qk_norm"] = c.use_qk_norm;
+    j["n_routed_experts"] = c.n_routed_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["n_shared_experts"] = c.n_shared_experts;
+    j["n_group"] = c.n_group;
+    j["topk_group"] = c.topk_group;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["routed_scaling_factor"] = c.routed_scaling_factor;
+    j["first_k_dense_replace"] = c.first_k_dense_replace;
+    j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
+  }
+  // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51, glm4_moe
+  // (GLM-4.5) in 4.54.
+  set_default(j, "transformers_version",
+              c.family == Family::Glm4      ? "4.51.3"
+              : c.family == Family::Glm4Moe ? "4.54.0"
+                                            : "4.46.0");
   if (c.quantization) {  // as mlx-lm writes it: both keys, the same object
     j["quantization"] = quant_config_json(*c.quantization);
     j["quantization_config"] = j["quantization"];

@@ -12,6 +12,7 @@ namespace glm4 {
 
 class KvCache;
 struct AdapterRows;
+struct RouterTrace;
 
 struct ForwardContext {
   int64_t batch = 1, seq = 1;      // B, T of this call
@@ -20,7 +21,8 @@ struct ForwardContext {
   bool training = false;          // enables LoRA dropout
   uint64_t dropout_seed = 0;      // with the layer and module, seeds each dropout mask
   bool recompute_layers = false;  // recompute each decoder layer in the backward pass
-  std::vector<Tensor>* layer_outputs = nullptr;  // when set, receives each layer's output
+  std::vector<Tensor>* layer_outputs = nullptr;       // when set, receives each layer's output
+  std::vector<RouterTrace>* router_traces = nullptr;  // when set, each MoE layer's routing
 
   // Distinct, reproducible seeds for the dropout of each module call.
   uint64_t seed_for(int64_t layer, int64_t module) const {
@@ -31,6 +33,14 @@ struct ForwardContext {
   // caller running a layer alone sets it.
   ComputeChoice compute = kF32Compute;
   const AdapterRows* adapter_rows = nullptr;  // per-row resident adapters (inference)
+};
+
+// One Mixture-of-Experts layer's routing of the N tokens of a forward (tests, inspection).
+struct RouterTrace {
+  int64_t layer = 0;
+  Tensor logits;                 // [N, experts], before the sigmoid
+  std::vector<int32_t> experts;  // [N * k], each token's experts, best choice first
+  Tensor weights;                // [N, k], the routing weights in the same order
 };
 
 // Per-row adapters in one inference forward (batch 1, seq N): tokens [offsets[r], offsets[r + 1])

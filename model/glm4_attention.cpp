@@ -16,18 +16,28 @@ Glm4Attention::Glm4Attention(const ModelConfig& c)
       head_dim(c.head_dim),
       rotary_dim(c.rotary_dim),
       rope_theta(c.rope_theta),
+      rope_style(c.rope_style),
       q_proj(c.hidden_size, heads * head_dim, c.attention_bias, 0),
       k_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 1),
       v_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 2),
-      o_proj(heads * head_dim, c.hidden_size, false, 3) {}
+      o_proj(heads * head_dim, c.hidden_size, false, 3) {
+  if (c.use_qk_norm) {
+    q_norm.emplace(head_dim, c.rms_norm_eps);
+    k_norm.emplace(head_dim, c.rms_norm_eps);
+  }
+}
 
 Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
   const int64_t B = ctx.batch, T = ctx.seq;
   Tensor q = ops::reshape(q_proj.forward(x, ctx), {B, T, heads, head_dim});
   Tensor k = ops::reshape(k_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
   Tensor v = ops::reshape(v_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
-  q = ops::rope(q, ctx.positions, rotary_dim, rope_theta);
-  k = ops::rope(k, ctx.positions, rotary_dim, rope_theta);
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = ops::rope(q, ctx.positions, rotary_dim, rope_theta, rope_style);
+  k = ops::rope(k, ctx.positions, rotary_dim, rope_theta, rope_style);
   Tensor out =
       rows ? attend_cached(q, k, v, ctx, *rows) : ops::attention(q, k, v, ctx.mask, ctx.compute);
   return o_proj.forward(ops::reshape(out, {B, T, heads * head_dim}), ctx);
@@ -60,6 +70,10 @@ void Glm4Attention::visit(const std::string& prefix, const ParamVisitor& fn) {
   k_proj.visit(prefix + ".k_proj", fn);
   v_proj.visit(prefix + ".v_proj", fn);
   o_proj.visit(prefix + ".o_proj", fn);
+  if (q_norm) {
+    q_norm->visit(prefix + ".q_norm", fn);
+    k_norm->visit(prefix + ".k_norm", fn);
+  }
 }
 
 void Glm4Attention::visit_linears(const std::string& prefix, int64_t layer,

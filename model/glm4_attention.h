@@ -1,7 +1,11 @@
-// GLM attention: q/k/v projections (bias per config), partial interleaved RoPE, GQA, o_proj.
+// GLM attention: q/k/v projections (bias per config), glm4_moe's optional per-head q/k RMSNorm,
+// partial RoPE (interleaved, or rotate-half for glm4_moe), GQA, o_proj.
 #pragma once
+#include <optional>
+
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/rms_norm.h"
 
 namespace glm4 {
 
@@ -18,7 +22,9 @@ class Glm4Attention {
 
   int64_t heads, kv_heads, head_dim, rotary_dim;
   double rope_theta;
+  RopeStyle rope_style;
   Linear q_proj, k_proj, v_proj, o_proj;
+  std::optional<RmsNorm> q_norm, k_norm;  // [head_dim] each, when use_qk_norm
 
  private:
   // q [1, N, Hq, D], k, v [1, N, Hkv, D] of rows laid end to end -> [1, N, Hq, D], into the

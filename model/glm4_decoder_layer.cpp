@@ -4,11 +4,19 @@
 
 namespace glm4 {
 
-Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c)
+namespace {
+DecoderMlp make_mlp(const ModelConfig& c, int64_t layer) {
+  if (c.family != ModelConfig::Family::Glm4Moe) return DecoderMlp(std::in_place_type<Glm4Mlp>, c);
+  if (is_moe_layer(c, layer)) return DecoderMlp(std::in_place_type<MoeBlock>, c);
+  return DecoderMlp(std::in_place_type<SwigluMlp>, c.hidden_size, c.intermediate_size, 4);
+}
+}  // namespace
+
+Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
     : input_layernorm(c.hidden_size, c.rms_norm_eps),
       self_attn(c),
       post_attention_layernorm(c.hidden_size, c.rms_norm_eps),
-      mlp(c) {
+      mlp(make_mlp(c, layer)) {
   if (c.post_norms) {
     post_self_attn_layernorm.emplace(c.hidden_size, c.rms_norm_eps);
     post_mlp_layernorm.emplace(c.hidden_size, c.rms_norm_eps);
@@ -20,7 +28,8 @@ Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
   Tensor a = self_attn.forward(input_layernorm.forward(x), ctx, rows);
   if (post_self_attn_layernorm) a = post_self_attn_layernorm->forward(a);
   Tensor h = ops::add(x, a);
-  Tensor m = mlp.forward(post_attention_layernorm.forward(h), ctx);
+  Tensor normed = post_attention_layernorm.forward(h);
+  Tensor m = std::visit([&](const auto& mlp) { return mlp.forward(normed, ctx); }, mlp);
   if (post_mlp_layernorm) m = post_mlp_layernorm->forward(m);
   return ops::add(h, m);
 }
@@ -31,14 +40,14 @@ void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) 
   if (post_self_attn_layernorm)
     post_self_attn_layernorm->visit(prefix + ".post_self_attn_layernorm", fn);
   post_attention_layernorm.visit(prefix + ".post_attention_layernorm", fn);
-  mlp.visit(prefix + ".mlp", fn);
+  std::visit([&](auto& mlp) { mlp.visit(prefix + ".mlp", fn); }, mlp);
   if (post_mlp_layernorm) post_mlp_layernorm->visit(prefix + ".post_mlp_layernorm", fn);
 }
 
 void Glm4DecoderLayer::visit_linears(const std::string& prefix, int64_t layer,
                                      const LinearVisitor& fn) {
   self_attn.visit_linears(prefix + ".self_attn", layer, fn);
-  mlp.visit_linears(prefix + ".mlp", layer, fn);
+  std::visit([&](auto& mlp) { mlp.visit_linears(prefix + ".mlp", layer, fn); }, mlp);
 }
 
 }  // namespace glm4

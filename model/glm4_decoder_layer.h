@@ -1,19 +1,26 @@
 // One decoder layer. GLM-4-0414 has four norms (post_attention_layernorm is the pre-MLP norm):
 //   h = x + post_self_attn_layernorm(attn(input_layernorm(x)))
 //   y = h + post_mlp_layernorm(mlp(post_attention_layernorm(h)))
-// GLM and ChatGLM layers are the same without the two post norms.
+// GLM, ChatGLM and glm4_moe layers are the same without the two post norms. The MLP is GLM's
+// fused gate_up_proj one, or for glm4_moe a SwiGLU (the first first_k_dense_replace layers) or
+// a Mixture-of-Experts block (the others).
 #pragma once
 #include <optional>
+#include <variant>
 
 #include "model/glm4_attention.h"
 #include "model/glm4_mlp.h"
+#include "model/moe_block.h"
 #include "model/rms_norm.h"
+#include "model/swiglu_mlp.h"
 
 namespace glm4 {
 
+using DecoderMlp = std::variant<Glm4Mlp, SwigluMlp, MoeBlock>;
+
 class Glm4DecoderLayer {
  public:
-  explicit Glm4DecoderLayer(const ModelConfig& c);
+  Glm4DecoderLayer(const ModelConfig& c, int64_t layer);
   // [B, T, hidden]; with `rows` (B = 1) every row attends to its own KV cache.
   Tensor forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows = nullptr) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
@@ -23,7 +30,7 @@ class Glm4DecoderLayer {
   Glm4Attention self_attn;
   std::optional<RmsNorm> post_self_attn_layernorm;
   RmsNorm post_attention_layernorm;
-  Glm4Mlp mlp;
+  DecoderMlp mlp;
   std::optional<RmsNorm> post_mlp_layernorm;
 };
 

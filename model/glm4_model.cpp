@@ -15,7 +15,7 @@ Glm4Model::Glm4Model(const ModelConfig& c)
     : config(c), embed_tokens(c.vocab_size, c.hidden_size), norm(c.hidden_size, c.rms_norm_eps) {
   if (!c.tie_word_embeddings) lm_head.emplace(c.hidden_size, c.vocab_size, false, 6);
   layers.reserve(size_t(c.num_hidden_layers));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers.emplace_back(c);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers.emplace_back(c, i);
 }
 
 Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardContext& ctx,
@@ -29,6 +29,8 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     ForwardContext layer_ctx = ctx;
     layer_ctx.layer_index = int64_t(i);
     layer_ctx.compute = compute;
+    // glm4_moe routes every position, padding included: its padding rows attend as in transformers.
+    layer_ctx.mask.padding_queries_attend = config.family == ModelConfig::Family::Glm4Moe;
     const Glm4DecoderLayer& layer = layers[i];
     if (rows) {
       h = layer.forward(h, layer_ctx, rows);
@@ -71,14 +73,17 @@ Linear* Glm4Model::find_linear(const std::string& path) {
 }
 
 int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
-  std::vector<std::string> targets = resolve_lora_targets(lora.targets);
+  const bool moe = config.family == ModelConfig::Family::Glm4Moe;
+  std::vector<std::string> targets = resolve_lora_targets(lora.targets, moe);
   const bool fused = targets.front() == kFusedQkv;
   GLM4_CHECK(!fused || config.family == ModelConfig::Family::ChatGlm, "LoRA target ", kFusedQkv,
              " is ChatGLM's fused q|k|v projection; this ", family_name(config.family),
              " model has separate q_proj, k_proj, v_proj: target those");
-  std::vector<std::string> linears;
-  for (const std::string& t : targets)
-    for (const std::string& n : lora_target_linears(t)) linears.push_back(n);
+  auto targeted = [&](const LinearSite& site) {
+    for (const std::string& t : targets)
+      if (lora_target_matches(t, site.path)) return true;
+    return false;
+  };
   const int64_t n_layers = int64_t(layers.size());
   const int64_t first = lora.num_layers < 0 ? 0 : std::max<int64_t>(0, n_layers - lora.num_layers);
   std::mt19937_64 rng(seed);
@@ -86,8 +91,10 @@ int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
   const LoraWeights* q_adapter = nullptr;  // the fused A's owner on this layer
   int q_slot = -1;
   visit_linears([&](const LinearSite& site, Linear& linear) {
-    if (site.layer < first || std::find(linears.begin(), linears.end(), site.name) == linears.end())
-      return;
+    if (site.layer < first || !targeted(site)) return;
+    GLM4_CHECK(!lora.dora || !moe || std::string(lora_module_parent(site.name)) != "mlp",
+               "DoRA on glm4_moe's ", "MLP and expert linears (", site.path,
+               ") is not supported; target the attention projections ", "only, or use plain LoRA");
     const bool shares = fused && (site.name == "k_proj" || site.name == "v_proj");
     if (shares) {
       linear.lora =

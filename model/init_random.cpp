@@ -95,7 +95,9 @@ Weight random_param(const ModelConfig& c, uint64_t seed, const std::string& name
     const int64_t zero_row = name == "model.embed_tokens.weight" ? pad_row : -1;
     return random_matrix(key, shape[0], shape[1], std, storage, zero_row);
   }
-  std::vector<float> values(size_t(shape_numel(shape)), ends_with(name, ".bias") ? 0.0f : 1.0f);
+  // Biases and glm4_moe's e_score_correction_bias (a zero buffer in transformers) start at 0.
+  const bool zero = ends_with(name, ".bias") || ends_with(name, ".e_score_correction_bias");
+  std::vector<float> values(size_t(shape_numel(shape)), zero ? 0.0f : 1.0f);
   return Weight::from_f32(values.data(), 1, int64_t(values.size()));
 }
 

@@ -1,5 +1,6 @@
 #include "model/key_layout.h"
 
+#include <cctype>
 #include <cmath>
 #include <regex>
 
@@ -37,16 +38,57 @@ FileSlice chatglm_source(const ModelConfig& c, const std::string& name) {
   if (rest.rfind("self_attn.v_proj.", 0) == 0) return {qkv, q_rows + kv_rows, total};
   fail("[chatglm] no ChatGLM key for ", name);
 }
+
+// model.layers.N.mlp.experts.E.X.weight -> rows of model.layers.N.mlp.switch_mlp.X.weight.
+FileSlice stacked_expert_source(const ModelConfig& c, const std::string& name) {
+  static const std::regex expert_key(
+      R"((model\.layers\.\d+\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
+  std::smatch m;
+  if (!std::regex_match(name, m, expert_key)) return {name};
+  const bool down = m[3].str() == "down_proj";
+  const int64_t out = down ? c.hidden_size : c.moe_intermediate_size;
+  const int64_t in = down ? c.moe_intermediate_size : c.hidden_size;
+  const int64_t e = std::stoll(m[2].str());
+  return {m[1].str() + ".switch_mlp." + m[3].str() + ".weight",
+          e * out,
+          c.n_routed_experts * out,
+          {c.n_routed_experts, out, in}};
+}
+
+// The decoder layer index of a model.layers.N.* key, or -1.
+int64_t layer_of_key(const std::string& key) {
+  const std::string prefix = "model.layers.";
+  if (key.rfind(prefix, 0) != 0) return -1;
+  int64_t n = 0;
+  size_t i = prefix.size();
+  if (i >= key.size() || !std::isdigit(static_cast<unsigned char>(key[i]))) return -1;
+  for (;
+       i < key.size() && std::isdigit(static_cast<unsigned char>(key[i])) && n < (int64_t(1) << 40);
+       ++i)
+    n = n * 10 + (key[i] - '0');
+  return i < key.size() && key[i] == '.' ? n : -1;
+}
 }  // namespace
 
-FileSlice file_slice(const ModelConfig& c, const std::string& name) {
+FileSlice file_slice(const ModelConfig& c, const std::string& name, bool stacked_experts) {
   if (c.family == ModelConfig::Family::ChatGlm) return chatglm_source(c, name);
+  if (stacked_experts) return stacked_expert_source(c, name);
   return {name};
+}
+
+bool is_stacked_expert_key(const std::string& key) {
+  return key.find(".mlp.switch_mlp.") != std::string::npos;
 }
 
 bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
-  return c.family == ModelConfig::Family::ChatGlm && ends_with(key, "rotary_pos_emb.inv_freq");
+  if (c.family == ModelConfig::Family::ChatGlm) return ends_with(key, "rotary_pos_emb.inv_freq");
+  // GLM-4.5's multi-token-prediction layers follow the last decoder layer; we do not run them.
+  if (c.family == ModelConfig::Family::Glm4Moe && c.num_nextn_predict_layers > 0) {
+    const int64_t layer = layer_of_key(key);
+    return layer >= c.num_hidden_layers && layer < c.num_hidden_layers + c.num_nextn_predict_layers;
+  }
+  return false;
 }
 
 std::vector<DerivedTensor> derived_file_tensors(const ModelConfig& c) {

@@ -1,11 +1,13 @@
-// Where each of our tensors lives in a family's model files: glm4/glm use our names directly;
-// ChatGLM keeps q|k|v in one query_key_value matrix and uses its own names. This is the one
-// place that knows ChatGLM's layout, for loading and for writing back.
+// Where each of our tensors lives in a family's model files: glm4/glm/glm4_moe use our names
+// directly; ChatGLM keeps q|k|v in one query_key_value matrix and uses its own names; mlx-lm's
+// glm4_moe conversions stack each layer's experts into switch_mlp tensors [E, out, in]. This is
+// the one place that knows these layouts, for loading and for writing back.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "autograd/tensor.h"
 #include "model/config.h"
 
 namespace glm4 {
@@ -14,12 +16,19 @@ struct FileSlice {
   std::string key;          // key in the model files
   int64_t row_begin = 0;    // our tensor is rows [row_begin, row_begin + rows) of that tensor
   int64_t total_rows = -1;  // rows of the file tensor; -1 = same as ours (no slicing)
+  Shape file_shape = {};    // the file tensor's shape when it is not 2-D (stacked experts)
 };
 
-// `name` is our key (model.layers.3.self_attn.q_proj.weight, ...).
-FileSlice file_slice(const ModelConfig& c, const std::string& name);
+// `name` is our key (model.layers.3.self_attn.q_proj.weight, ...). `stacked_experts`: the files
+// hold glm4_moe experts as mlx-lm writes them (mlp.switch_mlp.{gate,up,down}_proj.weight
+// [E, out, in]), so expert E's matrix is rows [E * out, (E + 1) * out) of that tensor.
+FileSlice file_slice(const ModelConfig& c, const std::string& name, bool stacked_experts = false);
 
-// Keys that a family's checkpoints carry but that hold nothing we use.
+// Whether `key` is one of mlx-lm's stacked expert tensors (mlp.switch_mlp.*).
+bool is_stacked_expert_key(const std::string& key);
+
+// Keys that a family's checkpoints carry but that hold nothing we use: ChatGLM's RoPE
+// frequencies, glm4_moe's multi-token-prediction layers (model.layers.L .. L + MTP - 1).
 bool is_ignorable_file_key(const ModelConfig& c, const std::string& key);
 
 // Tensors a family's checkpoints carry that follow from the config rather than training:

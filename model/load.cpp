@@ -1,6 +1,7 @@
 // Loading a model directory: a strict name walk over the parameter visitor. Matrices stay in
 // their stored form as zero-copy views of the files' bytes in memory (dense dtypes, or mlx's affine
-// groups when config.json's quantization and the files say so); vectors are widened to fp32.
+// groups when config.json's quantization and the files say so; mlx-lm's stacked glm4_moe experts
+// as row ranges of their switch_mlp tensors); vectors are widened to fp32.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -32,6 +33,7 @@ void load_param(const std::string& name, Param& p, const FileSlice& src, const T
   DType dtype = t.float_dtype();
   Shape expected = p.shape;
   if (src.total_rows >= 0) expected[0] = src.total_rows;
+  if (!src.file_shape.empty()) expected = src.file_shape;
   GLM4_CHECK(t.shape == expected, dir, ": tensor ", t.name, " has shape ", shape_str(t.shape),
              ", expected ", shape_str(expected), " from config.json");
   int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
@@ -90,6 +92,45 @@ void load_quantized(const std::string& module, Param& p, QuantFormat format,
              " from config.json");
   p.assign(Weight::quantized_view(q, owners));
 }
+// One expert of mlx-lm's stacked quantized experts (src: rows of the switch_mlp tensor): a view
+// of rows [row_begin, row_begin + out) of the stacked codes, scales and biases [E, out, *].
+void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format,
+                           const ModelFiles& files, const std::string& dir,
+                           std::set<std::string>& used, std::vector<std::string>& missing) {
+  const std::string module = src.key.substr(0, src.key.size() - 7);
+  const int64_t experts = src.file_shape[0], out = src.file_shape[1];
+  TensorInfo flat[3];
+  auto owners = std::make_shared<Owners>();
+  const char* suffixes[3] = {".weight", ".scales", ".biases"};
+  bool complete = true;
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = module + suffixes[i];
+    const TensorInfo* t = files.find(key);
+    const bool first = used.insert(key).second;
+    if (t == nullptr) {
+      if (first) missing.push_back(key);
+      complete = false;
+      continue;
+    }
+    GLM4_CHECK(t->shape.size() == 3 && t->shape[0] == experts && t->shape[1] == out, dir,
+               ": tensor ", key, " has shape ", shape_str(t->shape), ", expected (", experts, ",",
+               out, ",...) from config.json");
+    owners->files.push_back(files.owner(key));
+    flat[i] = *t;
+    flat[i].shape = {experts * out, t->shape[2]};
+  }
+  if (!complete) return;
+  QuantizedMatrix q =
+      quantized_module_view(&flat[0], &flat[1], &flat[2], dir + ": " + module, format);
+  GLM4_CHECK(q.cols == p.shape[1], dir, ": ", module, " holds experts of ", q.cols, " inputs at ",
+             format.bits, " bits, expected ", p.shape[1], " from config.json");
+  const size_t param_bytes = size_t(src.row_begin * q.groups()) * dtype_size(q.scale_dtype);
+  q.packed += src.row_begin * q.row_bytes();
+  q.scales = static_cast<const std::byte*>(q.scales) + param_bytes;
+  q.biases = static_cast<const std::byte*>(q.biases) + param_bytes;
+  q.rows = out;
+  p.assign(Weight::quantized_view(q, owners));
+}
 }  // namespace
 
 std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResidency residency) {
@@ -97,15 +138,27 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
   ModelConfig config = load_model_config(dir);
   auto model = std::make_unique<Glm4Model>(config);
   ModelFiles files = ModelFiles::open(dir, residency);
+  bool stacked = false;  // mlx-lm's glm4_moe layout: each layer's experts in switch_mlp tensors
+  for (const std::string& k : files.keys()) stacked |= is_stacked_expert_key(k);
+  GLM4_CHECK(!stacked || config.family == ModelConfig::Family::Glm4Moe, dir.string(),
+             ": the files hold stacked experts (mlp.switch_mlp.*) but config.json describes a ",
+             family_name(config.family), " model");
   std::set<std::string> used, matrices;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
-    FileSlice src = file_slice(config, name);
+    FileSlice src = file_slice(config, name, stacked);
     if (p.is_matrix() && name.ends_with(".weight")) {
       const std::string module = name.substr(0, name.size() - 7);
-      matrices.insert(module);
-      if (auto format = stored_format(config, files, module, dir.string())) {
-        load_quantized(module, p, *format, files, dir.string(), used, missing);
+      // A stacked expert is stored (and named in config.json's quantization) as its switch_mlp
+      // module.
+      const bool stacked_expert = !src.file_shape.empty();
+      const std::string stored = stacked_expert ? src.key.substr(0, src.key.size() - 7) : module;
+      matrices.insert(stored);
+      if (auto format = stored_format(config, files, stored, dir.string())) {
+        if (stacked_expert)
+          load_quantized_expert(src, p, *format, files, dir.string(), used, missing);
+        else
+          load_quantized(module, p, *format, files, dir.string(), used, missing);
         return;
       }
     }

@@ -36,12 +36,38 @@ const char* lora_module_parent(const std::string& name);
 // "model.layers.{layer}.{parent}.{name}", the path Glm4Model::visit_linears gives that linear
 // (for query_key_value, the path adapter files use for the fused module).
 std::string lora_module_path(int64_t layer, const std::string& name);
-// Inverse of lora_module_path; false when `path` is not a LoRA-capable module of a decoder layer.
+// Inverse of lora_module_path, also for glm4_moe's expert paths (model.layers.N.mlp.experts.E.X,
+// model.layers.N.mlp.shared_experts.X: name X); false when `path` is not a LoRA-capable module
+// of a decoder layer.
 bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string* name);
 // Expands "all-linear", maps ChatGLM's names (dense, dense_h_to_4h, dense_4h_to_h) to ours,
 // checks every name and returns them in canonical order; throws naming an unknown module or
-// query_key_value given together with q_proj, k_proj or v_proj.
-std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets);
+// query_key_value given together with q_proj, k_proj or v_proj. With `moe` the names are
+// glm4_moe's (moe_lora_target_names()).
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets,
+                                              bool moe = false);
+
+// glm4_moe's LoRA targets, in canonical order: the attention projections and gate_proj, up_proj,
+// down_proj (every MLP linear: dense layers, shared and routed experts), then qualified names
+// that narrow an MLP projection to one kind, as PEFT's suffix matching reads them:
+// "mlp.gate_proj" (the dense layers' MLP), "shared_experts.gate_proj", and "experts.gate_proj"
+// (every routed expert, mlp.experts.E.gate_proj; PEFT needs a regular expression for this one).
+// "experts" and "shared_experts" stand for their three projections, "self_attn.q_proj" for
+// q_proj; "all-linear" is every linear but the router and lm_head, as in PEFT. The router
+// (mlp.gate) is no linear layer and cannot be a target.
+const std::vector<std::string>& moe_lora_target_names();
+// Whether a target list names glm4_moe's own modules (gate_proj, up_proj, experts, ...).
+bool names_moe_targets(const std::vector<std::string>& targets);
+// Whether resolved target `target` adapts the linear at `path` (a module path as
+// Glm4Model::visit_linears gives it, e.g. model.layers.3.mlp.experts.7.up_proj).
+bool lora_target_matches(const std::string& target, const std::string& path);
+// The kind-qualified target of a glm4_moe MLP module path (model.layers.3.mlp.experts.7.up_proj
+// -> "experts.up_proj", ...mlp.shared_experts.up_proj -> "shared_experts.up_proj",
+// ...mlp.up_proj -> "mlp.up_proj"); an attention path gives its own name ("q_proj").
+std::string qualified_lora_target(const std::string& path);
+// Whether `path` is one of glm4_moe's MLP module paths (gate_proj or up_proj, or inside
+// shared_experts or experts).
+bool is_moe_module_path(const std::string& path);
 // ChatGLM's own name for a target (dense for o_proj, ...); others are returned unchanged.
 std::string chatglm_target_name(const std::string& name);
 

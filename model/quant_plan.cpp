@@ -50,6 +50,9 @@ bool QuantPlan::matches(const std::string& pattern, const std::string& path) {
 
 std::optional<QuantFormat> QuantPlan::format_for(const std::string& path,
                                                  int64_t in_features) const {
+  // glm4_moe's router stays in full precision whatever the rules, as in mlx-lm: it is small, and
+  // its logits decide which experts run.
+  if (path.ends_with(".mlp.gate")) return std::nullopt;
   std::optional<QuantFormat> f = format;
   for (const Rule& r : rules)
     if (matches(r.pattern, path)) f = r.format;

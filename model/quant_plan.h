@@ -24,7 +24,7 @@ struct QuantPlan {
 
   // The format of module `path` with `in_features` columns: the last matching rule's, else
   // the default; nullopt when dense, or when the group size does not divide in_features
-  // (mlx-lm leaves those modules unquantized too).
+  // (mlx-lm leaves those modules unquantized too), and for glm4_moe's router (PATH.mlp.gate).
   std::optional<QuantFormat> format_for(const std::string& path, int64_t in_features) const;
   // Whether `pattern` names `path`: equal, or equal to its trailing dot-separated segments.
   static bool matches(const std::string& pattern, const std::string& path);

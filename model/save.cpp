@@ -54,7 +54,14 @@ struct OutTensor {
   std::optional<QuantFormat> format;  // quantized module
   bool as_is = false;                 // quantized: the held bytes, unchanged
   int part = 0;
+  DType dtype = DType::F32;  // dense: the dtype written
 };
+
+// The dtype a dense tensor is written in: the requested one, except glm4_moe's router bias,
+// which transformers keeps in fp32 (_keep_in_fp32_modules) and reads back as fp32.
+DType written_dtype(const std::string& key, DType requested) {
+  return key.ends_with(".e_score_correction_bias") ? DType::F32 : requested;
+}
 
 // What a quantized module's codes pass leaves for its scales and biases.
 struct PendingParams {
@@ -134,9 +141,11 @@ void ModelWriter::plan(const std::string& name, Param& p) {
   if (it == index_.end()) {
     Shape shape = p.shape;
     if (!whole) shape[0] = src.total_rows;
-    specs_.push_back({src.key, dtype_name(o_.dtype), shape, nullptr,
-                      size_t(shape_numel(shape)) * dtype_size(o_.dtype)});
+    const DType dtype = written_dtype(src.key, o_.dtype);
+    specs_.push_back({src.key, dtype_name(dtype), shape, nullptr,
+                      size_t(shape_numel(shape)) * dtype_size(dtype)});
     out_.push_back({});
+    out_.back().dtype = dtype;
     it = index_.emplace(src.key, out_.size() - 1).first;
   }
   std::vector<Piece>& pieces = out_[it->second].pieces;
@@ -198,7 +207,7 @@ void ModelWriter::write_dense(const OutTensor& t, TensorSink& sink) {
                " leaves a gap in its file tensor");
     const Weight w = held(piece);
     next_row += piece.param->shape[0];
-    if (!w.is_quantized() && w.dtype() == o_.dtype) {  // already in the output dtype
+    if (!w.is_quantized() && w.dtype() == t.dtype) {  // already in the output dtype
       sink.write(w.data(), w.bytes());
       continue;
     }
@@ -208,12 +217,12 @@ void ModelWriter::write_dense(const OutTensor& t, TensorSink& sink) {
     for (int64_t r0 = 0; r0 < wr; r0 += step) {
       const int64_t n = std::min(wr, r0 + step) - r0;
       f32.resize(size_t(n * wc));
-      bytes.resize(size_t(n * wc) * dtype_size(o_.dtype));
+      bytes.resize(size_t(n * wc) * dtype_size(t.dtype));
       parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, wc)),
                    [&](int64_t a, int64_t b) {
                      for (int64_t r = a; r < b; ++r) w.row_to_f32(r0 + r, f32.data() + r * wc);
                    });
-      store(f32.data(), n * wc, o_.dtype, bytes.data());
+      store(f32.data(), n * wc, t.dtype, bytes.data());
       sink.write(bytes.data(), bytes.size());
     }
   }
@@ -281,6 +290,7 @@ void save_model(Glm4Model& model, const ModelConfig& config, const std::filesyst
   ModelWriter writer(model, config, o);
   ModelConfig written = config;
   written.torch_dtype = o.dtype;
+  written.num_nextn_predict_layers = 0;  // the MTP layers are never read, so never written
   written.quantization = writer.quantization();
   writer.write(out_dir);
   write_model_config(written, out_dir);

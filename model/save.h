@@ -36,7 +36,10 @@ struct SaveOptions {
 // out_dir (config.json with torch_dtype = o.dtype and a "quantization" section, as mlx-lm writes
 // it, describing exactly the modules written quantized: the most common format as the default,
 // an override for the others, false for the dense matrices). ChatGLM's q/k/v go back into one
-// query_key_value tensor (rows q | k | v); quantized ChatGLM files are not supported.
+// query_key_value tensor (rows q | k | v); quantized ChatGLM files are not supported. glm4_moe
+// is written in the per-expert layout of transformers, its e_score_correction_bias in F32 whatever
+// o.dtype (as transformers keeps it), and without multi-token-prediction layers (config.json's
+// num_nextn_predict_layers says 0).
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 const SaveOptions& o);
 
@@ -67,7 +70,8 @@ void copy_model_companions(const std::filesystem::path& base_dir,
 
 // Hugging Face's _init_weights: every matrix and the embedding ~ normal(0, initializer_range)
 // (config.json's value, else 0.02), the embedding row of pad_token_id zero (glm4/glm, as
-// nn.Embedding's padding_idx does), norm weights 1, biases 0. Each tensor draws from its own
+// nn.Embedding's padding_idx does), norm weights 1, biases (and glm4_moe's
+// e_score_correction_bias) 0. Each tensor draws from its own
 // std::mt19937_64 streams keyed by the seed and its name, with a Box-Muller transform, so a
 // seed gives the same model on every machine and thread count. Matrices are stored frozen in
 // `storage` (rounded once from fp32); vectors are fp32. LoRA modules are untouched.

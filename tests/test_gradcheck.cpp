@@ -122,6 +122,33 @@ std::vector<GradCase> all_cases() {
                  static auto pos = positions(1, 5, 1000);
                  return ops::rope(x[0], pos, 6, 500.0);
                }});
+  c.push_back({"rope_rotate_half", {{2, 3, 2, 12}}, [](const V& x) {
+                 static auto pos = positions(2, 3, 7);
+                 return ops::rope(x[0], pos, 8, 10000.0, RopeStyle::RotateHalf);
+               }});
+  c.push_back({"rope_rotate_half_full", {{1, 4, 3, 6}}, [](const V& x) {
+                 static auto pos = positions(1, 4, 300);
+                 return ops::rope(x[0], pos, 6, 500.0, RopeStyle::RotateHalf);
+               }});
+  // indexing (the MoE dispatch and combine) and division
+  c.push_back({"gather_rows", {{5, 3}}, [](const V& x) {
+                 static const std::vector<int64_t> rows{4, 0, 4, 2};
+                 return ops::gather_rows(x[0], rows);
+               }});
+  c.push_back({"scatter_add_rows", {{3, 4}, {1, 4}, {2, 4}}, [](const V& x) {
+                 static const std::vector<std::vector<int64_t>> rows{{0, 2, 5}, {2}, {5, 1}};
+                 return ops::scatter_add_rows(x, rows, 6);
+               }});
+  c.push_back({"gather_last", {{3, 5}}, [](const V& x) {
+                 static const std::vector<int32_t> index{4, 1, 0, 0, 2, 3};
+                 return ops::gather_last(x[0], index, 2);
+               }});
+  GradCase div_case{
+      "div_broadcast", {{3, 4}, {3, 1}}, [](const V& x) { return ops::div(x[0], x[1]); }};
+  div_case.lo = 0.5f;
+  div_case.hi = 2.0f;
+  div_case.eps = 1e-3f;
+  c.push_back(div_case);
   // attention: GQA 1 and 8, length 1, odd sizes, tiles crossed, padding rows, decode offset,
   // packing
   c.push_back(attention_case("attention_mha", 2, 5, 5, 2, 2, 4, {}));

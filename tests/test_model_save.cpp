@@ -91,7 +91,7 @@ TEST(InitRandom, Bf16StorageIsTheRoundedF32Init) {
   Glm4Model f(tiny_config()), h(tiny_config());
   init_random(f, 3, DType::F32);
   init_random(h, 3, DType::BF16);
-  EXPECT_EQ(h.layers[0].mlp.down_proj.weight.frozen.dtype(), DType::BF16);
+  EXPECT_EQ(std::get<Glm4Mlp>(h.layers[0].mlp).down_proj.weight.frozen.dtype(), DType::BF16);
   auto vf = values_of(f), vh = values_of(h);
   for (const auto& [name, x] : vf)
     for (size_t i = 0; i < x.size(); ++i)

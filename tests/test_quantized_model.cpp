@@ -194,9 +194,11 @@ TEST(QuantizedModel, QuantizeEqualsInitBits) {
   }
   auto model = load_model(tmp / "init");
   EXPECT_EQ(model->lm_head->weight.frozen.quant().bits, 8);
-  EXPECT_EQ(model->layers[0].mlp.down_proj.weight.frozen.quant().format(), (QuantFormat{6, 32}));
-  EXPECT_FALSE(model->layers[1].mlp.gate_up_proj.weight.frozen.is_quantized());
-  EXPECT_EQ(model->layers[0].mlp.gate_up_proj.weight.frozen.quant().format(), (QuantFormat{4, 64}));
+  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).down_proj.weight.frozen.quant().format(),
+            (QuantFormat{6, 32}));
+  EXPECT_FALSE(std::get<Glm4Mlp>(model->layers[1].mlp).gate_up_proj.weight.frozen.is_quantized());
+  EXPECT_EQ(std::get<Glm4Mlp>(model->layers[0].mlp).gate_up_proj.weight.frozen.quant().format(),
+            (QuantFormat{4, 64}));
   // Close to the dense model it came from (4 bits on random weights: a loose bound).
   EXPECT_LE(max_relative_error(logits_of(*model), logits_of(dense)), 0.5);
 }

@@ -35,7 +35,8 @@ void visit_train_settings(Visitor&& visit) {
   visit("lora_targets", &C::lora_targets,
         "Comma-separated modules or all-linear "
         "(default q_proj,k_proj,v_proj,o_proj; ChatGLM: "
-        "query_key_value,dense,dense_h_to_4h,dense_4h_to_h)");
+        "query_key_value,dense,dense_h_to_4h,dense_4h_to_h; glm4_moe: gate_proj,up_proj,down_proj, "
+        "narrowed as experts, shared_experts, mlp.X, experts.X: docs/training.md)");
   visit("num_layers", &C::num_layers, "LoRA on the last N layers only (default all)");
   visit("rslora", &C::rslora, "rsLoRA scaling alpha / sqrt(r)");
   visit("full", &C::full, "Train every parameter instead of LoRA");

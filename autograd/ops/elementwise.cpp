@@ -1,4 +1,4 @@
-// add, sub, mul, scale with broadcasting; sum_to; dropout.
+// add, sub, mul, div, scale with broadcasting; sum_to; dropout.
 #include <random>
 
 #include "autograd/node.h"
@@ -98,6 +98,23 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     return std::vector<Tensor>{
         n.needs_grad(0) ? sum_to(binary_values("mul", g, b, times), a.shape()) : Tensor(),
         n.needs_grad(1) ? sum_to(binary_values("mul", g, a, times), b.shape()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_values("div", a, b, [](float x, float y) { return x / y; });
+  Shape sa = a.shape();
+  return record(out, "div", {a, b}, {b.detach(), out.detach()}, [sa](Node& n, const Tensor& g) {
+    const Tensor& b = n.saved[0];
+    const Tensor& y = n.saved[1];
+    Tensor da, db;
+    if (n.needs_grad(0))  // g / b
+      da = sum_to(binary_values("div", g, b, [](float x, float v) { return x / v; }), sa);
+    if (n.needs_grad(1)) {  // -g * y / b
+      Tensor gy = binary_values("div", g, y, [](float x, float v) { return x * v; });
+      db = sum_to(binary_values("div", gy, b, [](float x, float v) { return -x / v; }), b.shape());
+    }
+    return std::vector<Tensor>{da, db};
   });
 }
 

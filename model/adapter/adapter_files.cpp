@@ -174,6 +174,13 @@ double alpha_from_scale(double scale, int64_t rank) {
 
 std::vector<std::string> canonical_targets(const std::vector<std::string>& names,
                                            const std::string& file, const char* field_name) {
+  if (names_moe_targets(names)) {  // glm4_moe: qualified names narrow the MLP kinds
+    try {
+      return resolve_lora_targets(names, true);
+    } catch (const Error& e) {
+      fail(file, ": ", field_name, ": ", e.what());
+    }
+  }
   std::vector<std::string> bare;
   for (const std::string& n : names) {
     size_t dot = n.rfind('.');
@@ -193,6 +200,52 @@ std::vector<std::string> canonical_targets(const std::vector<std::string>& names
     fail(file, ": ", field_name, ": ", e.what());
   }
 }
+
+namespace {
+// glm4_moe adapters: the targets come from the config or, kind by kind, from the modules; every
+// module is a target; each adapted layer has every attention target, and each adapted MLP (dense,
+// shared or one routed expert) every projection the targets give it. Whether every expert of the
+// model is there is checked against the model when loading.
+void check_moe_modules(AdapterFile& a, const std::string& fname, bool targets_from_config) {
+  auto key = [&](const std::string& module) {
+    return adapter_tensor_key(a.info.format, module, AdapterPart::A);
+  };
+  if (!targets_from_config) {
+    std::set<std::string> kinds;
+    for (const auto& [module, m] : a.modules) kinds.insert(qualified_lora_target(module));
+    a.info.lora.targets = canonical_targets({kinds.begin(), kinds.end()}, fname, "keys");
+  }
+  const std::vector<std::string>& targets = a.info.lora.targets;
+  auto targeted = [&](const std::string& path) {
+    return std::any_of(targets.begin(), targets.end(),
+                       [&](const std::string& t) { return lora_target_matches(t, path); });
+  };
+  std::vector<std::string> missing;
+  std::set<std::string> owners;
+  for (const auto& [module, m] : a.modules) {
+    GLM4_CHECK(targeted(module), fname, ": holds LoRA tensors for ", module,
+               ", which adapter_config.json does not list as a target");
+    owners.insert(module.substr(0, module.rfind('.')));
+  }
+  for (int64_t layer : a.layers_present())
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      const std::string path = lora_module_path(layer, n);
+      if (targeted(path) && !a.modules.count(path)) missing.push_back(key(path));
+    }
+  for (const std::string& owner : owners) {
+    if (owner.ends_with(".self_attn")) continue;
+    for (const char* n : {"gate_proj", "up_proj", "down_proj"}) {
+      const std::string path = owner + "." + n;
+      if (targeted(path) && !a.modules.count(path)) missing.push_back(key(path));
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 20; ++i) list += "\n  " + missing[i];
+    fail(fname, ": ", missing.size(), " target module(s) missing on adapted layers:", list);
+  }
+}
+}  // namespace
 
 void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, bool transposed,
                   bool targets_from_config, bool with_tensors) {
@@ -274,6 +327,16 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
                key(module, AdapterPart::Magnitude), " has shape ", shape_str(m.magnitude_shape),
                " but ", key(module, AdapterPart::B), " has ", m.b_shape[0], " rows");
 
+  bool moe = false;
+  for (const auto& [module, m] : a.modules) moe |= is_moe_module_path(module);
+  if (moe) {
+    check_moe_modules(a, fname, targets_from_config);
+    return;
+  }
+  for (const std::string& t : a.info.lora.targets)
+    GLM4_CHECK(!names_moe_targets({t}), (dir_of(path) / "adapter_config.json").string(), ": ",
+               format == "mlx" ? "lora_parameters: keys" : "target_modules", ": ", t,
+               " is a glm4_moe module, but the tensors are those of a dense GLM-4 model");
   // The modules must be exactly the targets on every adapted layer.
   std::set<std::string> names;
   for (const auto& [module, m] : a.modules) {

@@ -2,10 +2,13 @@
 // them from an adapter directory with strict checks; conversion between the layouts.
 #include "model/adapter/adapter_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
+#include <set>
 
 #include "base/check.h"
 #include "base/strings.h"
@@ -25,6 +28,27 @@ std::string another_model(const AdapterInfo& info) {
   return out;
 }
 
+// Whether some target of `targets` adapts the linear at `path`.
+bool targeted(const std::vector<std::string>& targets, const std::string& path) {
+  for (const std::string& t : targets)
+    if (lora_target_matches(t, path)) return true;
+  return false;
+}
+
+// glm4_moe: the model's adapted linears are exactly the targeted ones on each adapted layer.
+void check_moe_adapted(Glm4Model& model, const AdapterFile& a, const fs::path& dir) {
+  const std::set<int64_t> layers = a.layers_present();
+  const std::vector<std::string>& targets = a.info.lora.targets;
+  model.visit_linears([&](const LinearSite& site, Linear&) {
+    if (!layers.count(site.layer)) return;
+    const bool has = a.modules.count(site.path) > 0, wanted = targeted(targets, site.path);
+    GLM4_CHECK(has == wanted, "save_adapter ", dir, ": ", site.path,
+               wanted ? " has no LoRA module but" : " has a LoRA module but",
+               " the LoRA settings target ", join(targets),
+               wanted ? " (its layer has other modules)" : "");
+  });
+}
+
 std::string last_component(const fs::path& p) {
   fs::path n = p.lexically_normal();
   if (n.filename().empty()) n = n.parent_path();
@@ -34,6 +58,15 @@ std::string last_component(const fs::path& p) {
 
 void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format) {
   check_adapter_format(format);
+  if (c.family == ModelConfig::Family::Glm4Moe) {
+    resolve_lora_targets(lora.targets, true);
+    GLM4_CHECK(
+        format == "peft",
+        "--adapter-format mlx: mlx-lm's adapter layout for glm4_moe (LoRA on the ",
+        "stacked switch_mlp experts) is not supported yet; use --adapter-format peft (PEFT's ",
+        "per-expert layout)");
+    return;
+  }
   std::vector<std::string> targets = resolve_lora_targets(lora.targets);
   const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
   GLM4_CHECK(chatglm || targets.front() != kFusedQkv, "LoRA target ", kFusedQkv,
@@ -55,7 +88,8 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   AdapterFile a;
   a.info.format = format;
   a.info.lora = lora;
-  a.info.lora.targets = resolve_lora_targets(lora.targets);
+  const bool moe = model.config.family == ModelConfig::Family::Glm4Moe;
+  a.info.lora.targets = resolve_lora_targets(lora.targets, moe);
   a.info.base_model_name_or_path = base_model;
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
@@ -86,6 +120,15 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
     }
   });
   GLM4_CHECK(!a.modules.empty(), "save_adapter ", dir, ": the model has no LoRA modules");
+  if (moe) {
+    check_moe_adapted(model, a, dir);
+    std::set<int64_t> layers = a.layers_present();
+    if (int64_t(layers.size()) != a.total_layers)
+      a.info.layers.assign(layers.begin(), layers.end());
+    a.info.lora.num_layers = a.info.layers.empty() ? -1 : int64_t(layers.size());
+    write_adapter_file(a, dir, format);
+    return;
+  }
   std::vector<std::string> expected, found;
   for (const std::string& t : a.info.lora.targets)
     for (const std::string& n : lora_target_linears(t)) expected.push_back(n);
@@ -123,6 +166,14 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   const AdapterInfo& info = a.info;
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
+  const bool moe = model.config.family == ModelConfig::Family::Glm4Moe;
+  GLM4_CHECK(!moe || info.format == "peft", wfile,
+             ": mlx-lm's adapter layout for glm4_moe is not supported yet");
+  GLM4_CHECK(moe || !std::any_of(a.modules.begin(), a.modules.end(),
+                                 [](const auto& m) { return is_moe_module_path(m.first); }),
+             wfile,
+             ": holds adapters of glm4_moe modules (experts, gate_proj, up_proj) but the model is ",
+             family_name(model.config.family), another_model(info));
 
   std::set<int64_t> layers;
   if (info.layers.empty())
@@ -142,40 +193,78 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
              "transformer.encoder.layers), but the ",
              "model is ", family_name(model.config.family), another_model(info));
   if (model.config.family == ModelConfig::Family::ChatGlm) a.qkv_rows = qkv_rows_of(model.config);
+  // Every linear once, by path (a glm4_moe model has thousands).
+  std::map<std::string, Linear*> linears;
+  model.visit_linears([&](const LinearSite& site, Linear& lin) { linears[site.path] = &lin; });
+  auto find_linear = [&](const std::string& path) -> Linear* {
+    auto it = linears.find(path);
+    return it == linears.end() ? nullptr : it->second;
+  };
+  // The modules the adapter must hold: each target on each adapted layer, and for glm4_moe
+  // every linear a target names there (each routed expert its own module).
+  struct Expected {
+    std::string path;
+    std::vector<std::string>
+        linears;  // the model linears the module adapts (q/k/v for a fused one)
+  };
+  std::vector<Expected> expected;
+  if (moe) {
+    model.visit_linears([&](const LinearSite& site, Linear&) {
+      if (layers.count(site.layer) && targeted(info.lora.targets, site.path))
+        expected.push_back({site.path, {site.path}});
+    });
+  } else {
+    for (int64_t layer : layers)
+      for (const std::string& t : info.lora.targets) {
+        Expected e{lora_module_path(layer, t), {}};
+        for (const std::string& n : lora_target_linears(t))
+          e.linears.push_back(lora_module_path(layer, n));
+        expected.push_back(std::move(e));
+      }
+  }
   // Check everything before touching the model, so a bad adapter leaves it as it was.
   std::vector<std::string> missing;
-  for (int64_t layer : layers)
-    for (const std::string& t : info.lora.targets) {
-      std::string path = lora_module_path(layer, t);
-      auto it = a.modules.find(path);
-      if (it == a.modules.end()) {
-        missing.push_back(adapter_tensor_key(info.format, path, AdapterPart::A, a.chatglm));
-        continue;
-      }
-      int64_t in = 0, out = 0;
-      for (const std::string& n : lora_target_linears(t)) {
-        const Linear* lin = model.find_linear(lora_module_path(layer, n));
-        GLM4_CHECK(lin, "adapter ", dir, ": no module ", lora_module_path(layer, n),
-                   " in the model");
-        in = lin->in_features;
-        out += lin->out_features;
-      }
-      const AdapterModule& m = it->second;
-      bool mlx = info.format == "mlx";
-      auto check = [&](AdapterPart part, Shape found, Shape expected) {
-        if (mlx && found.size() == 2) {  // report in the file's own orientation
-          std::swap(found[0], found[1]);
-          std::swap(expected[0], expected[1]);
-        }
-        GLM4_CHECK(found == expected, wfile, ": ",
-                   adapter_tensor_key(info.format, path, part, a.chatglm), " has shape ",
-                   shape_str(found), ", expected ", shape_str(expected), " for ", path,
-                   " of this model", another_model(info));
-      };
-      check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
-      check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
-      if (info.lora.dora) check(AdapterPart::Magnitude, m.magnitude_shape, {out});
+  for (const Expected& e : expected) {
+    const std::string& path = e.path;
+    auto it = a.modules.find(path);
+    if (it == a.modules.end()) {
+      missing.push_back(adapter_tensor_key(info.format, path, AdapterPart::A, a.chatglm));
+      continue;
     }
+    int64_t in = 0, out = 0;
+    for (const std::string& n : e.linears) {
+      const Linear* lin = find_linear(n);
+      GLM4_CHECK(lin, "adapter ", dir, ": no module ", n, " in the model");
+      in = lin->in_features;
+      out += lin->out_features;
+    }
+    const AdapterModule& m = it->second;
+    bool mlx = info.format == "mlx";
+    auto check = [&](AdapterPart part, Shape found, Shape expected) {
+      if (mlx && found.size() == 2) {  // report in the file's own orientation
+        std::swap(found[0], found[1]);
+        std::swap(expected[0], expected[1]);
+      }
+      GLM4_CHECK(found == expected, wfile, ": ",
+                 adapter_tensor_key(info.format, path, part, a.chatglm), " has shape ",
+                 shape_str(found), ", expected ", shape_str(expected), " for ", path,
+                 " of this model", another_model(info));
+    };
+    check(AdapterPart::A, m.a_shape, {info.lora.rank, in});
+    check(AdapterPart::B, m.b_shape, {out, info.lora.rank});
+    if (info.lora.dora) check(AdapterPart::Magnitude, m.magnitude_shape, {out});
+    GLM4_CHECK(!info.lora.dora || !moe ||
+                   std::string(lora_module_parent(path.substr(path.rfind('.') + 1))) != "mlp",
+               wfile, ": DoRA on glm4_moe's MLP and expert linears (", path, ") is not supported");
+  }
+  if (moe && expected.size() != a.modules.size()) {
+    std::set<std::string> wanted;
+    for (const Expected& e : expected) wanted.insert(e.path);
+    for (const auto& [path, m] : a.modules)
+      GLM4_CHECK(wanted.count(path), wfile, ": ",
+                 adapter_tensor_key(info.format, path, AdapterPart::A),
+                 " is no module of this model", another_model(info));
+  }
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 20; ++i) list += "\n  " + missing[i];
@@ -192,7 +281,7 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   split_fused_qkv(a, wfile);
   std::mt19937_64 unused_rng(0);
   for (auto& [path, m] : a.modules) {
-    Linear* lin = model.find_linear(path);
+    Linear* lin = find_linear(path);
     std::unique_ptr<LoraWeights>& w = target(*lin);
     w = lin->make_lora(info.lora.rank, float(info.scale), float(info.lora.dropout), unused_rng);
     std::memcpy(w->lora_A.data(), m.a.data(), m.a.size() * sizeof(float));
@@ -210,8 +299,8 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     if (!fused_paths.count(lora_module_path(layer, kFusedQkv)) ||
         (name != "k_proj" && name != "v_proj"))
       continue;
-    Linear* lin = model.find_linear(path);
-    Linear* q = model.find_linear(lora_module_path(layer, "q_proj"));
+    Linear* lin = find_linear(path);
+    Linear* q = find_linear(lora_module_path(layer, "q_proj"));
     LoraWeights& w = *target(*lin);
     w.lora_A = target(*q)->lora_A;
     w.dropout_slot = q->seed_slot;

@@ -15,6 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 bool parse_mlx_key(const std::string& key, std::string* module, AdapterPart* part) {
+  GLM4_CHECK(key.find(".switch_mlp.") == std::string::npos, "adapters.safetensors: ", key,
+             ": mlx-lm's glm4_moe adapters (LoRA on the stacked switch_mlp experts) are not "
+             "supported yet");
   static const std::vector<std::pair<std::string, AdapterPart>> suffixes{
       {".lora_a", AdapterPart::A}, {".lora_b", AdapterPart::B}, {".m", AdapterPart::Magnitude}};
   for (const auto& [suffix, p] : suffixes) {
@@ -25,7 +28,8 @@ bool parse_mlx_key(const std::string& key, std::string* module, AdapterPart* par
     *module = key.substr(0, key.size() - suffix.size());
     int64_t layer;
     std::string name;
-    return parse_lora_module_path(*module, &layer, &name) && name != kFusedQkv;
+    return parse_lora_module_path(*module, &layer, &name) && name != kFusedQkv &&
+           !is_moe_module_path(*module);
   }
   return false;
 }
@@ -101,6 +105,12 @@ AdapterFile read_mlx(const fs::path& dir, bool with_tensors) {
 
 void write_mlx(const AdapterFile& in, const fs::path& dir) {
   AdapterFile a = in;
+  for (const auto& [module, m] : a.modules)
+    GLM4_CHECK(!is_moe_module_path(module), "adapter ", dir, ": ", module,
+               " is a glm4_moe MLP module; mlx-lm's ",
+               "adapter layout for glm4_moe (LoRA on the stacked switch_mlp experts) is not "
+               "supported yet: keep ",
+               "the PEFT layout");
   split_fused_qkv(a, "adapter " + dir.string());
   const LoraConfig& l = a.info.lora;
   std::set<int64_t> present = a.layers_present();

@@ -179,6 +179,20 @@ void write_peft(const AdapterFile& in, const fs::path& dir) {
   std::vector<std::string> target_modules;
   for (const std::string& t : l.targets)
     target_modules.push_back(a.chatglm ? chatglm_target_name(t) : t);
+  // PEFT matches a list entry as a suffix of the module path; glm4_moe's "experts.X" (every
+  // routed expert mlp.experts.E.X) has no such suffix, so those targets go as one regular
+  // expression, which PEFT matches against the whole path.
+  std::string pattern;
+  if (std::any_of(l.targets.begin(), l.targets.end(),
+                  [](const std::string& t) { return t.rfind("experts.", 0) == 0; })) {
+    for (const std::string& t : l.targets) {
+      const size_t dot = t.find('.');
+      std::string alt = dot == std::string::npos ? t : t.substr(0, dot) + "\\." + t.substr(dot + 1);
+      if (t.rfind("experts.", 0) == 0) alt = "experts\\.[0-9]+\\." + t.substr(dot + 1);
+      pattern += (pattern.empty() ? "" : "|") + alt;
+    }
+    pattern = ".*\\.(" + pattern + ")";
+  }
 
   // The fields PEFT's LoraConfig writes (PEFT sorts keys; nlohmann::json keeps them sorted).
   json j = json::object();
@@ -203,7 +217,7 @@ void write_peft(const AdapterFile& in, const fs::path& dir) {
   j["r"] = l.rank;
   j["rank_pattern"] = json::object();
   j["revision"] = nullptr;
-  j["target_modules"] = target_modules;
+  j["target_modules"] = pattern.empty() ? json(target_modules) : json(pattern);
   j["task_type"] = "CAUSAL_LM";
   j["use_dora"] = l.dora;
   j["use_rslora"] = l.use_rslora;

@@ -1,0 +1,24 @@
+#include "model/swiglu_mlp.h"
+
+#include "autograd/ops.h"
+
+namespace glm4 {
+
+Tensor SwigluMlp::forward(const Tensor& x, const ForwardContext& ctx) const {
+  return down_proj.forward(ops::mul(ops::silu(gate_proj.forward(x, ctx)), up_proj.forward(x, ctx)),
+                           ctx);
+}
+
+void SwigluMlp::visit(const std::string& prefix, const ParamVisitor& fn) {
+  gate_proj.visit(prefix + ".gate_proj", fn);
+  up_proj.visit(prefix + ".up_proj", fn);
+  down_proj.visit(prefix + ".down_proj", fn);
+}
+
+void SwigluMlp::visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn) {
+  fn({prefix + ".gate_proj", layer, "gate_proj"}, gate_proj);
+  fn({prefix + ".up_proj", layer, "up_proj"}, up_proj);
+  fn({prefix + ".down_proj", layer, "down_proj"}, down_proj);
+}
+
+}  // namespace glm4
