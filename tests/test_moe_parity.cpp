@@ -182,10 +182,11 @@ TEST(MoeBf16, LogitsNoWorseThanTorchBf16) {
   std::printf("[ moe bf16 ] max |logit - fp64|: PyTorch bf16 %.3g, ours f32 compute %.3g, %s\n",
               theirs, f32, bf16_line.c_str());
   model->visit([&](const std::string& name, Param& p) {
-    if (name.ends_with("e_score_correction_bias"))
+    if (name.ends_with("e_score_correction_bias")) {
       EXPECT_TRUE(p.value.defined()) << name;  // fp32
-    else if (p.is_matrix())
+    } else if (p.is_matrix()) {
       EXPECT_EQ(p.frozen.dtype(), DType::BF16) << name;
+    }
   });
 }
 
