@@ -101,11 +101,13 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
   gguf->add_option("--type", g->type,
                    "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
   gguf->footer(
-      "Architecture glm4 (GLM-4-0414) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), "
-      "tensor\n"
-      "names and metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms and biases stay "
-      "f32;\n"
-      "a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is asked.\n"
+      "Architecture glm4 (GLM-4-0414), glm4moe (GLM-4.5/4.6/4.7: routed experts stacked, MTP\n"
+      "layers left out) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), tensor names "
+      "and\n"
+      "metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms, biases and the MoE "
+      "router\n"
+      "stay f32; a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is "
+      "asked.\n"
       "Example: glm4 export gguf --model ~/GLM-4-9B-0414 --out glm4-9b-q8_0.gguf --type q8_0");
   out.push_back({gguf, [g] { run_gguf(*g); }});
 
