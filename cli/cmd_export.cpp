@@ -7,6 +7,7 @@
 #include "cli/flag_groups.h"
 #include "export/gguf_export.h"
 #include "export/gguf_lora_export.h"
+#include "export/gguf_tensor_map.h"
 #include "infer/merge.h"
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"
@@ -82,8 +83,7 @@ void run_gguf_lora(const ExportFlags& f) {
   });
   print_notes(r.notes);
   std::printf("wrote %s: LoRA for %s, %lld tensors, alpha %g, %s\n", f.out.c_str(),
-              config.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm",
-              static_cast<long long>(r.tensors), r.alpha, f.type.c_str());
+              gguf_arch_name(config), static_cast<long long>(r.tensors), r.alpha, f.type.c_str());
 }
 
 }  // namespace

@@ -3,23 +3,27 @@
 // [experts, out, in] tensors hold each expert's weights as the safetensors files have them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
 #include "base/dtype.h"
 #include "export/ggml_quants.h"
 #include "export/gguf_export.h"
+#include "export/gguf_lora_export.h"
 #include "export/gguf_tensor_map.h"
 #include "export/gguf_vocab.h"
 #include "io/safetensors.h"
 #include "support/temp_dir.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/gguf_reader.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
 using glm4::testing::expect_error;
+using glm4::testing::randn;
 using glm4::testing::TempDir;
 
 std::string moe_dir(const std::string& name) {
@@ -167,7 +171,8 @@ void expect_experts_match(const std::string& fixture, GgmlType type) {
       const std::vector<float> all = t.to_f32();
       const size_t per = size_t(t.ne[0] * t.ne[1]);
       for (int64_t e : {int64_t(0), int64_t(7), experts - 1}) {
-        const std::string name = ours + "experts." + std::to_string(e) + "." + proj + "_proj.weight";
+        const std::string name =
+            ours + "experts." + std::to_string(e) + "." + proj + "_proj.weight";
         const std::vector<float> slice(all.begin() + e * per, all.begin() + (e + 1) * per);
         EXPECT_EQ(slice, as_type(stored(*st, name), t.type)) << name << " in " << t.name;
       }
@@ -227,7 +232,8 @@ TEST(GgufExportMoe, PlanRefusesAMissingOrMisshapenExpertNamingTheTensor) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
   for (int e = 0; e < 16; ++e) {
     if (e == 5) continue;
-    ours.push_back({"model.layers.1.mlp.experts." + std::to_string(e) + ".up_proj.weight", {16, 32}});
+    ours.push_back(
+        {"model.layers.1.mlp.experts." + std::to_string(e) + ".up_proj.weight", {16, 32}});
   }
   expect_error([&] { gguf_tensor_plan(c, ours); }, "blk.1.ffn_up_exps.weight is missing expert 5");
   ours.push_back({"model.layers.1.mlp.experts.5.up_proj.weight", {16, 16}});
@@ -255,11 +261,118 @@ TEST(GgufExportMoe, VocabularyHasTheGlmMoeSpecialIds) {
       std::string(GLM4_TEST_DATA) + "/tokenizers/glm4-0414/tokenizer.derived.json",
       dir / "tokenizer.json");
   const GgufVocab v = build_gguf_vocab(dir.path(), GgufVocabStyle::Glm4Moe, 151552);
-  EXPECT_EQ(v.special("bos"), 151331);  // [gMASK]
-  EXPECT_EQ(v.special("eot"), 151336);  // <|user|>
-  EXPECT_EQ(v.special("unk"), 151329);  // <|endoftext|>
-  EXPECT_EQ(v.special("eom"), 151338);  // <|observation|>
+  EXPECT_EQ(v.special("bos"), 151331);         // [gMASK]
+  EXPECT_EQ(v.special("eot"), 151336);         // <|user|>
+  EXPECT_EQ(v.special("unk"), 151329);         // <|endoftext|>
+  EXPECT_EQ(v.special("eom"), 151338);         // <|observation|>
   EXPECT_FALSE(v.special("eos").has_value());  // only from tokenizer_config / config.json
+}
+
+GgufLoraModule random_module(const std::string& path, int64_t rank, int64_t in, int64_t out,
+                             uint32_t seed) {
+  return {path,
+          rank,
+          in,
+          out,
+          randn(size_t(rank * in), 2 * seed),
+          randn(size_t(out * rank), 2 * seed + 1)};
+}
+
+// Expert e's delta W = (alpha / R) * B_e A_e of a stacked pair (A {in, R, E}, B {R, out, E}),
+// as llama.cpp's mul_mat_id applies it; [out, in].
+std::vector<double> expert_delta(const GgufFile& f, const std::string& base, int64_t e) {
+  const GgufTensorInfo& a = f.tensor(base + ".lora_a");
+  const GgufTensorInfo& b = f.tensor(base + ".lora_b");
+  const int64_t in = a.ne[0], rank = a.ne[1], out = b.ne[1];
+  EXPECT_EQ(b.ne[0], rank);
+  EXPECT_EQ(a.ne[2], b.ne[2]);
+  const std::vector<float> av = a.to_f32(), bv = b.to_f32();
+  const double s = f.get_f32("adapter.lora.alpha") / double(rank);
+  std::vector<double> d(size_t(out * in), 0.0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t r = 0; r < rank; ++r)
+      for (int64_t i = 0; i < in; ++i)
+        d[size_t(o * in + i)] +=
+            s * bv[size_t((e * out + o) * rank + r)] * av[size_t((e * rank + r) * in + i)];
+  return d;
+}
+
+void expect_delta(const std::vector<double>& d, const GgufLoraModule* m, double scale,
+                  const std::string& what) {
+  for (int64_t o = 0; o < (m ? m->out : 0); ++o)
+    for (int64_t i = 0; i < m->in; ++i) {
+      double want = 0;
+      for (int64_t r = 0; r < m->rank; ++r)
+        want += scale * m->b[size_t(o * m->rank + r)] * m->a[size_t(r * m->in + i)];
+      ASSERT_NEAR(d[size_t(o * m->in + i)], want, 1e-4 * (1 + std::fabs(want))) << what;
+    }
+  if (!m) {
+    for (double x : d) ASSERT_EQ(x, 0.0) << what << ": an expert without adapter changes nothing";
+  }
+}
+
+// llama.cpp applies LoRA to the stacked expert weights per chosen expert (mul_mat_id over a 3-D
+// lora_a / lora_b), so per-expert adapters stack like the experts; ranks may differ (zero
+// padded) and experts without an adapter are zero.
+TEST(GgufLoraExportMoe, ExpertAdaptersStackWithTheSameDeltaPerExpert) {
+  TempDir dir;
+  const ModelConfig c = load_model_config(moe_dir("tiny_moe"));
+  const std::vector<GgufLoraModule> mods = {
+      random_module("model.layers.1.mlp.experts.0.up_proj", 4, 32, 16, 1),
+      random_module("model.layers.1.mlp.experts.3.up_proj", 2, 32, 16, 2),
+      random_module("model.layers.1.mlp.experts.15.up_proj", 4, 32, 16, 3),
+      random_module("model.layers.2.mlp.experts.7.down_proj", 4, 16, 32, 4),
+      random_module("model.layers.1.mlp.shared_experts.gate_proj", 4, 32, 16, 5),
+      random_module("model.layers.0.mlp.up_proj", 4, 32, 64, 6),
+      random_module("model.layers.2.self_attn.q_proj", 4, 32, 64, 7)};
+  const double scale = 2.0;
+  const auto r = export_gguf_lora(c, mods, scale, "ad", dir / "l.gguf", GgmlType::F32);
+  auto f = GgufFile::open(dir / "l.gguf");
+  EXPECT_EQ(f->get_string("general.architecture"), "glm4moe");
+  EXPECT_EQ(r.tensors, 10);
+  EXPECT_EQ(f->tensor("blk.1.ffn_up_exps.weight.lora_a").ne, (Dims{32, 4, 16}));
+  EXPECT_EQ(f->tensor("blk.1.ffn_up_exps.weight.lora_b").ne, (Dims{4, 16, 16}));
+  EXPECT_EQ(f->tensor("blk.2.ffn_down_exps.weight.lora_a").ne, (Dims{16, 4, 16}));
+  EXPECT_EQ(f->tensor("blk.2.ffn_down_exps.weight.lora_b").ne, (Dims{4, 32, 16}));
+  EXPECT_EQ(f->tensor("blk.1.ffn_gate_shexp.weight.lora_a").ne, (Dims{32, 4}));
+  EXPECT_EQ(f->tensor("blk.0.ffn_up.weight.lora_b").ne, (Dims{4, 64}));
+  EXPECT_EQ(f->tensor("blk.2.attn_q.weight.lora_b").ne, (Dims{4, 64}));
+  for (int64_t e = 0; e < 16; ++e) {
+    const GgufLoraModule* m = e == 0 ? &mods[0] : e == 3 ? &mods[1] : e == 15 ? &mods[2] : nullptr;
+    expect_delta(expert_delta(*f, "blk.1.ffn_up_exps.weight", e), m, scale,
+                 "blk.1 up expert " + std::to_string(e));
+    expect_delta(expert_delta(*f, "blk.2.ffn_down_exps.weight", e), e == 7 ? &mods[3] : nullptr,
+                 scale, "blk.2 down expert " + std::to_string(e));
+  }
+  bool zero_note = false, prec_note = false;
+  for (const auto& n : r.notes) {
+    zero_note |= n.find("written as zero") != std::string::npos;
+    prec_note |= n.find("ggml_mul_mat_set_prec") != std::string::npos;
+  }
+  EXPECT_TRUE(zero_note);
+  EXPECT_FALSE(prec_note);  // no o_proj, dense or shared down_proj adapted
+
+  // The shared expert's down_proj goes through llama.cpp's build_ffn, which asserts on a LoRA.
+  auto with_down = mods;
+  with_down.push_back(random_module("model.layers.1.mlp.shared_experts.down_proj", 4, 16, 32, 8));
+  const auto r2 = export_gguf_lora(c, with_down, scale, "ad", dir / "d.gguf", GgmlType::F32);
+  prec_note = false;
+  for (const auto& n : r2.notes)
+    prec_note |= n.find("shared_experts.down_proj") != std::string::npos;
+  EXPECT_TRUE(prec_note);
+
+  expect_error(
+      [&] {
+        export_gguf_lora(c, {random_module("model.layers.1.mlp.experts.16.up_proj", 4, 32, 16, 1)},
+                         scale, "x", dir / "bad.gguf", GgmlType::F32);
+      },
+      "'model.layers.1.mlp.experts.16.up_proj' is not an expert of this model");
+  expect_error(
+      [&] {
+        export_gguf_lora(c, {random_module("model.layers.1.mlp.experts.2.up_proj", 4, 64, 16, 1)},
+                         scale, "x", dir / "bad.gguf", GgmlType::F32);
+      },
+      "another model");
 }
 
 }  // namespace
