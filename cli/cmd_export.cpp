@@ -7,6 +7,7 @@
 #include "cli/flag_groups.h"
 #include "export/gguf_export.h"
 #include "export/gguf_lora_export.h"
+#include "export/gguf_tensor_map.h"
 #include "infer/merge.h"
 #include "model/adapter/adapter_files.h"
 #include "model/adapter/adapter_io.h"
@@ -82,8 +83,7 @@ void run_gguf_lora(const ExportFlags& f) {
   });
   print_notes(r.notes);
   std::printf("wrote %s: LoRA for %s, %lld tensors, alpha %g, %s\n", f.out.c_str(),
-              config.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm",
-              static_cast<long long>(r.tensors), r.alpha, f.type.c_str());
+              gguf_arch_name(config), static_cast<long long>(r.tensors), r.alpha, f.type.c_str());
 }
 
 }  // namespace
@@ -101,11 +101,13 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
   gguf->add_option("--type", g->type,
                    "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
   gguf->footer(
-      "Architecture glm4 (GLM-4-0414) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), "
-      "tensor\n"
-      "names and metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms and biases stay "
-      "f32;\n"
-      "a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is asked.\n"
+      "Architecture glm4 (GLM-4-0414), glm4moe (GLM-4.5/4.6/4.7: routed experts stacked, MTP\n"
+      "layers left out) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), tensor names "
+      "and\n"
+      "metadata as llama.cpp's convert_hf_to_gguf.py writes them. Norms, biases and the MoE "
+      "router\n"
+      "stay f32; a matrix whose rows are not a multiple of 32 is written f16 when q8_0/q4_0 is "
+      "asked.\n"
       "Example: glm4 export gguf --model ~/GLM-4-9B-0414 --out glm4-9b-q8_0.gguf --type q8_0");
   out.push_back({gguf, [g] { run_gguf(*g); }});
 

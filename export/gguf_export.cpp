@@ -48,6 +48,53 @@ void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
   set_u32(w, a + "rope.dimension_count", c.rotary_dim);
 }
 
+// Glm4MoeModel.set_gguf_parameters: TextModel's keys (expert and group counts among them), then
+// the rope dimension count and the MoE keys. The MTP layers are not exported (glm4 never loads
+// them), so block_count is num_hidden_layers and nextn_predict_layers 0.
+void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
+                     std::vector<std::string>& notes) {
+  const std::string a = "glm4moe.";
+  set_u32(w, a + "block_count", c.num_hidden_layers);
+  set_u32(w, a + "context_length", c.max_position_embeddings);
+  set_u32(w, a + "embedding_length", c.hidden_size);
+  set_u32(w, a + "feed_forward_length", c.intermediate_size);
+  set_u32(w, a + "attention.head_count", c.num_attention_heads);
+  set_u32(w, a + "attention.head_count_kv", c.num_key_value_heads);
+  w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
+  set_u32(w, a + "expert_count", c.n_routed_experts);
+  set_u32(w, a + "expert_used_count", c.num_experts_per_tok);
+  // llama.cpp asserts expert_group_used_count < expert_group_count when there are groups; keeping
+  // every group is the same choice as one group.
+  int64_t groups = c.n_group, groups_used = c.topk_group;
+  if (groups > 1 && groups_used >= groups) {
+    notes.push_back(str_cat("topk_group ", c.topk_group, " keeps all ", c.n_group,
+                            " expert groups: written as one group (llama.cpp refuses "
+                            "expert_group_used_count >= expert_group_count)"));
+    groups = groups_used = 1;
+  }
+  set_u32(w, a + "expert_group_count", groups);
+  set_u32(w, a + "expert_group_used_count", groups_used);
+  if (c.raw.contains("head_dim") || c.head_dim * c.num_attention_heads != c.hidden_size) {
+    set_u32(w, a + "attention.key_length", c.head_dim);
+    set_u32(w, a + "attention.value_length", c.head_dim);
+  }
+  set_u32(w, "general.file_type", llama_file_type(type));
+  set_u32(w, a + "rope.dimension_count", c.rotary_dim);
+  set_u32(w, a + "expert_feed_forward_length", c.moe_intermediate_size);
+  set_u32(w, a + "expert_shared_count", c.n_shared_experts);
+  set_u32(w, a + "leading_dense_block_count", c.first_k_dense_replace);
+  set_u32(w, a + "expert_gating_func", 2);  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
+  w.set(a + "expert_weights_scale", GgufValue::of_f32(float(c.routed_scaling_factor)));
+  w.set(a + "expert_weights_norm", GgufValue::of_bool(c.norm_topk_prob));
+  set_u32(w, a + "nextn_predict_layers", 0);
+  if (c.num_nextn_predict_layers > 0) {
+    notes.push_back(str_cat("the model's ", c.num_nextn_predict_layers,
+                            " MTP (nextn) layer(s) are not exported (glm4 does not load them; "
+                            "llama.cpp only needs them for speculative decoding)"));
+  }
+}
+
 // ChatGLMModel.set_gguf_parameters (also used for GlmForCausalLM). We write the model's own
 // values; where the converter's ChatGLM-only lookups would give others, a note says so.
 void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
@@ -85,13 +132,15 @@ void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
   }
 }
 
-// Rows of several of our tensors stacked (ChatGLM's q|k|v) or one tensor, in fp32.
-std::vector<float> gather_f32(const GgufTensorPlan& t,
-                              const std::map<std::string, Param*>& params) {
-  std::vector<float> out;
+// The tensor's bytes as `type`: its sources (ChatGLM's q|k|v, glm4_moe's experts, or one
+// tensor) converted to fp32 and encoded one at a time, so a stack of experts never sits in memory
+// as fp32 whole. Every source is whole rows, and a row is whole blocks, so the bytes just append.
+std::vector<uint8_t> encode_sources(const GgufTensorPlan& t, GgmlType type,
+                                    const std::map<std::string, Param*>& params) {
+  std::vector<uint8_t> out;
   for (const std::string& src : t.sources) {
     const Tensor v = params.at(src)->to_f32();
-    out.insert(out.end(), v.data(), v.data() + v.numel());
+    ggml_encode(type, v.data(), v.numel(), out);
   }
   return out;
 }
@@ -122,7 +171,9 @@ std::string gguf_size_label(int64_t n) {
 GgmlType gguf_tensor_type(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
                           bool* fell_back) {
   *fell_back = false;
-  if (shape.size() <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight"))
+  // The router (ffn_gate_inp) stays F32 too, as the converter and llama-quantize keep it.
+  if (shape.size() <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight") ||
+      ends_with(name, "ffn_gate_inp.weight"))
     return GgmlType::F32;
   if (shape.back() % ggml_block_size(type) != 0) {
     *fell_back = true;
@@ -158,15 +209,17 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
   w.set("general.size_label", GgufValue::of_string(gguf_size_label(result.parameters)));
   if (c.family == ModelConfig::Family::Glm4) {
     glm4_hparams(c, w, type);
+  } else if (c.family == ModelConfig::Family::Glm4Moe) {
+    glm4moe_hparams(c, w, type, result.notes);
   } else {
     chatglm_hparams(c, w, type, result.notes);
   }
   set_u32(w, "general.quantization_version", kGgmlQuantVersion);
 
-  const GgufVocab vocab = build_gguf_vocab(
-      model_dir,
-      c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4 : GgufVocabStyle::ChatGlm,
-      c.vocab_size);
+  const GgufVocabStyle style = c.family == ModelConfig::Family::Glm4      ? GgufVocabStyle::Glm4
+                               : c.family == ModelConfig::Family::Glm4Moe ? GgufVocabStyle::Glm4Moe
+                                                                          : GgufVocabStyle::ChatGlm;
+  const GgufVocab vocab = build_gguf_vocab(model_dir, style, c.vocab_size);
   add_vocab_metadata(vocab, w);
   // Without a token list llama.cpp takes the vocabulary size from here (it adds dummy tokens).
   if (vocab.model == "none") set_u32(w, result.arch + ".vocab_size", c.vocab_size);
@@ -182,12 +235,7 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
                                      " (as llama.cpp's converter does)"));
     }
     std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
-    w.add_tensor(t.name, ne, tt, [t, tt, &params] {
-      const std::vector<float> values = gather_f32(t, params);
-      std::vector<uint8_t> bytes;
-      ggml_encode(tt, values.data(), int64_t(values.size()), bytes);
-      return bytes;
-    });
+    w.add_tensor(t.name, ne, tt, [t, tt, &params] { return encode_sources(t, tt, params); });
   }
   result.tensors = int64_t(w.tensor_count());
   w.write(out);

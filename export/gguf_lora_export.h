@@ -31,7 +31,10 @@ struct GgufLoraExportResult {
 // (alpha / r, or alpha / sqrt(r) with rsLoRA), so alpha is written as scale * r, which keeps
 // rsLoRA exact. ChatGLM keeps q|k|v in one attn_qkv: its q/k/v adapters become one adapter of
 // rank (parts * r) with A stacked and B block-diagonal (B scaled by the parts so the rank in
-// llama.cpp's divisor cancels). Throws naming the module whose shapes do not fit config `c`.
+// llama.cpp's divisor cancels). glm4_moe's per-expert adapters of one projection become one
+// stacked pair (A {in, R, experts}, B {R, out, experts}; R the largest rank, smaller ones and
+// experts without an adapter zero padded), which llama.cpp applies per chosen expert. Throws
+// naming the module whose shapes do not fit config `c`.
 GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
                                       const std::vector<GgufLoraModule>& modules, double scale,
                                       const std::string& name, const std::filesystem::path& out,

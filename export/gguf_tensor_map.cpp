@@ -20,9 +20,47 @@ bool split_layer(const std::string& name, int64_t* layer, std::string* rest) {
   return true;
 }
 
-// GGUF name and fused part (-1: none) of one of our tensors.
-std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
+// Where one of our tensors goes: alone, as rows of a fused tensor (ChatGLM's q|k|v, part = 0, 1,
+// 2), or as expert `part` of a stacked [experts, out, in] tensor (glm4_moe's routed experts).
+enum class Placement { Alone, Rows, Expert };
+
+// glm4_moe's per-layer names (gguf-py's GLM4_MOE tensors): its second norm is post_attention_norm
+// (there is no ffn_norm), separate ffn_gate / ffn_up, the router, the shared expert, the stacked
+// routed experts; "mlp.experts.7.up_proj.weight" -> ffn_up_exps.weight, expert 7.
+std::string map_moe_layer(const std::string& rest, int* part, Placement* how) {
+  static const std::map<std::string, std::string> kMoe = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+  };
+  if (auto it = kMoe.find(rest); it != kMoe.end()) return it->second;
+  const std::string experts = "mlp.experts.";
+  if (rest.rfind(experts, 0) != 0) return "";
+  const size_t dot = rest.find('.', experts.size());
+  if (dot == std::string::npos || dot == experts.size()) return "";
+  const std::string index = rest.substr(experts.size(), dot - experts.size());
+  if (index.find_first_not_of("0123456789") != std::string::npos) return "";
+  for (const char* proj : {"gate", "up", "down"}) {
+    if (rest.compare(dot + 1, std::string::npos, std::string(proj) + "_proj.weight") != 0) continue;
+    *part = std::stoi(index);
+    *how = Placement::Expert;
+    return std::string("ffn_") + proj + "_exps.weight";
+  }
+  return "";
+}
+
+// GGUF name and placement of one of our tensors.
+std::string map_name(const ModelConfig& c, const std::string& name, int* part, Placement* how) {
   *part = -1;
+  *how = Placement::Alone;
   if (name == "model.embed_tokens.weight") return "token_embd.weight";
   if (name == "model.norm.weight") return "output_norm.weight";
   if (name == "lm_head.weight") return "output.weight";
@@ -31,6 +69,9 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
   GLM4_CHECK(split_layer(name, &layer, &rest), "gguf export: no GGUF name for tensor '", name, "'");
   const std::string blk = "blk." + std::to_string(layer) + ".";
   const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
+  if (c.family == ModelConfig::Family::Glm4Moe) {
+    if (std::string g = map_moe_layer(rest, part, how); !g.empty()) return blk + g;
+  }
   static const std::map<std::string, std::string> kLayer = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
@@ -47,6 +88,7 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
       if (rest != std::string("self_attn.") + kProj[p] + "_proj." + suffix) continue;
       if (!chatglm) return blk + "attn_" + kProj[p] + "." + suffix;
       *part = p;
+      *how = Placement::Rows;
       return blk + "attn_qkv." + suffix;
     }
   }
@@ -56,9 +98,16 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part) {
 }  // namespace
 
 const char* gguf_arch_name(const ModelConfig& c) {
-  GLM4_CHECK(c.family != ModelConfig::Family::Glm4Moe,
-             "gguf export: glm4_moe models (llama.cpp's glm4moe) ", "are not supported yet");
-  return c.family == ModelConfig::Family::Glm4 ? "glm4" : "chatglm";
+  switch (c.family) {
+    case ModelConfig::Family::Glm4:
+      return "glm4";
+    case ModelConfig::Family::Glm4Moe:
+      return "glm4moe";
+    case ModelConfig::Family::Glm:
+    case ModelConfig::Family::ChatGlm:
+      return "chatglm";
+  }
+  return "chatglm";
 }
 
 std::vector<GgufTensorPlan> gguf_tensor_plan(
@@ -66,35 +115,60 @@ std::vector<GgufTensorPlan> gguf_tensor_plan(
   std::vector<GgufTensorPlan> plan;
   std::map<std::string, size_t> index;
   std::map<std::string, std::vector<std::pair<int, std::string>>> parts;
+  std::map<std::string, std::vector<int64_t>> expert_shape;  // [out, in] of one expert
   for (const auto& [name, shape] : ours) {
     int part = -1;
-    const std::string g = map_name(c, name, &part);
+    Placement how = Placement::Alone;
+    const std::string g = map_name(c, name, &part, &how);
     auto it = index.find(g);
     if (it == index.end()) {
       index.emplace(g, plan.size());
-      plan.push_back({g, shape, {name}});
+      std::vector<int64_t> s = shape;
+      if (how == Placement::Expert) {  // [experts, out, in], counted up below
+        GLM4_CHECK(shape.size() == 2, "gguf export: expert weight '", name, "' is not a matrix");
+        expert_shape[g] = shape;
+        s.insert(s.begin(), 1);
+      }
+      plan.push_back({g, s, {name}});
       parts[g].emplace_back(part, name);
       continue;
     }
     GLM4_CHECK(part >= 0, "gguf export: tensors '", plan[it->second].sources[0], "' and '", name,
                "' both map to ", g);
     GgufTensorPlan& t = plan[it->second];
-    GLM4_CHECK(t.shape.size() == shape.size() && (shape.size() == 1 || t.shape[1] == shape[1]),
-               "gguf export: '", name, "' cannot be stacked under the rows of ", g);
-    t.shape[0] += shape[0];
+    if (how == Placement::Expert) {
+      GLM4_CHECK(shape == expert_shape[g], "gguf export: expert weight '", name,
+                 "' has another shape than '", t.sources[0], "', so it cannot be stacked into ", g);
+      t.shape[0] += 1;
+    } else {
+      GLM4_CHECK(t.shape.size() == shape.size() && (shape.size() == 1 || t.shape[1] == shape[1]),
+                 "gguf export: '", name, "' cannot be stacked under the rows of ", g);
+      t.shape[0] += shape[0];
+    }
     parts[g].emplace_back(part, name);
   }
-  for (GgufTensorPlan& t : plan) {  // fused parts in q, k, v order
+  for (GgufTensorPlan& t : plan) {  // fused parts in q, k, v order; experts by id
     auto& p = parts[t.name];
     std::sort(p.begin(), p.end());
     t.sources.clear();
     for (const auto& [k, name] : p) t.sources.push_back(name);
+    if (!expert_shape.count(t.name)) continue;
+    for (size_t e = 0; e < p.size(); ++e) {
+      GLM4_CHECK(p[e].first == int(e) && (e == 0 || p[e - 1].first != p[e].first),
+                 "gguf export: ", t.name, " is missing expert ", e, " (or has it twice)");
+    }
+    GLM4_CHECK(int64_t(p.size()) == c.n_routed_experts, "gguf export: ", t.name, " stacks ",
+               p.size(), " experts, the config has n_routed_experts = ", c.n_routed_experts);
   }
   return plan;
 }
 
-std::string gguf_weight_name(const ModelConfig& c, const std::string& module, int* part) {
-  return map_name(c, module + ".weight", part);
+std::string gguf_weight_name(const ModelConfig& c, const std::string& module, int* part,
+                             bool* expert) {
+  Placement how = Placement::Alone;
+  std::string g = map_name(c, module + ".weight", part, &how);
+  if (expert) *expert = how == Placement::Expert;
+  return g;
 }
 
 }  // namespace glm4

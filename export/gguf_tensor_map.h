@@ -1,7 +1,9 @@
 // Our tensor names -> the GGUF names llama.cpp's converter writes (gguf-py tensor_mapping.py):
 // glm4 (GLM-4-0414) keeps q/k/v apart and gets post_attention_norm / post_ffw_norm; chatglm
 // (GlmForCausalLM) the same without the post norms; chatglm (ChatGLMModel) one attn_qkv = q|k|v.
-// gate_up_proj stays fused as ffn_up ([2 * ff, hidden], gate rows first) in every family.
+// gate_up_proj stays fused as ffn_up ([2 * ff, hidden], gate rows first) in the dense families.
+// glm4moe (GLM-4.5/4.6/4.7) has separate ffn_gate / ffn_up, q/k norms, the router, a shared
+// expert, and its routed experts stacked into one [experts, out, in] tensor per projection.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,12 +13,13 @@
 
 namespace glm4 {
 
-// "glm4" for the glm4 family; "chatglm" for glm (the converter registers GlmForCausalLM with
-// its ChatGLM class) and chatglm.
+// "glm4" for the glm4 family, "glm4moe" for glm4_moe; "chatglm" for glm (the converter registers
+// GlmForCausalLM with its ChatGLM class) and chatglm.
 const char* gguf_arch_name(const ModelConfig& c);
 
 // One GGUF tensor: the rows of `sources` (our names, in order) stacked into `shape` (row-major,
-// [rows, cols] or [n]).
+// [rows, cols] or [n]); for glm4_moe's routed experts, expert e's [out, in] weight as slice e of
+// [experts, out, in] (sources in expert order).
 struct GgufTensorPlan {
   std::string name;
   std::vector<int64_t> shape;
@@ -30,7 +33,9 @@ std::vector<GgufTensorPlan> gguf_tensor_plan(
 
 // The GGUF name of our linear module's weight ("model.layers.3.mlp.down_proj" ->
 // "blk.3.ffn_down.weight") and, for ChatGLM's fused q/k/v, which part (0, 1, 2) it is; part -1
-// when the weight maps alone.
-std::string gguf_weight_name(const ModelConfig& c, const std::string& module, int* part);
+// when the weight maps alone. For a glm4_moe routed expert ("model.layers.1.mlp.experts.7.up_proj"
+// -> "blk.1.ffn_up_exps.weight") *expert is set and part is the expert id.
+std::string gguf_weight_name(const ModelConfig& c, const std::string& module, int* part,
+                             bool* expert = nullptr);
 
 }  // namespace glm4

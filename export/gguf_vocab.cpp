@@ -95,7 +95,7 @@ std::optional<int32_t> find_token(const GgufVocab& v, std::string_view text) {
 }
 
 // The GLM converter classes: Glm4Model sets eos, eot, unk and bos; ChatGLMModel eos, eot, unk
-// (its chatglm3 path none) and add_bos_token = false.
+// (its chatglm3 path none) and add_bos_token = false; Glm4MoeModel bos, eot, unk and eom.
 void apply_family_rules(GgufVocabStyle style, GgufVocab& v) {
   // The converter writes add_bos_token = false before the vocabulary, whose tokenizer_config.json
   // value (applied already) then overwrites it.
@@ -114,6 +114,13 @@ void apply_family_rules(GgufVocabStyle style, GgufVocab& v) {
     for (size_t id = 0; id < v.types.size(); ++id)
       if (v.types[id] == kTokUnknown) v.set_special("unk", int32_t(id));
     no_bos_unless_configured();
+  }
+  if (style == GgufVocabStyle::Glm4Moe) {  // eos only from the tokenizer and model configs
+    if (auto gmask = find_token(v, "[gMASK]")) v.set_special("bos", *gmask);
+    if (user) v.set_special("eot", *user);
+    if (end) v.set_special("unk", *end);
+    if (auto observation = find_token(v, "<|observation|>")) v.set_special("eom", *observation);
+    return;
   }
   if (end) v.set_special("eos", *end);
   if (user) v.set_special("eot", *user);

@@ -27,9 +27,10 @@ enum GgufTokenType : int32_t {
 };
 
 // Which converter class's special-token rules apply: Glm4 (Glm4ForCausalLM: eos, eot, unk and
-// bos from <|endoftext|> / <|user|>) or ChatGlm (ChatGLMModel / GlmForCausalLM: eos, eot, unk;
-// add_bos_token false).
-enum class GgufVocabStyle { Glm4, ChatGlm };
+// bos from <|endoftext|> / <|user|>), ChatGlm (ChatGLMModel / GlmForCausalLM: eos, eot, unk;
+// add_bos_token false) or Glm4Moe (Glm4MoeForCausalLM, the converter's _set_vocab_glm: bos
+// [gMASK], eot <|user|>, unk <|endoftext|>, eom <|observation|>).
+enum class GgufVocabStyle { Glm4, ChatGlm, Glm4Moe };
 
 struct GgufVocab {
   std::string model;  // tokenizer.ggml.model

@@ -85,6 +85,48 @@ TEST(CliExport, GgufLoraWritesTheAdapterPairs) {
   EXPECT_EQ(b.ne, (std::vector<int64_t>{4, 320}));
 }
 
+// glm4_moe: the fixture's PEFT adapter (every linear, per expert) merged into the stacked experts,
+// and as llama.cpp's stacked expert LoRA pairs.
+TEST(CliExport, MoeAdapterMergedIntoStackedExpertsAndExportedAsStackedPairs) {
+  TempDir dir;
+  const std::string model = std::string(GLM4_TEST_DATA) + "/moe/tiny_moe";
+  const std::string adapter = std::string(GLM4_TEST_DATA) + "/moe/lora_train_moe";
+  const std::string out = (dir / "merged.gguf").string();
+  Result r = run({"export", "gguf", "--model", model, "--adapter", adapter, "--out", out});
+  ASSERT_TRUE(succeeds(r));
+  EXPECT_NE(r.output.find("glm4moe, 55 tensors"), std::string::npos) << r.output;
+  auto merged = load_model(model);
+  load_adapter(*merged, adapter, model);
+  merge_adapters(*merged, DType::F32);
+  std::vector<float> want;  // layer 2's up_proj of experts 0..15, stacked
+  for (int e = 0; e < 16; ++e) {
+    merged->visit([&](const std::string& n, Param& p) {
+      if (n != "model.layers.2.mlp.experts." + std::to_string(e) + ".up_proj.weight") return;
+      const std::vector<float> v = p.to_f32().to_vector();
+      want.insert(want.end(), v.begin(), v.end());
+    });
+  }
+  ASSERT_EQ(want.size(), size_t(16 * 16 * 32));
+  const std::vector<float> got = GgufFile::open(out)->tensor("blk.2.ffn_up_exps.weight").to_f32();
+  EXPECT_EQ(got, want);
+  std::vector<float> expert0;
+  load_model(model)->visit([&](const std::string& n, Param& p) {
+    if (n == "model.layers.2.mlp.experts.0.up_proj.weight") expert0 = p.to_f32().to_vector();
+  });
+  EXPECT_NE(std::vector<float>(got.begin(), got.begin() + 16 * 32), expert0);  // the LoRA counted
+
+  const std::string lora = (dir / "lora.gguf").string();
+  r = run({"export", "gguf-lora", "--model", model, "--adapter", adapter, "--out", lora});
+  ASSERT_TRUE(succeeds(r));
+  EXPECT_NE(r.output.find("LoRA for glm4moe"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ggml_mul_mat_set_prec"), std::string::npos) << r.output;  // o_proj
+  auto f = GgufFile::open(lora);
+  EXPECT_EQ(f->get_string("general.architecture"), "glm4moe");
+  EXPECT_EQ(f->tensor("blk.1.ffn_gate_exps.weight.lora_a").ne, (std::vector<int64_t>{32, 4, 16}));
+  EXPECT_EQ(f->tensor("blk.1.ffn_down_exps.weight.lora_b").ne, (std::vector<int64_t>{4, 32, 16}));
+  EXPECT_EQ(f->tensor("blk.0.ffn_gate.weight.lora_a").ne, (std::vector<int64_t>{32, 4}));
+}
+
 TEST(CliExport, BadFlagsExitOneNamingTheFlag) {
   TempDir dir;
   const std::string out = (dir / "x.gguf").string();
