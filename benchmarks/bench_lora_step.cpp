@@ -1,8 +1,9 @@
 // Time of one LoRA training step (forward + backward + AdamW, train_step) on a random model of
 // configs/mid.json with frozen weights in --dtype (fp32 by default; q4 / q8 = QLoRA over an mlx
 // affine base, benchmarks/bench_model.h), or a model directory (--model), LoRA r=16 alpha=32 on
-// q,k,v,o,gate_up,down: tokens/s, peak tensor memory and peak RSS, with and without gradient
-// checkpointing. Each case runs in a child process of its own, so that its peak RSS is its own.
+// every linear (q,k,v,o,gate_up,down; a glm4_moe config's experts each their own): tokens/s, peak
+// tensor memory and peak RSS, with and without gradient checkpointing. Each case runs in a child
+// process of its own, so that its peak RSS is its own.
 // Usage: bench_lora_step [--config configs/mid.json] [--shapes 4x256,1x512] [--checkpoint 0,1]
 //                        [--steps 3] [--threads 2] [--dtype f32|bf16|f16|q4|q8] [--compute
 //                        auto|f32|bf16]
@@ -110,7 +111,7 @@ int run_case(const Options& o, const Case& c) {
   LoraConfig lora;
   lora.rank = 16;
   lora.alpha = 32;
-  lora.targets = resolve_lora_targets({"all-linear"});
+  lora.targets = {"all-linear"};  // the model resolves it: gate_up_proj, or each expert's three
   model.add_lora(lora, 0);
   AdamW optimizer(model.lora_parameters(),
                   {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
@@ -118,14 +119,21 @@ int run_case(const Options& o, const Case& c) {
   so.lr = 1e-4;
   so.recompute_layers = c.checkpoint;
 
-  // Matmul parameters (the layers' linears and lm_head): 4 FLOPs a token each for a LoRA step
-  // (forward, input gradient), 6 with checkpointing (the forward twice).
+  // Matmul parameters a token multiplies (the layers' linears, for a MoE layer its routed and
+  // shared experts, and lm_head): 4 FLOPs a token each for a LoRA step (forward, input
+  // gradient), 6 with checkpointing (the forward twice).
   const ModelConfig& m = config;
   const double h = double(m.hidden_size), hd = double(m.head_dim);
-  const double per_layer = h * hd * double(m.num_attention_heads) * 2 +
-                           h * hd * double(m.num_key_value_heads) * 2 +
-                           3.0 * h * double(m.intermediate_size);
-  const double matmul_params = per_layer * double(m.num_hidden_layers) + h * double(m.vocab_size);
+  const double attention =
+      h * hd * double(m.num_attention_heads) * 2 + h * hd * double(m.num_key_value_heads) * 2;
+  const double dense_mlp = 3.0 * h * double(m.intermediate_size);
+  const double moe_mlp = 3.0 * h * double(m.moe_intermediate_size) *
+                         double(m.num_experts_per_tok + m.n_shared_experts);
+  const int64_t moe_layers =
+      m.family == ModelConfig::Family::Glm4Moe ? m.num_hidden_layers - m.first_k_dense_replace : 0;
+  const double matmul_params = attention * double(m.num_hidden_layers) +
+                               dense_mlp * double(m.num_hidden_layers - moe_layers) +
+                               moe_mlp * double(moe_layers) + h * double(m.vocab_size);
 
   const Batch batch = random_batch(c.B, c.T, m.vocab_size, 1);
   train_step(model, optimizer, {batch}, so);  // warm-up: allocator, OpenBLAS buffers, AdamW state
@@ -222,8 +230,8 @@ int main(int argc, char** argv) {
     o.dtype = "file";
   }
   std::printf(
-      "# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on "
-      "q,k,v,o,gate_up,down, AdamW; %d threads;\n"
+      "# bench_lora_step: %s, %s frozen weights, --compute %s, LoRA r=16 alpha=32 on every "
+      "linear (q,k,v,o and the MLP's, or each expert's, projections), AdamW; %d threads;\n"
       "# s/step: median (best) of %d timed steps after one warm-up; GF/s counts %s;\n"
       "# tensor MB / RSS MB: peaks over the timed steps (TensorMemory, VmHWM); weight MB: frozen "
       "Weights\n",

@@ -31,11 +31,17 @@ inline std::unique_ptr<Glm4Model> make_model(const ModelConfig& config, const st
 }
 
 // Bytes one decode step reads from the matrices: every layer linear and the output head (the
-// embedding gives one row).
+// embedding gives one row); of a MoE layer's routed experts, the num_experts_per_tok a token
+// reaches (their average share).
 inline double decode_weight_bytes(Glm4Model& model) {
+  const ModelConfig& c = model.config;
+  const double routed_share =
+      c.n_routed_experts > 0 ? double(c.num_experts_per_tok) / double(c.n_routed_experts) : 1.0;
   double bytes = 0;
-  model.visit_linears(
-      [&](const LinearSite&, Linear& l) { bytes += double(l.weight.frozen.bytes()); });
+  model.visit_linears([&](const LinearSite& site, Linear& l) {
+    const bool routed = site.path.find(".mlp.experts.") != std::string::npos;
+    bytes += double(l.weight.frozen.bytes()) * (routed ? routed_share : 1.0);
+  });
   if (!model.lm_head) bytes += double(model.embed_tokens.weight.frozen.bytes());
   return bytes;
 }
