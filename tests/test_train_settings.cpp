@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/expect_error.h"
+#include "train/resume_plan.h"
 #include "train/train_settings.h"
 
 namespace glm4 {
@@ -94,6 +95,17 @@ TEST(TrainSettings, UnknownKeysAndWrongTypesAreRefusedNamingThem) {
   EXPECT_NE(array.find("job.json"), std::string::npos) << array;
   apply_json(c, {{"_comment", "ignored"}, {"_comment_lr", 1}, {"iters", 5}}, "job.json");
   EXPECT_EQ(c.iters, 5);
+}
+
+// --resume treats every setting by a rule (applied, refused or this machine's): a new setting
+// without one fails here rather than being refused by surprise.
+TEST(TrainSettings, EverySettingHasAResumeRule) {
+  for (const std::string& key : keys()) EXPECT_NO_THROW(on_resume(key)) << key;
+  EXPECT_EQ(on_resume("learning_rate"), OnResume::kApply);
+  EXPECT_EQ(on_resume("iters"), OnResume::kApply);
+  EXPECT_EQ(on_resume("lora_rank"), OnResume::kRefuse);
+  EXPECT_EQ(on_resume("mask_prompt"), OnResume::kRefuse);
+  EXPECT_EQ(on_resume("mmap"), OnResume::kMachine);
 }
 
 }  // namespace
