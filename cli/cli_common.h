@@ -20,6 +20,12 @@ struct Command {
   std::function<void()> run;
 };
 
+// Thrown by a command that ends with a status other than 0 or 1 after saying why (train stopped
+// by a signal: 128 + the signal); main exits with it.
+struct ExitStatus {
+  int status;
+};
+
 void add_init_command(CLI::App& parent, std::vector<Command>& out);
 void add_logits_command(CLI::App& parent, std::vector<Command>& out);
 void add_adapter_command(CLI::App& parent, std::vector<Command>& out);

@@ -1,5 +1,6 @@
 // glm4 train: LoRA (or full) fine-tuning. Flags mirror mlx-lm's `lora` command; every flag is
 // also a key of the --config JSON file (underscores for dashes), and flags win over the file.
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -119,6 +120,16 @@ void run_train(const TrainFlags& f) {
   config.validate();
   check_run_output(config, f.force);
   TrainSummary s = run_training(config);
+  if (s.signal != 0) {
+    if (s.rank == 0)
+      std::fprintf(stderr,
+                   "stopped by %s after step %lld of %lld; adapter and checkpoint saved in %s\n"
+                   "to continue: glm4 train --resume %s\n",
+                   s.signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)s.steps,
+                   (long long)config.iters, config.out.c_str(),
+                   (std::filesystem::path(config.out) / "checkpoint.h5").c_str());
+    throw ExitStatus{128 + s.signal};
+  }
   if (s.rank != 0) return;  // under mpirun, rank 0 reports
   std::fprintf(stderr, "trained %lld steps; last loss %.4f", (long long)s.steps, s.last_loss);
   if (s.best_val_loss >= 0) std::fprintf(stderr, "; best val loss %.4f", s.best_val_loss);

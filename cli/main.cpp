@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
       }
     std::fprintf(stderr, "glm4: no command given; run glm4 --help\n");
     return 1;
+  } catch (const glm4::cli::ExitStatus& e) {
+    return e.status;
   } catch (const glm4::Error& e) {
     std::fprintf(stderr, "glm4: error: %s\n", e.what());
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/param_sync.h"
+#include "train/stop_signals.h"
 #include "train/train_setup.h"
 #include "train/train_step.h"
 
@@ -228,8 +229,19 @@ struct TrainLoop {
     return out_of_patience();
   }
 
+  // The signal that asks this run to stop, or 0; data-parallel ranks agree (any rank's signal
+  // stops them all after the same step).
+  int stop_requested(const StopSignals& signals) {
+    const int sig = signals.received();
+    if (group.size() == 1) return sig;
+    int any = 0;
+    for (uint64_t s : group.allgather(uint64_t(sig))) any = std::max(any, int(s));
+    return any;
+  }
+
   TrainSummary train() {
     TrainState& state = run.state;
+    StopSignals signals;
     summary.rank = group.rank();
     open_output();
     BatchOptions bo;
@@ -257,11 +269,20 @@ struct TrainLoop {
         last = true;
       if (c.sync_check_every > 0 && (state.step % c.sync_check_every == 0 || last))
         check_same_parameters(group, run.tensors, str_cat("after step ", state.step));
-      if (state.step % c.save_every == 0 || last) {
+      const bool save = state.step % c.save_every == 0 || last;
+      if (save) {
         save_weights(c.out);
         save_checkpoint();
       }
       if (last) break;
+      if (const int sig = stop_requested(signals)) {
+        if (!save) {
+          save_weights(c.out);
+          save_checkpoint();
+        }
+        summary.signal = sig;
+        break;
+      }
     }
     bar.finish();
     summary.steps = state.step;
