@@ -23,6 +23,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/param_sync.h"
+#include "train/run_summary.h"
 #include "train/stop_signals.h"
 #include "train/train_setup.h"
 #include "train/train_step.h"
@@ -98,14 +99,17 @@ struct TrainLoop {
   ProgressBar& bar;
   const TrainConfig& c = run.config;
   std::optional<MetricsLog> metrics;  // rank 0 alone writes
+  double report_loss = 0;             // the losses of the steps since the last report, summed
+  int64_t report_steps = 0;
   TrainSummary summary;
 
   void log(const nlohmann::json& line) {
     if (metrics) metrics->write(line);
   }
 
-  // OUT (without what a killed run left half-written), metrics.jsonl and its set-up line.
-  void open_output() {
+  // OUT (without what a killed run left half-written), metrics.jsonl and its set-up line, which
+  // holds the run's summary (printed too).
+  void open_output(int64_t batches_per_epoch) {
     const TrainState& state = run.state;
     const ComputeChoice& compute = run.compute;
     if (group.root()) {
@@ -117,6 +121,9 @@ struct TrainLoop {
         {"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
     setup.update(kernel_report(compute).fields());
     setup.update(run.model->loaded.fields());
+    const nlohmann::json about = run_summary(run, batches_per_epoch);
+    setup.update(about);
+    bar.message(describe_run_summary(about, run));
     log(setup);
   }
 
@@ -196,8 +203,19 @@ struct TrainLoop {
                " are intact; try a lower --learning-rate or --grad-clip");
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = double(r.tokens) / std::max(seconds, 1e-9);
-    log(step_line(step, r, so.lr, tps));
-    bar.update(step, r.loss, so.lr, tps);
+    // The report shows the mean loss of the steps since the last report (mlx-lm's "Train loss").
+    report_loss += r.loss;
+    ++report_steps;
+    const double mean = report_loss / double(report_steps);
+    nlohmann::json line = step_line(step, r, so.lr, tps);
+    const bool report = (step + 1) % c.steps_per_report == 0 || step + 1 == c.iters;
+    if (report) {
+      line["train_loss"] = mean;
+      report_loss = 0;
+      report_steps = 0;
+    }
+    log(line);
+    bar.update(step, mean, so.lr, tps);
     return r;
   }
 
@@ -243,7 +261,6 @@ struct TrainLoop {
     TrainState& state = run.state;
     StopSignals signals;
     summary.rank = group.rank();
-    open_output();
     BatchOptions bo;
     bo.batch_size = c.batch_size;
     bo.max_seq_length = c.max_seq_length;
@@ -252,6 +269,7 @@ struct TrainLoop {
     bo.drop_last = int64_t(run.train.examples.size()) >= c.batch_size;
     BatchIterator batches(run.train.examples, bo);  // every rank walks the global cursor
     batches.set_cursor(state.cursor);
+    open_output(batches.batches_per_epoch());
     LrSchedule schedule{c.lr_schedule, c.learning_rate, c.warmup, c.iters, c.min_lr};
     schedule.validate();
     evaluate_at_start();
