@@ -47,6 +47,8 @@ void run_generate(const GenerateFlags& f) {
              "one of --prompt, --tokens or --prompts-file is required");
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   GenerationConfig cfg = f.sampling.config(s, f.chat);
+  // A chat reply's leading "\n" (the template's, after <|assistant|>) is not part of the answer.
+  const bool strip_newline = f.chat && reply_starts_with_newline(s.format);
   NoGradGuard no_grad;
   if (!f.prompts_file.empty()) {
     std::ifstream in(f.prompts_file);
@@ -68,6 +70,7 @@ void run_generate(const GenerateFlags& f) {
     auto outputs = generate_batch(*s.model, prompts, cfg);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
+      text = ReplyText(strip_newline).whole(text);
       if (f.json) {
         nlohmann::json line = {{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}};
         line.update(kernel_report(s.compute).fields());
@@ -87,10 +90,11 @@ void run_generate(const GenerateFlags& f) {
   std::unique_ptr<StreamDecoder> stream;
   if (s.tokenizer) stream = std::make_unique<StreamDecoder>(*s.tokenizer, true);
   std::string text;
+  ReplyText reply(strip_newline);
   while (auto id = gen.next()) {
     ids.push_back(*id);
     if (!stream) continue;
-    std::string piece = stream->push(*id);
+    std::string piece = reply.push(stream->push(*id));
     text += piece;
     if (!f.json) {
       std::fputs(piece.c_str(), stdout);
@@ -98,7 +102,7 @@ void run_generate(const GenerateFlags& f) {
     }
   }
   if (stream) {
-    std::string rest = stream->flush();
+    std::string rest = reply.push(stream->flush());
     text += rest;
     if (!f.json) std::fputs(rest.c_str(), stdout);
   }

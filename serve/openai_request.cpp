@@ -238,6 +238,7 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
       throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_value");
     }
     out.stop_ids = served.chat_stop_ids;
+    out.strip_leading_newline = reply_starts_with_newline(served.format);
   } else if (r.prompt_is_ids) {
     const int64_t vocab = served.model->config.vocab_size;
     for (int32_t id : r.prompt_ids)
