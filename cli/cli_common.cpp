@@ -92,6 +92,13 @@ void check_output_file(const fs::path& path, const std::string& flag, bool force
              flag);
 }
 
+void check_input_file(const fs::path& path, const std::string& flag) {
+  std::error_code ec;
+  GLM4_CHECK(fs::exists(path, ec), flag, " ", path.string(), ": no such file");
+  GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(),
+             ": is a directory, expected a file");
+}
+
 namespace {
 // "adapter_model.safetensors, best/, checkpoint.h5 and 2 more": what a directory holds.
 std::string listing(const fs::path& dir) {
@@ -108,10 +115,25 @@ std::string listing(const fs::path& dir) {
 }
 }  // namespace
 
+namespace {
+// A directory to be created: its nearest existing ancestor must be a directory.
+void check_creatable(const fs::path& dir, const std::string& flag) {
+  std::error_code ec;
+  for (fs::path p = dir.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      GLM4_CHECK(fs::is_directory(p, ec), flag, " ", dir.string(),
+                 ": cannot create directories: ", p.string(), " is a file, not a directory");
+      return;
+    }
+    if (p == p.parent_path()) return;  // the root
+  }
+}
+}  // namespace
+
 void check_output_dir(const fs::path& dir, const std::string& flag, bool force,
                       const std::string& other_way) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return;
+  if (!fs::exists(dir, ec)) return check_creatable(dir, flag);
   GLM4_CHECK(fs::is_directory(dir, ec), flag, " ", dir.string(), ": exists and is not a directory");
   GLM4_CHECK(force || fs::is_empty(dir, ec), flag, " ", dir.string(),
              ": directory is not empty (it holds ", listing(dir), ")", other_way,

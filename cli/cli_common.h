@@ -70,7 +70,10 @@ auto with_flag(const std::string& flag, const std::string& value, Fn&& fn) -> de
 // `path` may be written as a file: not a directory, its directory exists, and it is not a file
 // already unless `force` (the refusal says to add --force).
 void check_output_file(const std::filesystem::path& path, const std::string& flag, bool force);
-// `dir` is missing or an empty directory, unless `force`. The refusal says what the directory
+// `path` is a file to read: it exists and is not a directory.
+void check_input_file(const std::filesystem::path& path, const std::string& flag);
+// `dir` is missing (and can be created: no file stands where a parent directory should be) or
+// an empty directory, unless `force`. The refusal says what the directory
 // holds, then `other_way` when given (another way on than --force: "; to continue it: ...").
 void check_output_dir(const std::filesystem::path& dir, const std::string& flag, bool force,
                       const std::string& other_way = "");

@@ -51,6 +51,7 @@ void run_generate(const GenerateFlags& f) {
   const bool strip_newline = f.chat && reply_starts_with_newline(s.format);
   NoGradGuard no_grad;
   if (!f.prompts_file.empty()) {
+    check_input_file(f.prompts_file, "--prompts-file");
     std::ifstream in(f.prompts_file);
     GLM4_CHECK(in, "--prompts-file ", f.prompts_file, ": cannot read the file");
     std::vector<std::vector<int32_t>> prompts;

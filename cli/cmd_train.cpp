@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "cli/cli_common.h"
-#include "io/file/json_file.h"
+#include "train/config_keys.h"
 #include "train/distributed.h"
 #include "train/resume_plan.h"
 #include "train/train_settings.h"
@@ -47,7 +47,7 @@ void add_setting_flags(CLI::App* app, TrainFlags& f) {
 nlohmann::json given_settings(const TrainFlags& f) {
   nlohmann::json given = nlohmann::json::object();
   if (!f.config_file.empty())
-    given = with_flag("--config", f.config_file, [&] { return read_json_file(f.config_file); });
+    given = with_flag("--config", f.config_file, [&] { return read_config_file(f.config_file); });
   GLM4_CHECK(given.is_object(), f.config_file, ": a training config must be a JSON object");
   nlohmann::json from_flags = to_json(f.values);
   for (const auto& [key, option] : f.given) {
@@ -145,7 +145,8 @@ void add_train_command(CLI::App& parent, std::vector<Command>& out) {
       parent.add_subcommand("train", "Fine-tune a model with LoRA (or fully with --full)");
   auto f = std::make_shared<TrainFlags>();
   app->add_option("--config", f->config_file,
-                  "JSON file of settings (keys = flag names with underscores)");
+                  "JSON file of settings (keys = flag names with underscores; mlx-lm's "
+                  "lora_parameters, adapter_path ... are understood)");
   add_setting_flags(app, *f);
   app->add_flag("--force", f->force,
                 "Start a new run in a --out that holds files (an earlier run's checkpoint and "

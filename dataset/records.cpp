@@ -165,6 +165,8 @@ Record parse_record(std::string_view line) {
 
 int64_t for_each_record(const std::string& path,
                         const std::function<void(const Record&, int64_t line)>& fn) {
+  std::error_code ec;
+  GLM4_CHECK(!fs::is_directory(path, ec), path, ": is a directory, expected a JSONL file");
   std::ifstream in(path, std::ios::binary);
   GLM4_CHECK(in.good(), "cannot open data file '", path, "'");
   std::string line;
