@@ -55,6 +55,7 @@ void run_generate(const GenerateFlags& f) {
     std::ifstream in(f.prompts_file);
     GLM4_CHECK(in, "--prompts-file ", f.prompts_file, ": cannot read the file");
     std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> texts;  // each prompt as the file gives it, to label its answer
     std::string line;
     for (int64_t n = 1; std::getline(in, line); ++n) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -66,6 +67,7 @@ void run_generate(const GenerateFlags& f) {
         text = j["prompt"].get<std::string>();
       }
       prompts.push_back(prompt_ids(s, text, f.chat, f.system));
+      texts.push_back(text);
     }
     GLM4_CHECK(!prompts.empty(), "--prompts-file ", f.prompts_file, ": no prompts");
     auto outputs = generate_batch(*s.model, prompts, cfg);
@@ -73,11 +75,15 @@ void run_generate(const GenerateFlags& f) {
       std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
       text = ReplyText(strip_newline).whole(text);
       if (f.json) {
-        nlohmann::json line = {{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}};
+        nlohmann::json line = {{"index", i},
+                               {"prompt", texts[i]},
+                               {"prompt_ids", prompts[i]},
+                               {"ids", outputs[i]},
+                               {"text", text}};
         line.update(kernel_report(s.compute).fields());
         std::printf("%s\n", line.dump().c_str());
-      } else {
-        std::printf("%s\n", text.c_str());
+      } else {  // "[1] the prompt" then its answer, a blank line between answers
+        std::printf("%s[%zu] %s\n%s\n", i ? "\n" : "", i + 1, texts[i].c_str(), text.c_str());
       }
     }
     return;
@@ -132,7 +138,8 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   auto* p = app->add_option("--prompt", f->prompt, "Prompt text");
   auto* t = app->add_option("--tokens", f->tokens, "Prompt as token ids: 1,2,3");
   auto* pf = app->add_option("--prompts-file", f->prompts_file,
-                             "One prompt a line (text or {\"prompt\":...}); batched");
+                             "One prompt a line (text or {\"prompt\":...}); batched; each answer "
+                             "follows its number and prompt ([1] ...; --json: index, prompt)");
   p->excludes(t)->excludes(pf);
   t->excludes(pf);
   app->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat template");
