@@ -129,17 +129,17 @@ TEST_F(ResumeCli, FlagsThatMakeAnotherRunAreRefusedNamingThem) {
   ASSERT_TRUE(succeeds(run(fresh_run(data, tmp / "run", 3))));
   const std::string checkpoint = (tmp / "run" / "checkpoint.h5").string();
   const std::string before = adapter(tmp / "run").begin()->first;
-  Result r = run({"train", "--resume", checkpoint, "--iters", "6", "--lora-rank", "16",
+  Result r = run({"train", "--resume", checkpoint, "--iters", "6", "--lora-rank", "4",
                   "--batch-size", "4", "--seed", "5"});
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_TRUE(mentions(r, "--lora-rank 16 (the run has 8)")) << r.output;
+  EXPECT_TRUE(mentions(r, "--lora-rank 4 (the run has 16)")) << r.output;
   EXPECT_TRUE(mentions(r, "--batch-size 4 (the run has 2)")) << r.output;
   EXPECT_FALSE(mentions(r, "--seed")) << r.output;  // the value the run has
   EXPECT_FALSE(mentions(r, "parameters, the run has")) << r.output;
 
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{{"--lora-targets", "q_proj,v_proj"},
-                                             {"--lora-alpha", "32"},
+                                             {"--lora-alpha", "8"},
                                              {"--pack"},
                                              {"--max-seq-length", "64"},
                                              {"--grad-accum", "2"},

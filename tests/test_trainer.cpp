@@ -71,6 +71,8 @@ TrainConfig small_run(const fs::path& data, const fs::path& out) {
   c.warmup = 2;
   c.lora_dropout = 0.1;  // exercises the dropout seeds across a resume
   c.lora_targets = {"q_proj", "v_proj", "gate_up_proj"};
+  c.lora_rank = 8;  // pinned: these tests are about the trainer, not the defaults
+  c.lora_alpha = 16;
   c.steps_per_report = 1000;
   c.steps_per_eval = 4;
   c.save_every = 6;
