@@ -12,6 +12,7 @@ class ProgressBar {
  public:
   // A silent bar prints nothing (the ranks other than 0 of a data-parallel run).
   ProgressBar(int64_t first_step, int64_t total_steps, int64_t report_every, bool silent = false);
+  // `loss`: what the line shows (the trainer passes the mean since the last report).
   void update(int64_t step, double loss, double lr, double tokens_per_s);
   void message(const std::string& text);  // a line of its own above the bar
   void finish();

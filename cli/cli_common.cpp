@@ -1,6 +1,7 @@
 // Flag parsing shared by the subcommands.
 #include "cli/cli_common.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -79,21 +80,64 @@ DType parse_dtype_flag(const std::string& text, const std::string& flag) {
   return d;
 }
 
-void check_output_file(const fs::path& path, const std::string& flag) {
+void check_output_file(const fs::path& path, const std::string& flag, bool force) {
   std::error_code ec;
   GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(),
              ": is a directory, expected a file name");
   fs::path parent = path.parent_path();
   GLM4_CHECK(parent.empty() || fs::is_directory(parent, ec), flag, " ", path.string(),
              ": directory ", parent.string(), " does not exist");
+  GLM4_CHECK(force || !fs::exists(path, ec), flag, " ", path.string(), ": the file exists (",
+             fs::file_size(path, ec), " bytes); add --force to replace it, or choose another ",
+             flag);
 }
 
-void check_output_dir(const fs::path& dir, const std::string& flag, bool force) {
+void check_input_file(const fs::path& path, const std::string& flag) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return;
+  GLM4_CHECK(fs::exists(path, ec), flag, " ", path.string(), ": no such file");
+  GLM4_CHECK(!fs::is_directory(path, ec), flag, " ", path.string(),
+             ": is a directory, expected a file");
+}
+
+namespace {
+// "adapter_model.safetensors, best/, checkpoint.h5 and 2 more": what a directory holds.
+std::string listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    names.push_back(e.path().filename().string() + (e.is_directory() ? "/" : ""));
+  std::sort(names.begin(), names.end());
+  std::string out;
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += str_cat(" and ", names.size() - shown, " more");
+  return out;
+}
+}  // namespace
+
+namespace {
+// A directory to be created: its nearest existing ancestor must be a directory.
+void check_creatable(const fs::path& dir, const std::string& flag) {
+  std::error_code ec;
+  for (fs::path p = dir.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      GLM4_CHECK(fs::is_directory(p, ec), flag, " ", dir.string(),
+                 ": cannot create directories: ", p.string(), " is a file, not a directory");
+      return;
+    }
+    if (p == p.parent_path()) return;  // the root
+  }
+}
+}  // namespace
+
+void check_output_dir(const fs::path& dir, const std::string& flag, bool force,
+                      const std::string& other_way) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return check_creatable(dir, flag);
   GLM4_CHECK(fs::is_directory(dir, ec), flag, " ", dir.string(), ": exists and is not a directory");
   GLM4_CHECK(force || fs::is_empty(dir, ec), flag, " ", dir.string(),
-             ": directory is not empty (use --force to write into it anyway)");
+             ": directory is not empty (it holds ", listing(dir), ")", other_way,
+             "; use --force to write into it anyway");
 }
 
 const char* const kComputeFlagHelp =

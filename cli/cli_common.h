@@ -20,6 +20,12 @@ struct Command {
   std::function<void()> run;
 };
 
+// Thrown by a command that ends with a status other than 0 or 1 after saying why (train stopped
+// by a signal: 128 + the signal); main exits with it.
+struct ExitStatus {
+  int status;
+};
+
 void add_init_command(CLI::App& parent, std::vector<Command>& out);
 void add_logits_command(CLI::App& parent, std::vector<Command>& out);
 void add_adapter_command(CLI::App& parent, std::vector<Command>& out);
@@ -61,9 +67,15 @@ auto with_flag(const std::string& flag, const std::string& value, Fn&& fn) -> de
   }
 }
 
-// `path` may be written as a file: not a directory, and its directory exists.
-void check_output_file(const std::filesystem::path& path, const std::string& flag);
-// `dir` is missing or an empty directory, unless `force`.
-void check_output_dir(const std::filesystem::path& dir, const std::string& flag, bool force);
+// `path` may be written as a file: not a directory, its directory exists, and it is not a file
+// already unless `force` (the refusal says to add --force).
+void check_output_file(const std::filesystem::path& path, const std::string& flag, bool force);
+// `path` is a file to read: it exists and is not a directory.
+void check_input_file(const std::filesystem::path& path, const std::string& flag);
+// `dir` is missing (and can be created: no file stands where a parent directory should be) or
+// an empty directory, unless `force`. The refusal says what the directory
+// holds, then `other_way` when given (another way on than --force: "; to continue it: ...").
+void check_output_dir(const std::filesystem::path& dir, const std::string& flag, bool force,
+                      const std::string& other_way = "");
 
 }  // namespace glm4::cli

@@ -42,15 +42,20 @@ void run_chat(const ChatFlags& f) {
     else
       gen.start(ids);
     StreamDecoder stream(*s.tokenizer, true);
+    ReplyText text(reply_starts_with_newline(s.format));  // the template's "\n" is not shown
     std::vector<int32_t> reply;
     while (auto id = gen.next()) {
       reply.push_back(*id);
-      std::fputs(stream.push(*id).c_str(), stdout);
+      std::fputs(text.push(stream.push(*id)).c_str(), stdout);
       std::fflush(stdout);
     }
-    std::fputs(stream.flush().c_str(), stdout);
+    std::fputs(text.push(stream.flush()).c_str(), stdout);
     std::printf("\n");
-    messages.push_back({"assistant", s.tokenizer->decode(reply, true)});
+    // Kept without its "\n", which the template writes back ("\n" + content): the next turn's
+    // prompt then starts with the tokens already in the cache.
+    messages.push_back(
+        {"assistant",
+         ReplyText(reply_starts_with_newline(s.format)).whole(s.tokenizer->decode(reply, true))});
   }
 }
 }  // namespace

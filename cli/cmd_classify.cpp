@@ -24,6 +24,7 @@ struct ClassifyFlags {
   AdapterFlags adapter;
   DataFlags data{8};
   std::string labels, task, predictions, compute = "auto";
+  bool force = false;
 };
 
 std::vector<std::string> parse_labels(const std::string& text) {
@@ -47,7 +48,7 @@ std::vector<std::string> parse_labels(const std::string& text) {
 void run_classify(const ClassifyFlags& f) {
   f.data.check_batch_size();
   const std::vector<std::string> labels = parse_labels(f.labels);
-  if (!f.predictions.empty()) check_output_file(f.predictions, "--predictions");
+  if (!f.predictions.empty()) check_output_file(f.predictions, "--predictions", f.force);
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   s.require_tokenizer("classify");
   const TextEncoder encoder = make_text_encoder(f.model.dir);
@@ -145,6 +146,7 @@ void add_classify_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--task", f->task, "Classify only the records whose \"task\" is this");
   app->add_option("--predictions", f->predictions,
                   "Write one JSON line per record: its label log-probabilities");
+  app->add_flag("--force", f->force, "Replace --predictions when the file exists");
   add_compute_flag(app, f->compute);
   f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_classify(*f); }});

@@ -31,11 +31,21 @@ void run_evaluate(const EvaluateFlags& f) {
   f.data.check_batch_size();
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   s.require_tokenizer("evaluate");
+  // A folder: its test.jsonl, else valid.jsonl (train's folder layout).
+  const std::string file =
+      with_flag("--data", f.data.file, [&] { return resolve_eval_path(f.data.file); });
   std::vector<AnswerExample> examples;
-  for_each_record(f.data.file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
-    GLM4_CHECK(r.messages.size() >= 2 && r.messages.back().role == "assistant",
-               "evaluate needs a messages record ending with an assistant turn");
+  for_each_record(file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
     if (f.max_examples > 0 && int64_t(examples.size()) >= f.max_examples) return;
+    if (r.kind == Record::Kind::kPromptCompletion) {
+      examples.push_back({s.encode_prompt(r.prompt), r.completion, r.task});
+      return;
+    }
+    GLM4_CHECK(r.kind == Record::Kind::kChat && r.messages.size() >= 2 &&
+                   r.messages.back().role == "assistant",
+               "evaluate needs records with an answer: {\"prompt\", \"completion\"} or "
+               "{\"messages\"} ending with an assistant turn (text and input_ids records have "
+               "none; glm4 perplexity scores them)");
     std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
     examples.push_back({s.render(context), r.messages.back().content, r.task});
   });
@@ -52,7 +62,7 @@ void run_evaluate(const EvaluateFlags& f) {
   DatasetOptions o;
   o.mask_prompt = true;
   o.vocab_size = s.model->config.vocab_size;
-  Dataset d = load_dataset(f.data.file, make_text_encoder(f.model.dir), o);
+  Dataset d = load_dataset(file, make_text_encoder(f.model.dir), o);
   d.examples.resize(std::min(d.examples.size(), examples.size()));
   LossScore p = score_loss(*s.model, d.examples, 8);
   nlohmann::json j{
@@ -82,7 +92,9 @@ void add_evaluate_command(CLI::App& parent, std::vector<Command>& out) {
   f->model.add(app);
   f->adapter.add(app);
   f->data
-      .add(app, "JSONL of {\"messages\": [...]} ending with an assistant turn",
+      .add(app,
+           "JSONL of {\"messages\": [...]} ending with an assistant turn or {\"prompt\", "
+           "\"completion\"} records, or a data folder: its test.jsonl, else valid.jsonl",
            "Prompts generated together")
       ->required();
   app->add_option("--label", f->label, "Name for this run in the output");

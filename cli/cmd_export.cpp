@@ -21,6 +21,7 @@ struct ExportFlags {
   ModelFlags model;
   AdapterFlags adapter;
   std::string out, type = "f32";
+  bool force = false;
 };
 
 GgmlType parse_type_flag(const std::string& text, bool adapter) {
@@ -38,7 +39,7 @@ void print_notes(const std::vector<std::string>& notes) {
 
 void run_gguf(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, false);
-  check_output_file(f.out, "--out");
+  check_output_file(f.out, "--out", f.force);
   std::unique_ptr<Glm4Model> model = with_flag(
       "--model", f.model.dir, [&] { return load_model(f.model.dir, FileResidency::kMapped); });
   if (!f.adapter.dir.empty()) {
@@ -59,7 +60,7 @@ void run_gguf(const ExportFlags& f) {
 
 void run_gguf_lora(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, true);
-  check_output_file(f.out, "--out");
+  check_output_file(f.out, "--out", f.force);
   const ModelConfig config =
       with_flag("--model", f.model.dir, [&] { return load_model_config(f.model.dir); });
   AdapterFile adapter =
@@ -100,6 +101,7 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
   gguf->add_option("--out", g->out, "GGUF file to write")->required();
   gguf->add_option("--type", g->type,
                    "f32 | f16 | bf16 | q8_0 | q4_0 for the matrices (default f32)");
+  gguf->add_flag("--force", g->force, "Replace --out when the file exists");
   gguf->footer(
       "Architecture glm4 (GLM-4-0414), glm4moe (GLM-4.5/4.6/4.7: routed experts stacked, MTP\n"
       "layers left out) or chatglm (glm-4-9b-chat, glm-4-9b-chat-hf, ChatGLM2/3), tensor names "
@@ -118,6 +120,7 @@ void add_export_command(CLI::App& parent, std::vector<Command>& out) {
   l->adapter.add(lora, "")->required();
   lora->add_option("--out", l->out, "GGUF file to write")->required();
   lora->add_option("--type", l->type, "f32 | f16 | bf16 (default f32)");
+  lora->add_flag("--force", l->force, "Replace --out when the file exists");
   lora->footer("Use with llama.cpp: llama-cli -m base.gguf --lora adapter.gguf");
   out.push_back({lora, [l] { run_gguf_lora(*l); }});
 }

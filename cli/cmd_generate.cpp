@@ -47,11 +47,15 @@ void run_generate(const GenerateFlags& f) {
              "one of --prompt, --tokens or --prompts-file is required");
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   GenerationConfig cfg = f.sampling.config(s, f.chat);
+  // A chat reply's leading "\n" (the template's, after <|assistant|>) is not part of the answer.
+  const bool strip_newline = f.chat && reply_starts_with_newline(s.format);
   NoGradGuard no_grad;
   if (!f.prompts_file.empty()) {
+    check_input_file(f.prompts_file, "--prompts-file");
     std::ifstream in(f.prompts_file);
     GLM4_CHECK(in, "--prompts-file ", f.prompts_file, ": cannot read the file");
     std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> texts;  // each prompt as the file gives it, to label its answer
     std::string line;
     for (int64_t n = 1; std::getline(in, line); ++n) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -63,17 +67,23 @@ void run_generate(const GenerateFlags& f) {
         text = j["prompt"].get<std::string>();
       }
       prompts.push_back(prompt_ids(s, text, f.chat, f.system));
+      texts.push_back(text);
     }
     GLM4_CHECK(!prompts.empty(), "--prompts-file ", f.prompts_file, ": no prompts");
     auto outputs = generate_batch(*s.model, prompts, cfg);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
+      text = ReplyText(strip_newline).whole(text);
       if (f.json) {
-        nlohmann::json line = {{"prompt_ids", prompts[i]}, {"ids", outputs[i]}, {"text", text}};
+        nlohmann::json line = {{"index", i},
+                               {"prompt", texts[i]},
+                               {"prompt_ids", prompts[i]},
+                               {"ids", outputs[i]},
+                               {"text", text}};
         line.update(kernel_report(s.compute).fields());
         std::printf("%s\n", line.dump().c_str());
-      } else {
-        std::printf("%s\n", text.c_str());
+      } else {  // "[1] the prompt" then its answer, a blank line between answers
+        std::printf("%s[%zu] %s\n%s\n", i ? "\n" : "", i + 1, texts[i].c_str(), text.c_str());
       }
     }
     return;
@@ -87,10 +97,11 @@ void run_generate(const GenerateFlags& f) {
   std::unique_ptr<StreamDecoder> stream;
   if (s.tokenizer) stream = std::make_unique<StreamDecoder>(*s.tokenizer, true);
   std::string text;
+  ReplyText reply(strip_newline);
   while (auto id = gen.next()) {
     ids.push_back(*id);
     if (!stream) continue;
-    std::string piece = stream->push(*id);
+    std::string piece = reply.push(stream->push(*id));
     text += piece;
     if (!f.json) {
       std::fputs(piece.c_str(), stdout);
@@ -98,7 +109,7 @@ void run_generate(const GenerateFlags& f) {
     }
   }
   if (stream) {
-    std::string rest = stream->flush();
+    std::string rest = reply.push(stream->flush());
     text += rest;
     if (!f.json) std::fputs(rest.c_str(), stdout);
   }
@@ -127,7 +138,8 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   auto* p = app->add_option("--prompt", f->prompt, "Prompt text");
   auto* t = app->add_option("--tokens", f->tokens, "Prompt as token ids: 1,2,3");
   auto* pf = app->add_option("--prompts-file", f->prompts_file,
-                             "One prompt a line (text or {\"prompt\":...}); batched");
+                             "One prompt a line (text or {\"prompt\":...}); batched; each answer "
+                             "follows its number and prompt ([1] ...; --json: index, prompt)");
   p->excludes(t)->excludes(pf);
   t->excludes(pf);
   app->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat template");

@@ -18,13 +18,13 @@ struct LogitsFlags {
   ModelFlags model;
   AdapterFlags adapter;
   std::string tokens, text, out, compute = "auto";
-  bool dump_layers = false;
+  bool dump_layers = false, force = false;
 };
 
 void run_logits(const LogitsFlags& f) {
   GLM4_CHECK(!f.tokens.empty() || !f.text.empty(),
              "give the input as --tokens 1,2,3 or --text \"...\"");
-  check_output_file(f.out, "--out");
+  check_output_file(f.out, "--out", f.force);
   GLM4_CHECK(f.tokens.empty() || f.text.empty(), "give either --tokens or --text, not both");
   GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir,
              ": not a directory");
@@ -70,6 +70,7 @@ void add_logits_command(CLI::App& parent, std::vector<Command>& out) {
   auto* text = sub->add_option("--text", f->text, "Input text, encoded with the model's tokenizer");
   tokens->excludes(text);
   sub->add_option("--out", f->out, "Output .safetensors file")->required();
+  sub->add_flag("--force", f->force, "Replace --out when the file exists");
   f->adapter.add(sub);
   add_compute_flag(sub, f->compute);
   f->model.add_memory_flags(sub);

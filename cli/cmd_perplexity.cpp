@@ -5,6 +5,7 @@
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "dataset/dataset.h"
+#include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "infer/score.h"
 
@@ -28,7 +29,7 @@ void run_perplexity(const PerplexityFlags& f) {
   o.max_seq_length = f.max_seq_length;
   o.vocab_size = s.model->config.vocab_size;
   Dataset d = with_flag("--data", f.data.file, [&] {
-    return load_dataset(f.data.file, make_text_encoder(f.model.dir), o);
+    return load_dataset(resolve_eval_path(f.data.file), make_text_encoder(f.model.dir), o);
   });
   LossScore r = score_loss(*s.model, d.examples, f.data.batch_size);
   std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n",
@@ -38,12 +39,14 @@ void run_perplexity(const PerplexityFlags& f) {
 
 void add_perplexity_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app =
-      parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on a JSONL file");
+      parent.add_subcommand("perplexity", "Token-weighted loss and perplexity on JSONL data");
   auto f = std::make_shared<PerplexityFlags>();
   f->model.add(app);
   f->adapter.add(app);
   f->data
-      .add(app, "JSONL file (text, prompt/completion, messages or input_ids records)",
+      .add(app,
+           "JSONL file (text, prompt/completion, messages or input_ids records), or a data "
+           "folder: its test.jsonl, else valid.jsonl",
            "Examples per forward pass")
       ->required();
   app->add_option("--max-seq-length", f->max_seq_length,

@@ -94,9 +94,11 @@ std::string render_svg(const Series& train, const Series& val, const std::string
 
 struct PlotFlags {
   std::string metrics, out;
+  bool force = false;
 };
 
 void run_plot(const PlotFlags& f) {
+  check_output_file(f.out, "--out", f.force);
   std::ifstream in(f.metrics);
   GLM4_CHECK(in, f.metrics, ": cannot read the file");
   Series train, val;
@@ -122,7 +124,6 @@ void run_plot(const PlotFlags& f) {
     }
   }
   GLM4_CHECK(!train.x.empty() || !val.x.empty(), f.metrics, ": no loss or val_loss values to plot");
-  check_output_file(f.out, "--out");
   write_file_atomic(f.out, render_svg(train, val, "training loss"));
   std::fprintf(stderr, "wrote %s (%zu train points, %zu validation points)\n", f.out.c_str(),
                train.x.size(), val.x.size());
@@ -135,6 +136,7 @@ void add_plot_command(CLI::App& parent, std::vector<Command>& out) {
   auto f = std::make_shared<PlotFlags>();
   app->add_option("metrics", f->metrics, "OUT/metrics.jsonl of a training run")->required();
   app->add_option("--out", f->out, "SVG file to write")->required();
+  app->add_flag("--force", f->force, "Replace --out when the file exists");
   out.push_back({app, [f] { run_plot(*f); }});
 }
 

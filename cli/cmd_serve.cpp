@@ -18,6 +18,7 @@
 #include "cli/model_session.h"
 #include "model/adapter/adapter_io.h"
 #include "serve/http_server.h"
+#include "serve/sampling_defaults.h"
 
 namespace glm4::cli {
 
@@ -93,6 +94,8 @@ void run_serve(const ServeFlags& f) {
   served.eos_ids = s.stop_ids(false);
   served.chat_stop_ids = s.stop_ids(true);
   served.created = int64_t(std::time(nullptr));
+  const serve::SamplingDefaults defaults = serve::load_sampling_defaults(f.model.dir);
+  served.sampling_defaults = defaults.sampling;
   for (const std::string& text : f.adapters) {
     AdapterFlag a = parse_adapter_flag(text);
     GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text,
@@ -119,6 +122,11 @@ void run_serve(const ServeFlags& f) {
                                    {"adapters", adapters},
                                    {"max_batch", sc.max_batch},
                                    {"max_queue", sc.max_queue},
+                                   {"sampling_defaults",
+                                    {{"temperature", defaults.sampling.temperature},
+                                     {"top_p", defaults.sampling.top_p},
+                                     {"top_k", defaults.sampling.top_k},
+                                     {"from", defaults.source}}},
                                    {"compute", s.compute.describe()},
                                    {"weights", s.model->loaded.describe()}})
                           .c_str());

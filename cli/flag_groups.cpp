@@ -1,6 +1,8 @@
 // The shared flag groups' declarations and checks.
 #include "cli/flag_groups.h"
 
+#include <cmath>
+
 #include "base/check.h"
 
 namespace glm4::cli {
@@ -55,7 +57,18 @@ void SamplingFlags::add(CLI::App* app) {
 }
 
 GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
+  // Checked here by flag name; the sampler's own checks ("[sampler] ...") guard the library.
+  GLM4_CHECK(max_tokens >= 0, "--max-tokens: must be >= 0, got ", max_tokens);
+  GLM4_CHECK(std::isfinite(temp) && temp >= 0, "--temp: must be >= 0, got ", temp);
+  GLM4_CHECK(top_k >= 0, "--top-k: must be >= 0, got ", top_k);
+  GLM4_CHECK(top_p > 0 && top_p <= 1, "--top-p: must be in (0, 1], got ", top_p);
+  GLM4_CHECK(min_p >= 0 && min_p <= 1, "--min-p: must be in [0, 1], got ", min_p);
+  GLM4_CHECK(std::isfinite(repeat_penalty) && repeat_penalty > 0,
+             "--repeat-penalty: must be > 0, got ", repeat_penalty);
   GenerationConfig g;
+  GLM4_CHECK(max_kv_size == 0 || max_kv_size > g.keep_first,
+             "--max-kv-size: must be 0 (no limit) or more than the ", g.keep_first,
+             " first tokens it always keeps, got ", max_kv_size);
   g.max_tokens = max_tokens;
   g.sampling.temperature = temp;
   g.sampling.top_k = top_k;

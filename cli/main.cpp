@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <string>
 
 #include "base/check.h"
 #include "cli/cli_common.h"
@@ -26,12 +28,72 @@ void check_subcommand_names(CLI::App& app, int argc, char** argv) {
     level = next;
   }
 }
+// The option named `name` in `app` or any of its subcommands, or null.
+const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
+  for (const CLI::Option* o : app.get_options())
+    if (o->get_name() == name) return o;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (const CLI::Option* o = find_option(*sub, name)) return o;
+  return nullptr;
+}
+
+// "glm4 train": the subcommands parsed so far, for the pointer to their --help.
+std::string command_path(CLI::App& app) {
+  std::string path = "glm4";
+  for (CLI::App* level = &app;;) {
+    std::vector<CLI::App*> chosen = level->get_subcommands();
+    if (chosen.empty()) return path;
+    level = chosen.front();
+    path += " " + level->get_name();
+  }
+}
+
+// CLI11's parse errors in the house style "FLAG: what is wrong": "Could not convert:
+// --learning-rate = abc" becomes "--learning-rate: expected a number, got 'abc'".
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const std::string convert = "Could not convert: ";
+  if (dynamic_cast<const CLI::ConversionError*>(&e) && what.rfind(convert, 0) == 0) {
+    const size_t eq = what.find(" = ", convert.size());
+    if (eq != std::string::npos) {
+      const std::string flag = what.substr(convert.size(), eq - convert.size());
+      const std::string value = what.substr(eq + 3);
+      const CLI::Option* o = find_option(app, flag);
+      const std::string type = o ? o->get_type_name() : "";
+      const char* expected = type == "FLOAT"  ? "a number"
+                             : type == "INT"  ? "an integer"
+                             : type == "UINT" ? "a whole number >= 0"
+                                              : "another kind of value";
+      return flag + ": expected " + expected + ", got '" + value + "'";
+    }
+  }
+  const std::string extra = "The following argument was not expected: ";
+  const std::string extras = "The following arguments were not expected: ";
+  if (what.rfind(extra, 0) == 0) return what.substr(extra.size()) + ": unknown flag or argument";
+  if (what.rfind(extras, 0) == 0)
+    return what.substr(extras.size()) + ": unknown flags or arguments";
+  return what;
+}
+
+// A std::filesystem error as "PATH: cannot create directories: Not a directory" (libstdc++
+// says "filesystem error: cannot create directories: Not a directory [PATH]").
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+  if (const size_t bracket = what.find(" ["); bracket != std::string::npos)
+    what = what.substr(0, bracket);
+  return e.path1().empty() ? what : e.path1().string() + ": " + what;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"glm4: train, LoRA fine-tune and run GLM-4 models on CPUs"};
   app.require_subcommand(1);
   app.footer("Run glm4 SUBCOMMAND --help for a subcommand's flags.");
+  // A flag given twice takes the last value, as argparse (and so mlx-lm) does. Subcommands copy
+  // these defaults when they are added; repeatable (list) flags keep every value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<glm4::cli::Command> commands;
   try {
     glm4::cli::add_init_command(app, commands);
@@ -55,7 +117,8 @@ int main(int argc, char** argv) {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       if (e.get_exit_code() == 0) return app.exit(e);  // --help
-      std::fprintf(stderr, "glm4: %s\nRun with --help for more information.\n", e.what());
+      std::fprintf(stderr, "glm4: error: %s\nRun %s --help for the flags.\n",
+                   parse_error_message(app, e).c_str(), command_path(app).c_str());
       return 1;
     }
     for (const auto& c : commands)
@@ -65,8 +128,12 @@ int main(int argc, char** argv) {
       }
     std::fprintf(stderr, "glm4: no command given; run glm4 --help\n");
     return 1;
+  } catch (const glm4::cli::ExitStatus& e) {
+    return e.status;
   } catch (const glm4::Error& e) {
     std::fprintf(stderr, "glm4: error: %s\n", e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "glm4: error: %s\n", filesystem_message(e).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "glm4: error: %s\n", e.what());
   } catch (...) {

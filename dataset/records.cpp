@@ -105,6 +105,18 @@ DataFiles resolve_data_path(const std::string& path) {
   return files;
 }
 
+std::string resolve_eval_path(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;
+  for (const char* name : {"test.jsonl", "valid.jsonl"}) {
+    const fs::path p = fs::path(path) / name;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  fail(path,
+       ": is a directory without test.jsonl or valid.jsonl (a data folder holds "
+       "train.jsonl, valid.jsonl and test.jsonl), expected one of those or a JSONL file");
+}
+
 Record parse_record(std::string_view line) {
   GLM4_CHECK(json_nesting_depth(line) <= kMaxJsonDepth, "JSON nests deeper than ", kMaxJsonDepth,
              " levels (limit kMaxJsonDepth)");
@@ -165,6 +177,8 @@ Record parse_record(std::string_view line) {
 
 int64_t for_each_record(const std::string& path,
                         const std::function<void(const Record&, int64_t line)>& fn) {
+  std::error_code ec;
+  GLM4_CHECK(!fs::is_directory(path, ec), path, ": is a directory, expected a JSONL file");
   std::ifstream in(path, std::ios::binary);
   GLM4_CHECK(in.good(), "cannot open data file '", path, "'");
   std::string line;

@@ -17,6 +17,10 @@ struct DataFiles {
   std::string train, valid, test;
 };
 DataFiles resolve_data_path(const std::string& path);
+// The file held-out scoring (evaluate, perplexity) reads: `path` itself when it is a file; for a
+// data directory its test.jsonl (as mlx-lm's --test reads), else its valid.jsonl; else an error
+// naming the directory.
+std::string resolve_eval_path(const std::string& path);
 
 // One line of a data file. Lines are objects of exactly one shape (other keys are ignored):
 //   {"text": str}

@@ -34,10 +34,12 @@ int main(int argc, char** argv) {
     config.stop_ids = glm4::stop_ids(*tokenizer, format);
     glm4::Generator generator(*model, config);
     glm4::StreamDecoder text(*tokenizer, /*skip_special=*/true);
+    glm4::ReplyText reply(glm4::reply_starts_with_newline(format));  // drops the template's "\n"
 
     generator.start(prompt);
-    while (std::optional<int32_t> id = generator.next()) std::fputs(text.push(*id).c_str(), stdout);
-    std::printf("%s\n", text.flush().c_str());
+    while (std::optional<int32_t> id = generator.next())
+      std::fputs(reply.push(text.push(*id)).c_str(), stdout);
+    std::printf("%s\n", reply.push(text.flush()).c_str());
     std::fprintf(stderr, "%lld tokens, %.0f tokens/s\n",
                  (long long)generator.stats().generated_tokens,
                  generator.stats().decode_tokens_per_second());

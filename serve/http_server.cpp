@@ -227,7 +227,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     if (!l.error.empty()) line["error"] = l.error;
     write_log(line);
   };
-  std::shared_ptr<SlotHandle> handle;
+  std::vector<std::shared_ptr<SlotHandle>> handles;  // one per choice (n)
   ParsedRequest parsed;
   try {
     if (!body)
@@ -236,15 +236,23 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     parsed = parse_request(*body, endpoint);
     log->model = parsed.model.empty() ? served_.base_name : parsed.model;
     log->stream = parsed.stream;
-    SlotRequest request = build_slot_request(parsed, served_, random_seed());
+    const SlotRequest request = build_slot_request(parsed, served_, random_seed());
     log->prompt_tokens = int64_t(request.prompt.size());
-    Scheduler::Admission admission;
-    handle = scheduler_.submit(std::move(request), &admission);
-    if (admission == Scheduler::Admission::QueueFull)
-      throw ApiError(429, "the server is busy: every slot and queue place is taken; retry later",
-                     "", "rate_limit_exceeded", "rate_limit_error");
-    if (admission == Scheduler::Admission::Draining)
-      throw ApiError(503, "the server is shutting down", "", "unavailable", "server_error");
+    for (int64_t i = 0; i < parsed.n; ++i) {
+      SlotRequest r = request;
+      r.sampling.seed += uint64_t(i);  // n answers, n draws
+      Scheduler::Admission admission;
+      std::shared_ptr<SlotHandle> h = scheduler_.submit(std::move(r), &admission);
+      if (admission != Scheduler::Admission::Accepted) {
+        for (auto& taken : handles) taken->cancel();
+        if (admission == Scheduler::Admission::QueueFull)
+          throw ApiError(429,
+                         "the server is busy: every slot and queue place is taken; retry later", "",
+                         "rate_limit_exceeded", "rate_limit_error");
+        throw ApiError(503, "the server is shutting down", "", "unavailable", "server_error");
+      }
+      handles.push_back(std::move(h));
+    }
   } catch (const ApiError& e) {
     send_error(res, e);
     log->status = e.status;
@@ -258,46 +266,70 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
 
   if (!parsed.stream) {
     ++state_->in_flight;
-    std::string text;
-    std::vector<TokenLogprob> logprobs;
-    SlotEvent e;
+    struct Answer {
+      std::string text;
+      std::vector<TokenLogprob> logprobs;
+      SlotEvent last;  // the final event once done
+      bool done = false;
+    };
+    std::vector<Answer> answers(handles.size());
     const PeerSocket peer(req);
     bool client_gone = false;
-    for (;;) {
-      if (!client_gone && peer.gone()) {  // nobody will read the answer: free the slot
+    const auto poll = handles.size() == 1 ? kPoll : std::chrono::milliseconds(20);
+    for (size_t open = handles.size(); open > 0;) {
+      if (!client_gone && peer.gone()) {  // nobody will read the answer: free the slots
         client_gone = true;
-        handle->cancel();
+        for (auto& h : handles) h->cancel();
       }
-      if (!handle->next(&e, kPoll)) continue;
-      if (log->first_token_s < 0 && !e.ids.empty()) log->first_token_s = seconds_since(log->start);
-      text += e.text;
-      for (TokenLogprob& lp : e.logprobs) logprobs.push_back(std::move(lp));
-      if (e.done) break;
+      for (size_t i = 0; i < handles.size(); ++i) {
+        Answer& a = answers[i];
+        SlotEvent e;
+        if (a.done || !handles[i]->next(&e, poll)) continue;
+        if (log->first_token_s < 0 && !e.ids.empty())
+          log->first_token_s = seconds_since(log->start);
+        a.text += e.text;
+        for (TokenLogprob& lp : e.logprobs) a.logprobs.push_back(std::move(lp));
+        if (!e.done) continue;
+        a.last = std::move(e);
+        a.done = true;
+        --open;
+      }
     }
-    log->prompt_tokens = e.prompt_tokens;
-    log->completion_tokens = e.completion_tokens;
-    log->finish_reason = e.finish_reason;
-    if (client_gone && e.finish_reason == "cancelled") {
+    log->prompt_tokens = answers[0].last.prompt_tokens;
+    log->completion_tokens = 0;
+    std::string failed;  // "error" or "cancelled" when a choice ended so
+    std::vector<ChoiceText> choices;
+    for (const Answer& a : answers) {
+      log->completion_tokens += a.last.completion_tokens;
+      const std::string& reason = a.last.finish_reason;
+      if ((reason == "error" || reason == "cancelled") && failed != "error") failed = reason;
+      choices.push_back({a.text, reason, want_logprobs ? &a.logprobs : nullptr});
+    }
+    log->finish_reason = failed.empty() ? answers[0].last.finish_reason : failed;
+    if (client_gone && failed == "cancelled") {
       // Nothing to send. The log reads as for a streamed request whose client went away: status
       // 200, finish_reason "cancelled".
-    } else if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
-      const bool error = e.finish_reason == "error";
+    } else if (!failed.empty()) {
+      const bool error = failed == "error";
+      std::string why;
+      for (const Answer& a : answers)
+        if (!a.last.error.empty()) why = a.last.error;
       send_error(res, ApiError(error ? 500 : 503,
-                               error ? "generation failed: " + e.error
+                               error ? "generation failed: " + why
                                      : "the request was cancelled (shutdown)",
                                "", error ? "internal_error" : "unavailable", "server_error"));
       log->status = res.status;
     } else {
-      res.set_content(
-          dump(completion_body(meta, text, e.finish_reason, want_logprobs ? &logprobs : nullptr,
-                               e.prompt_tokens, e.completion_tokens, *served_.tokenizer)),
-          "application/json");
+      res.set_content(dump(completion_body(meta, choices, log->prompt_tokens,
+                                           log->completion_tokens, *served_.tokenizer)),
+                      "application/json");
     }
     finish_log(*log);
     --state_->in_flight;
     return;
   }
 
+  std::shared_ptr<SlotHandle> handle = handles[0];  // a stream has one choice (n = 1)
   struct StreamState {
     bool role_sent = false, finished = false;
   };

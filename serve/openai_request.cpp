@@ -29,6 +29,7 @@ json error_body(const ApiError& e) {
 
 namespace {
 constexpr int kMaxTopLogprobs = 20;
+constexpr int64_t kMaxChoices = 16;  // n: answers per request (each takes a slot)
 constexpr size_t kMaxStops = 16;
 constexpr int kMaxDepth = 32;  // JSON values are copied and destroyed recursively: bound the depth
 constexpr size_t kMaxMessages =
@@ -170,14 +171,26 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
     if (const json* v = field(body, name))
       r.max_tokens = integer(*v, name, 1, std::numeric_limits<int32_t>::max());
   SamplerConfig& s = r.sampling;
-  if (const json* v = field(body, "temperature"))
+  if (const json* v = field(body, "temperature")) {
     s.temperature = float(number(*v, "temperature", 0, 2));
-  if (const json* v = field(body, "top_p")) s.top_p = float(number(*v, "top_p", 0, 1));
-  if (const json* v = field(body, "top_k"))
+    r.temperature_given = true;
+  }
+  if (const json* v = field(body, "top_p")) {
+    s.top_p = float(number(*v, "top_p", 0, 1));
+    r.top_p_given = true;
+  }
+  if (const json* v = field(body, "top_k")) {
     s.top_k = int(std::max<int64_t>(0, integer(*v, "top_k", -1, 1 << 30)));
-  if (const json* v = field(body, "min_p")) s.min_p = float(number(*v, "min_p", 0, 1));
-  if (const json* v = field(body, "repetition_penalty"))
+    r.top_k_given = true;
+  }
+  if (const json* v = field(body, "min_p")) {
+    s.min_p = float(number(*v, "min_p", 0, 1));
+    r.min_p_given = true;
+  }
+  if (const json* v = field(body, "repetition_penalty")) {
     s.repeat_penalty = float(number(*v, "repetition_penalty", 1e-6, 100));
+    r.repetition_penalty_given = true;
+  }
   if (const json* v = field(body, "seed")) {
     s.seed = uint64_t(integer(*v, "seed", std::numeric_limits<int64_t>::min(),
                               std::numeric_limits<int64_t>::max()));
@@ -190,8 +203,10 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
     if (const json* u = field(*v, "include_usage"))
       r.include_usage = boolean(*u, "stream_options.include_usage");
   }
-  if (const json* v = field(body, "n"); v && integer(*v, "n", 1, 128) != 1)
-    bad("n", "only n = 1 is supported");
+  if (const json* v = field(body, "n")) r.n = integer(*v, "n", 1, kMaxChoices);
+  if (r.n > 1 && r.stream)
+    bad("n", str_cat("n = ", r.n, " with stream: true is not supported; ask for n = 1 per stream, ",
+                     "or for n answers without stream"));
   if (endpoint == Endpoint::Chat) {
     const bool want = field(body, "logprobs") && boolean(*field(body, "logprobs"), "logprobs");
     if (const json* v = field(body, "top_logprobs")) {
@@ -238,6 +253,7 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
       throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_value");
     }
     out.stop_ids = served.chat_stop_ids;
+    out.strip_leading_newline = reply_starts_with_newline(served.format);
   } else if (r.prompt_is_ids) {
     const int64_t vocab = served.model->config.vocab_size;
     for (int32_t id : r.prompt_ids)
@@ -259,7 +275,13 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
                            " tokens, and at least one must remain for the reply"),
                    r.endpoint == Endpoint::Chat ? "messages" : "prompt", "context_length_exceeded");
   out.max_tokens = r.max_tokens ? *r.max_tokens : (context > 0 ? context - n : 256);
+  const SamplerConfig& d = served.sampling_defaults;
   out.sampling = r.sampling;
+  if (!r.temperature_given) out.sampling.temperature = d.temperature;
+  if (!r.top_p_given) out.sampling.top_p = d.top_p;
+  if (!r.top_k_given) out.sampling.top_k = d.top_k;
+  if (!r.min_p_given) out.sampling.min_p = d.min_p;
+  if (!r.repetition_penalty_given) out.sampling.repeat_penalty = d.repeat_penalty;
   if (!r.seed_given) out.sampling.seed = fallback_seed;
   out.stop = r.stop;
   out.top_logprobs = r.top_logprobs;

@@ -73,19 +73,23 @@ json head(const ResponseMeta& meta, const char* object) {
 }
 }  // namespace
 
-json completion_body(const ResponseMeta& meta, const std::string& text,
-                     const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs,
+json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& choices,
                      int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer) {
   const bool chat = meta.endpoint == Endpoint::Chat;
-  json choice = {{"index", 0},
-                 {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
-                 {"finish_reason", reason_or_null(finish_reason)}};
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
-  else
-    choice["text"] = text;
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceText& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", logprobs_json(meta.endpoint, c.logprobs, tokenizer)},
+                   {"finish_reason", reason_or_null(c.finish_reason)}};
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    else
+      choice["text"] = c.text;
+    list.push_back(choice);
+  }
   json body = head(meta, chat ? "chat.completion" : "text_completion");
-  body["choices"] = json::array({choice});
+  body["choices"] = list;
   body["usage"] = usage(prompt_tokens, completion_tokens);
   return body;
 }

@@ -40,7 +40,11 @@ struct ParsedRequest {
   bool prompt_is_ids = false;
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
   SamplerConfig sampling;             // repeat_last_n = -1 is not used: the last 64, as generate
+  // Which sampling fields the body set; the others come from ServedModels::sampling_defaults.
+  bool temperature_given = false, top_p_given = false, top_k_given = false, min_p_given = false,
+       repetition_penalty_given = false;
   bool seed_given = false;
+  int64_t n = 1;  // choices to sample (n > 1 is refused with stream)
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
   int top_logprobs = -1;  // -1: no logprobs
@@ -60,6 +64,10 @@ struct ServedModels {
   std::vector<int32_t> eos_ids;            // end a completion (generation_config / config)
   std::vector<int32_t> chat_stop_ids;      // end a chat reply: eos_ids + the template's role tokens
   int64_t created = 0;                     // unix time the server started
+  // What a request samples with where it sets no temperature, top_p, top_k, min_p or
+  // repetition_penalty: OpenAI's defaults (temperature 1, top_p 1) unless the model's
+  // generation_config.json says otherwise (serve/sampling_defaults.h).
+  SamplerConfig sampling_defaults{1.0f, 0, 1.0f};
 
   // -1 for the base (or an empty name), the adapter's slot, or nullopt for an unknown name.
   std::optional<int32_t> slot_of(const std::string& name) const;
@@ -68,7 +76,8 @@ struct ServedModels {
 
 // Tokenizes and resolves the model: 404 for an unknown model, 400 for a prompt that does not
 // fit the context (prompt tokens >= context length) or token ids outside the vocabulary.
-// A request without a seed gets `fallback_seed`; without max_tokens, the rest of the context.
+// A request without a seed gets `fallback_seed`; without max_tokens, the rest of the context;
+// without a sampling field, served.sampling_defaults' value.
 SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served,
                                uint64_t fallback_seed);
 
@@ -78,9 +87,14 @@ struct ResponseMeta {
   std::string id, model;
   int64_t created;
 };
-// The whole answer of a non-streamed request.
-json completion_body(const ResponseMeta& meta, const std::string& text,
-                     const std::string& finish_reason, const std::vector<TokenLogprob>* logprobs,
+// One sampled answer of a non-streamed request (choices[index]).
+struct ChoiceText {
+  std::string text, finish_reason;
+  const std::vector<TokenLogprob>* logprobs = nullptr;  // null: no logprobs asked for
+};
+// The whole answer of a non-streamed request: one choice per answer, in order; usage counts the
+// prompt once and the tokens of every choice.
+json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& choices,
                      int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer);
 // One server-sent event's data. A chunk with a finish_reason also carries usage; `role_only`
 // makes the first chat chunk ({"role": "assistant", "content": ""}).

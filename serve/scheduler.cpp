@@ -43,6 +43,7 @@ struct Scheduler::Slot {
         cache(std::move(c)),
         sampler(request.sampling),
         history(request.prompt),
+        reply(request.strip_leading_newline),
         stop_text(request.stop) {}
 
   SlotRequest request;
@@ -54,6 +55,7 @@ struct Scheduler::Slot {
   int64_t budget = 0;            // tokens that may be drawn: max_tokens within the context
   int64_t drawn = 0;
   std::unique_ptr<StreamDecoder> decoder;
+  ReplyText reply;  // before the stop strings: a stop "\n" does not match the dropped one
   StopText stop_text;
 };
 
@@ -287,7 +289,7 @@ bool Scheduler::draw(Slot& s, const float* logits) {
       event.ids.push_back(token);
       if (r.top_logprobs >= 0)
         event.logprobs.push_back(logprob_of(logits, vocab, token, r.top_logprobs));
-      if (s.decoder) event.text = s.stop_text.push(s.decoder->push(token));
+      if (s.decoder) event.text = s.stop_text.push(s.reply.push(s.decoder->push(token)));
       if (s.stop_text.stopped())
         reason = "stop";
       else if (s.drawn >= s.budget)
@@ -299,7 +301,7 @@ bool Scheduler::draw(Slot& s, const float* logits) {
     return false;
   }
   if (s.decoder && !s.stop_text.stopped()) {
-    event.text += s.stop_text.push(s.decoder->flush());
+    event.text += s.stop_text.push(s.reply.push(s.decoder->flush()));
     event.text += s.stop_text.flush();
   }
   event.done = true;

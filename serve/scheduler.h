@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "infer/sampler.h"
+#include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/glm4_model.h"
 
@@ -29,6 +30,9 @@ struct SlotRequest {
   std::vector<int32_t> stop_ids;  // a drawn stop id ends the reply and is not part of it
   std::vector<std::string> stop;  // stop strings on the decoded text; the match is cut off
   int top_logprobs = -1;          // -1: no logprobs; else alternatives per token (0..20)
+  // A chat reply whose template ends the prompt with <|assistant|>: the "\n" the model writes
+  // first is not part of the text (io/tokenizer/chat_template.h, ReplyText).
+  bool strip_leading_newline = false;
 };
 
 struct TopLogprob {

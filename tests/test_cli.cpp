@@ -130,7 +130,8 @@ TEST(Cli, InitThenLogits) {
             std::vector<float>(logits.data(), logits.data() + logits.numel()));
 
   // Without --dump-layers only the logits (and ids).
-  ASSERT_TRUE(succeeds(run({"logits", "--model", model, "--tokens", "2", "--out", out})));
+  ASSERT_TRUE(
+      succeeds(run({"logits", "--model", model, "--tokens", "2", "--out", out, "--force"})));
   EXPECT_EQ(SafetensorsFile::open(out)->find("hidden.0"), nullptr);
 }
 

@@ -138,7 +138,7 @@ TEST(Workflow, EvaluateScoresPerTaskAndNamesABadLineOnce) {
   const std::string text_data = kSource + "/data/corpus/pretrain.jsonl";
   auto bad = run_program(GLM4_BINARY, {"evaluate", "--model", kModel, "--data", text_data});
   EXPECT_EQ(bad.status, 1);
-  EXPECT_NE(bad.output.find("pretrain.jsonl:1: evaluate needs a messages record"),
+  EXPECT_NE(bad.output.find("pretrain.jsonl:1: evaluate needs records with an answer"),
             std::string::npos)
       << bad.output;
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "tests/support/random_adapter.h"
@@ -230,6 +231,51 @@ TEST_F(Serve, NonStreamedRequestIsCancelledWhenItsClientGoesAway) {
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(server.stop(SIGINT), 0) << server.log();
+}
+
+// n answers in one request: n choices indexed 0..n-1, usage counting the prompt once and every
+// choice's tokens. Without temperature the server samples (OpenAI's default, temperature 1), so
+// the choices differ; at temperature 0 they are one greedy answer. n > 1 with stream is a 400.
+TEST(ServeChoices, NChoicesSampledWithTheDefaultTemperature) {
+  ServerProcess server({"--model", kModel, "--compute", kCompute});
+  ASSERT_TRUE(server.listening()) << server.log();
+  httplib::Client http("127.0.0.1", server.port());
+  http.set_read_timeout(120, 0);
+  auto post = [&](const json& body) {
+    auto res = http.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res) << httplib::to_string(res.error());
+    return res ? std::make_pair(res->status, json::parse(res->body, nullptr, false))
+               : std::make_pair(0, json());
+  };
+  auto [status, sampled] =
+      post({{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 3}, {"seed", 5}});
+  ASSERT_EQ(status, 200) << sampled.dump();
+  ASSERT_EQ(sampled["choices"].size(), 3u) << sampled.dump();
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    const json& c = sampled["choices"][i];
+    EXPECT_EQ(c["index"], i);
+    EXPECT_TRUE(c["finish_reason"] == "length" || c["finish_reason"] == "stop") << c.dump();
+    texts.insert(c["text"].get<std::string>());
+  }
+  EXPECT_EQ(texts.size(), 3u) << sampled.dump();
+  const int64_t tokens = sampled["usage"]["completion_tokens"].get<int64_t>();
+  EXPECT_GT(tokens, 12);  // more than one choice's worth
+  EXPECT_LE(tokens, 36);
+  EXPECT_EQ(sampled["usage"]["prompt_tokens"].get<int64_t>() + tokens,
+            sampled["usage"]["total_tokens"].get<int64_t>());
+
+  auto [greedy_status, greedy] =
+      post({{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 2}, {"temperature", 0}});
+  ASSERT_EQ(greedy_status, 200) << greedy.dump();
+  ASSERT_EQ(greedy["choices"].size(), 2u);
+  EXPECT_EQ(greedy["choices"][0]["text"], greedy["choices"][1]["text"]);
+
+  auto [stream_status, refused] =
+      post({{"prompt", "Once upon a time"}, {"n", 2}, {"stream", true}});
+  EXPECT_EQ(stream_status, 400);
+  EXPECT_EQ(refused["error"]["param"], "n") << refused.dump();
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 
 }  // namespace

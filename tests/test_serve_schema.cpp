@@ -3,10 +3,14 @@
 // ApiError (the server turns those into 4xx answers and keeps running).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 
+#include "base/check.h"
 #include "serve/openai_schema.h"
+#include "serve/sampling_defaults.h"
 #include "tests/support/repo_paths.h"
+#include "tests/support/temp_dir.h"
 
 namespace glm4::serve {
 namespace {
@@ -57,7 +61,9 @@ TEST(OpenAiSchema, EachBadFieldIsNamed) {
       {"{" + m + R"(, "stop": {"a": 1}})", "stop"},
       {"{" + m + R"(, "stream": "yes"})", "stream"},
       {"{" + m + R"(, "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
-      {"{" + m + R"(, "n": 3})", "n"},
+      {"{" + m + R"(, "n": 0})", "n"},
+      {"{" + m + R"(, "n": 17})", "n"},
+      {"{" + m + R"(, "n": 2, "stream": true})", "n"},
       {"{" + m + R"(, "logprobs": 1})", "logprobs"},
       {"{" + m + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs"},
       {"{" + m + R"(, "model": 7})", "model"},
@@ -117,6 +123,61 @@ TEST(OpenAiSchema, ValidRequestsBecomeSlotRequests) {
   EXPECT_EQ(c.max_tokens, 1024 - 3);  // no max_tokens: the rest of the context
   EXPECT_EQ(c.sampling.seed, ~uint64_t(0));
   EXPECT_EQ(c.stop_ids, served().s.eos_ids);
+}
+
+// A request that leaves out temperature, top_p or top_k samples with the server's defaults:
+// OpenAI's (temperature 1, top_p 1) unless generation_config.json sets them; fields given win.
+TEST(OpenAiSchema, SamplingFieldsLeftOutComeFromTheServersDefaults) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}]})";
+  SlotRequest openai = build_slot_request(parse_request(chat, Endpoint::Chat), served().s, 1);
+  EXPECT_FLOAT_EQ(openai.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(openai.sampling.top_p, 1.0f);
+  EXPECT_EQ(openai.sampling.top_k, 0);
+  EXPECT_EQ(parse_request(chat, Endpoint::Chat).n, 1);
+
+  ServedModels tuned = served().s;
+  tuned.sampling_defaults.temperature = 0.6f;
+  tuned.sampling_defaults.top_p = 0.8f;
+  tuned.sampling_defaults.top_k = 20;
+  SlotRequest d = build_slot_request(
+      parse_request(R"({"prompt": "x", "n": 3})", Endpoint::Completion), tuned, 1);
+  EXPECT_FLOAT_EQ(d.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(d.sampling.top_p, 0.8f);
+  EXPECT_EQ(d.sampling.top_k, 20);
+  SlotRequest given = build_slot_request(
+      parse_request(R"({"prompt": "x", "temperature": 0, "top_k": 5})", Endpoint::Completion),
+      tuned, 1);
+  EXPECT_FLOAT_EQ(given.sampling.temperature, 0.0f);
+  EXPECT_EQ(given.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(given.sampling.top_p, 0.8f);
+}
+
+TEST(OpenAiSchema, SamplingDefaultsAreReadFromGenerationConfig) {
+  // The embedded model's generation_config.json sets no sampling field: OpenAI's defaults.
+  SamplingDefaults tiny = load_sampling_defaults(kModel);
+  EXPECT_FLOAT_EQ(tiny.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(tiny.sampling.top_p, 1.0f);
+  EXPECT_EQ(tiny.source, "OpenAI defaults");
+
+  glm4::testing::TempDir dir;
+  EXPECT_EQ(load_sampling_defaults(dir.path()).source, "OpenAI defaults");  // no file at all
+  std::ofstream(dir / "generation_config.json")
+      << R"({"do_sample": true, "temperature": 0.6, "top_p": 0.8, "top_k": 20, "eos_token_id": 3})";
+  SamplingDefaults glm = load_sampling_defaults(dir.path());
+  EXPECT_FLOAT_EQ(glm.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(glm.sampling.top_p, 0.8f);
+  EXPECT_EQ(glm.sampling.top_k, 20);
+  EXPECT_EQ(glm.source, "generation_config.json");
+
+  std::ofstream(dir / "generation_config.json") << R"({"top_p": "high"})";
+  try {
+    load_sampling_defaults(dir.path());
+    ADD_FAILURE() << "a string top_p was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("generation_config.json: \"top_p\" must be a number"), std::string::npos)
+        << what;
+  }
 }
 
 TEST(OpenAiSchema, DeeplyNestedBodiesAreRefusedBeforeParsing) {

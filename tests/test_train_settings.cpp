@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "tests/support/expect_error.h"
+#include "train/config_keys.h"
+#include "train/resume_plan.h"
 #include "train/train_settings.h"
 
 namespace glm4 {
@@ -94,6 +96,85 @@ TEST(TrainSettings, UnknownKeysAndWrongTypesAreRefusedNamingThem) {
   EXPECT_NE(array.find("job.json"), std::string::npos) << array;
   apply_json(c, {{"_comment", "ignored"}, {"_comment_lr", 1}, {"iters", 5}}, "job.json");
   EXPECT_EQ(c.iters, 5);
+}
+
+// mlx-lm's and PEFT's spellings of glm4's settings are renamed; their other keys are refused
+// with glm4's key and flag named.
+TEST(TrainSettings, MlxLmAndPeftKeysAreRenamedOrRefusedNamingGlm4s) {
+  const json mlx = {{"model", "m"},
+                    {"adapter_path", "runs/a"},
+                    {"iters", 30},
+                    {"learning_rate", 2e-4},
+                    {"lora_layers", 2},
+                    {"grad_accumulation_steps", 2},
+                    {"lora_parameters",
+                     {{"rank", 4},
+                      {"scale", 10.0},
+                      {"dropout", 0.1},
+                      {"keys", {"self_attn.q_proj", "mlp.down_proj"}}}}};
+  TrainConfig c;
+  apply_json(c, translate_foreign_keys(mlx, "lora.json"), "lora.json");
+  EXPECT_EQ(c.out, "runs/a");
+  EXPECT_EQ(c.iters, 30);
+  EXPECT_DOUBLE_EQ(c.learning_rate, 2e-4);
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.grad_accum, 2);
+  EXPECT_EQ(c.lora_rank, 4);
+  EXPECT_DOUBLE_EQ(c.lora_alpha, 40.0);  // mlx-lm's scale 10 at rank 4 is PEFT's alpha 40
+  EXPECT_DOUBLE_EQ(c.lora_dropout, 0.1);
+  EXPECT_EQ(c.lora_targets, (std::vector<std::string>{"q_proj", "down_proj"}));
+
+  const json peft = {
+      {"r", 16},         {"lora_alpha", 32},  {"target_modules", {"q_proj", "v_proj"}},
+      {"max_steps", 50}, {"warmup_steps", 5}, {"per_device_train_batch_size", 2}};
+  TrainConfig p;
+  apply_json(p, translate_foreign_keys(peft, "peft.json"), "peft.json");
+  EXPECT_EQ(p.lora_rank, 16);
+  EXPECT_DOUBLE_EQ(p.lora_alpha, 32);
+  EXPECT_EQ(p.iters, 50);
+  EXPECT_EQ(p.warmup, 5);
+  EXPECT_EQ(p.batch_size, 2);
+
+  EXPECT_EQ(error_of([&] {
+              translate_foreign_keys({{"adapter_path", "a"}, {"out", "b"}}, "job.json");
+            }),
+            "job.json: \"adapter_path\" and \"out\" set the same thing; keep one");
+  EXPECT_EQ(error_of([&] {
+              apply_json(c, {{"lr", 1e-4}}, "job.json");
+            }),
+            "job.json: unknown key \"lr\": glm4 spells it 'learning_rate' (--learning-rate)");
+  EXPECT_EQ(error_of([&] {
+              apply_json(c, {{"epochs", 3}}, "job.json");
+            }),
+            "job.json: unknown key \"epochs\": glm4 counts optimizer steps: 'iters' (--iters)");
+  EXPECT_EQ(error_of([&] {
+              translate_foreign_keys(
+                  {{"lr_schedule", {{"name", "cosine_decay"}, {"arguments", {1e-5, 1000}}}}},
+                  "job.json");
+            }),
+            "job.json: \"lr_schedule\" is mlx-lm's schedule object; glm4 takes 'lr_schedule' "
+            "(--lr-schedule) \"constant\" or \"cosine\", with 'warmup' (--warmup) and 'min_lr' "
+            "(--min-lr)");
+  // Every rename lands on a glm4 key and never shadows one.
+  for (const char* foreign : {"adapter_path", "lora_layers", "r", "max_steps", "warmup_steps"}) {
+    const json t = translate_foreign_keys({{foreign, 1}}, "x");
+    EXPECT_FALSE(t.contains(foreign)) << foreign;
+    const std::string glm4_key = t.begin().key();
+    bool known = false;
+    visit_train_settings([&](const char* key, auto, const char*) { known |= key == glm4_key; });
+    EXPECT_TRUE(known) << foreign << " -> " << glm4_key;
+  }
+}
+
+// --resume treats every setting by a rule (applied, refused or this machine's): a new setting
+// without one fails here rather than being refused by surprise.
+TEST(TrainSettings, EverySettingHasAResumeRule) {
+  for (const std::string& key : keys()) EXPECT_NO_THROW(on_resume(key)) << key;
+  EXPECT_EQ(on_resume("learning_rate"), OnResume::kApply);
+  EXPECT_EQ(on_resume("iters"), OnResume::kApply);
+  EXPECT_EQ(on_resume("lora_rank"), OnResume::kRefuse);
+  EXPECT_EQ(on_resume("mask_prompt"), OnResume::kRefuse);
+  EXPECT_EQ(on_resume("mmap"), OnResume::kMachine);
 }
 
 }  // namespace

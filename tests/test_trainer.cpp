@@ -71,6 +71,8 @@ TrainConfig small_run(const fs::path& data, const fs::path& out) {
   c.warmup = 2;
   c.lora_dropout = 0.1;  // exercises the dropout seeds across a resume
   c.lora_targets = {"q_proj", "v_proj", "gate_up_proj"};
+  c.lora_rank = 8;  // pinned: these tests are about the trainer, not the defaults
+  c.lora_alpha = 16;
   c.steps_per_report = 1000;
   c.steps_per_eval = 4;
   c.save_every = 6;
@@ -115,6 +117,29 @@ TEST_F(TrainerTest, ResumedRunLossesAreBitIdentical) {
   ASSERT_EQ(fa->tensors().size(), fb->tensors().size());
   for (const TensorInfo& t : fa->tensors())
     EXPECT_EQ(read_f32(t), read_f32(fb->at(t.name))) << t.name;
+}
+
+// A resumed run whose LoRA settings differ is refused naming the flags, not by a count of
+// parameters.
+TEST_F(TrainerTest, ResumeWithOtherLoraSettingsNamesTheFlags) {
+  TrainConfig first = small_run(data, tmp / "run");
+  first.iters = 2;
+  run_training(first);
+  TrainConfig other = small_run(data, tmp / "run");
+  other.resume = (tmp / "run" / "checkpoint.h5").string();
+  other.lora_targets = {"q_proj", "v_proj"};
+  other.lora_rank = 4;
+  try {
+    run_training(other);
+    ADD_FAILURE() << "resumed with other LoRA settings";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--lora-rank 4 (the run has 8)"), std::string::npos) << what;
+    EXPECT_NE(what.find("--lora-targets q_proj,v_proj (the run has q_proj,v_proj,gate_up_proj)"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("parameters"), std::string::npos) << what;
+  }
 }
 
 TEST_F(TrainerTest, FullTrainingWritesACompleteModelDirectory) {

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "train/config_keys.h"
 #include "train/train_settings.h"
 
 namespace glm4 {
@@ -58,7 +59,10 @@ void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& sour
   for (const auto& [key, value] : j.items()) {
     if (key.rfind("_comment", 0) == 0) continue;
     auto it = fields().find(key);
-    GLM4_CHECK(it != fields().end(), source, ": unknown key \"", key, "\"");
+    if (it == fields().end()) {
+      const std::string hint = foreign_key_hint(key);
+      fail(source, ": unknown key \"", key, "\"", hint.empty() ? "" : ": " + hint);
+    }
     try {
       it->second.read(c, value);
     } catch (const nlohmann::json::exception&) {

@@ -18,7 +18,7 @@ struct TrainConfig {
   int64_t iters = 1000;  // optimizer steps
   int64_t batch_size = 4;
   int64_t max_seq_length = 2048;
-  double learning_rate = 1e-5;
+  double learning_rate = 2e-4;           // defaults: docs/training.md, "Defaults"
   std::string lr_schedule = "constant";  // constant | cosine
   int64_t warmup = 0;
   double min_lr = 0;
@@ -26,10 +26,10 @@ struct TrainConfig {
   double grad_clip = 1.0;  // global gradient norm; 0 = off
   int64_t grad_accum = 1;  // micro-batches per step
   bool grad_checkpoint = false;
-  int64_t lora_rank = 8;
-  double lora_alpha = 16;
+  int64_t lora_rank = 16;
+  double lora_alpha = 32;
   double lora_dropout = 0.0;
-  std::vector<std::string> lora_targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+  std::vector<std::string> lora_targets{"all-linear"};
   int64_t num_layers = -1;  // LoRA on the last N layers; -1 = all
   bool rslora = false;
   bool full = false;                    // train every parameter instead of LoRA

@@ -20,7 +20,7 @@ void visit_train_settings(Visitor&& visit) {
   visit("iters", &C::iters, "Optimizer steps (default 1000)");
   visit("batch_size", &C::batch_size, "Examples per micro-batch (default 4)");
   visit("max_seq_length", &C::max_seq_length, "Longer examples are truncated (default 2048)");
-  visit("learning_rate", &C::learning_rate, "Peak learning rate (default 1e-5)");
+  visit("learning_rate", &C::learning_rate, "Peak learning rate (default 2e-4)");
   visit("lr_schedule", &C::lr_schedule, "constant | cosine (default constant)");
   visit("warmup", &C::warmup, "Linear warmup steps (default 0)");
   visit("min_lr", &C::min_lr, "Final learning rate of the cosine schedule (default 0)");
@@ -29,14 +29,15 @@ void visit_train_settings(Visitor&& visit) {
   visit("grad_accum", &C::grad_accum, "Micro-batches per step (default 1)");
   visit("grad_checkpoint", &C::grad_checkpoint,
         "Recompute each decoder layer in backward (less memory)");
-  visit("lora_rank", &C::lora_rank, "LoRA rank r (default 8)");
-  visit("lora_alpha", &C::lora_alpha, "LoRA alpha; scale = alpha / r (default 16)");
+  visit("lora_rank", &C::lora_rank, "LoRA rank r (default 16)");
+  visit("lora_alpha", &C::lora_alpha, "LoRA alpha; scale = alpha / r (default 32)");
   visit("lora_dropout", &C::lora_dropout, "Dropout on the LoRA input (default 0)");
   visit("lora_targets", &C::lora_targets,
-        "Comma-separated modules or all-linear "
-        "(default q_proj,k_proj,v_proj,o_proj; ChatGLM: "
-        "query_key_value,dense,dense_h_to_4h,dense_4h_to_h; glm4_moe: gate_proj,up_proj,down_proj, "
-        "narrowed as experts, shared_experts, mlp.X, experts.X: docs/training.md)");
+        "Comma-separated modules (q_proj,k_proj,v_proj,o_proj,gate_up_proj,down_proj) or "
+        "all-linear, every one of them (default all-linear; ChatGLM's are "
+        "query_key_value,dense,dense_h_to_4h,dense_4h_to_h; glm4_moe's MLP ones are "
+        "gate_proj,up_proj,down_proj, narrowed as experts, shared_experts, mlp.X, experts.X: "
+        "docs/training.md)");
   visit("num_layers", &C::num_layers, "LoRA on the last N layers only (default all)");
   visit("rslora", &C::rslora, "rsLoRA scaling alpha / sqrt(r)");
   visit("full", &C::full, "Train every parameter instead of LoRA");

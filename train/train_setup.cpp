@@ -8,6 +8,8 @@
 #include "dataset/text_encoder.h"
 #include "model/adapter/adapter_io.h"
 #include "train/param_sync.h"
+#include "train/resume_plan.h"
+#include "train/run_fingerprint.h"
 
 namespace glm4 {
 
@@ -73,19 +75,40 @@ std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& mode
   return model.lora_parameters();
 }
 
-// --resume: the saved parameters, moments and step; a warning when the data order will differ.
-TrainState resume_from(const TrainConfig& c, AdamW& optimizer, ProgressBar& bar) {
+// The fingerprints of what this run reads; a resumed run must read what its checkpoint was
+// trained on (checked when the checkpoint holds them: older ones do not).
+TrainState fresh_state(const TrainConfig& c, const DataFiles& files) {
   TrainState state;
+  state.model_fingerprint = model_fingerprint(c.model);
+  state.data_fingerprint = data_fingerprint(files);
   if (c.resume.empty()) return state;
-  TrainConfig saved = load_training_state(c.resume, optimizer, &state);
-  if (saved.seed != c.seed || saved.batch_size != c.batch_size || saved.pack != c.pack ||
-      saved.max_seq_length != c.max_seq_length || saved.grad_accum != c.grad_accum)
-    bar.message(str_cat("warning: --resume ", c.resume,
-                        " was written by a run with other --seed, --batch-size, ",
-                        "--pack, --max-seq-length or --grad-accum; the data order will differ"));
-  GLM4_CHECK(state.step < c.iters, "--resume ", c.resume, ": already at step ", state.step,
-             "; raise --iters above it to train further");
+  const CheckpointSummary saved = read_checkpoint_summary(c.resume);
+  check_same_run(c.resume, saved.config, c);
+  const TrainState& was = saved.state;
+  GLM4_CHECK(was.model_fingerprint.empty() || was.model_fingerprint == state.model_fingerprint,
+             "--model ", c.model, ": the model files differ from those the run in ", c.resume,
+             " was trained on (fingerprint ", state.model_fingerprint, ", the checkpoint's ",
+             was.model_fingerprint,
+             "); resume with the model the run began with, or start a new "
+             "run with another --out");
+  GLM4_CHECK(was.data_fingerprint.empty() || was.data_fingerprint == state.data_fingerprint,
+             "--data ", c.data, ": the data differs from what the run in ", c.resume,
+             " was trained on (fingerprint ", state.data_fingerprint, ", the checkpoint's ",
+             was.data_fingerprint,
+             "); a resumed run reads the same examples in the same order: "
+             "resume with the data the run began with, or start a new run with another --out");
+  GLM4_CHECK(was.step < c.iters, "--resume ", c.resume, ": already at step ", was.step,
+             " of --iters ", c.iters, "; raise --iters above it to train further");
   return state;
+}
+
+// --resume: the saved parameters, moments, step and cursor.
+void resume_from(const TrainConfig& c, AdamW& optimizer, TrainState& state) {
+  if (c.resume.empty()) return;
+  TrainState fingerprints = state;
+  load_training_state(c.resume, optimizer, &state);
+  state.model_fingerprint = fingerprints.model_fingerprint;
+  state.data_fingerprint = fingerprints.data_fingerprint;
 }
 }  // namespace
 
@@ -98,6 +121,7 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   else if (group.size() > 1)
     set_max_threads(default_rank_threads(group.local_size()));
   DataFiles files = with_data_flag(c.data);
+  TrainState state = fresh_state(c, files);  // before the model loads: a refusal comes at once
 
   std::unique_ptr<Glm4Model> model = load_model(c.model, c.weights_memory());
   bar.message(model->loaded.describe());
@@ -128,7 +152,7 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
                    .eps = 1e-8,
                    .weight_decay = c.weight_decay},
                   owned);
-  TrainState state = resume_from(c, optimizer, bar);
+  resume_from(c, optimizer, state);
   check_same_parameters(group, tensors, "at the start");
   return TrainRun{.config = std::move(c),
                   .model = std::move(model),

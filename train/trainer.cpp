@@ -23,6 +23,8 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/param_sync.h"
+#include "train/run_summary.h"
+#include "train/stop_signals.h"
 #include "train/train_setup.h"
 #include "train/train_step.h"
 
@@ -97,14 +99,17 @@ struct TrainLoop {
   ProgressBar& bar;
   const TrainConfig& c = run.config;
   std::optional<MetricsLog> metrics;  // rank 0 alone writes
+  double report_loss = 0;             // the losses of the steps since the last report, summed
+  int64_t report_steps = 0;
   TrainSummary summary;
 
   void log(const nlohmann::json& line) {
     if (metrics) metrics->write(line);
   }
 
-  // OUT (without what a killed run left half-written), metrics.jsonl and its set-up line.
-  void open_output() {
+  // OUT (without what a killed run left half-written), metrics.jsonl and its set-up line, which
+  // holds the run's summary (printed too).
+  void open_output(int64_t batches_per_epoch) {
     const TrainState& state = run.state;
     const ComputeChoice& compute = run.compute;
     if (group.root()) {
@@ -116,6 +121,9 @@ struct TrainLoop {
         {"step", state.step}, {"threads", max_threads()}, {"ranks", group.size()}};
     setup.update(kernel_report(compute).fields());
     setup.update(run.model->loaded.fields());
+    const nlohmann::json about = run_summary(run, batches_per_epoch);
+    setup.update(about);
+    bar.message(describe_run_summary(about, run));
     log(setup);
   }
 
@@ -195,8 +203,19 @@ struct TrainLoop {
                " are intact; try a lower --learning-rate or --grad-clip");
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = double(r.tokens) / std::max(seconds, 1e-9);
-    log(step_line(step, r, so.lr, tps));
-    bar.update(step, r.loss, so.lr, tps);
+    // The report shows the mean loss of the steps since the last report (mlx-lm's "Train loss").
+    report_loss += r.loss;
+    ++report_steps;
+    const double mean = report_loss / double(report_steps);
+    nlohmann::json line = step_line(step, r, so.lr, tps);
+    const bool report = (step + 1) % c.steps_per_report == 0 || step + 1 == c.iters;
+    if (report) {
+      line["train_loss"] = mean;
+      report_loss = 0;
+      report_steps = 0;
+    }
+    log(line);
+    bar.update(step, mean, so.lr, tps);
     return r;
   }
 
@@ -228,10 +247,20 @@ struct TrainLoop {
     return out_of_patience();
   }
 
+  // The signal that asks this run to stop, or 0; data-parallel ranks agree (any rank's signal
+  // stops them all after the same step).
+  int stop_requested(const StopSignals& signals) {
+    const int sig = signals.received();
+    if (group.size() == 1) return sig;
+    int any = 0;
+    for (uint64_t s : group.allgather(uint64_t(sig))) any = std::max(any, int(s));
+    return any;
+  }
+
   TrainSummary train() {
     TrainState& state = run.state;
+    StopSignals signals;
     summary.rank = group.rank();
-    open_output();
     BatchOptions bo;
     bo.batch_size = c.batch_size;
     bo.max_seq_length = c.max_seq_length;
@@ -240,6 +269,7 @@ struct TrainLoop {
     bo.drop_last = int64_t(run.train.examples.size()) >= c.batch_size;
     BatchIterator batches(run.train.examples, bo);  // every rank walks the global cursor
     batches.set_cursor(state.cursor);
+    open_output(batches.batches_per_epoch());
     LrSchedule schedule{c.lr_schedule, c.learning_rate, c.warmup, c.iters, c.min_lr};
     schedule.validate();
     evaluate_at_start();
@@ -257,11 +287,20 @@ struct TrainLoop {
         last = true;
       if (c.sync_check_every > 0 && (state.step % c.sync_check_every == 0 || last))
         check_same_parameters(group, run.tensors, str_cat("after step ", state.step));
-      if (state.step % c.save_every == 0 || last) {
+      const bool save = state.step % c.save_every == 0 || last;
+      if (save) {
         save_weights(c.out);
         save_checkpoint();
       }
       if (last) break;
+      if (const int sig = stop_requested(signals)) {
+        if (!save) {
+          save_weights(c.out);
+          save_checkpoint();
+        }
+        summary.signal = sig;
+        break;
+      }
     }
     bar.finish();
     summary.steps = state.step;

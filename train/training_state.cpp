@@ -30,6 +30,8 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
   w.set_attr_i64("cursor_position", state.cursor.position);
   w.set_attr_i64("evals_without_improvement", state.evals_without_improvement);
   w.set_attr("best_val_loss", exact(state.best_val_loss));
+  if (!state.model_fingerprint.empty()) w.set_attr("model_fingerprint", state.model_fingerprint);
+  if (!state.data_fingerprint.empty()) w.set_attr("data_fingerprint", state.data_fingerprint);
   const auto& names = optimizer.names();
   for (size_t i = 0; i < names.size(); ++i) {
     const Tensor& p = optimizer.params()[i];
@@ -52,9 +54,9 @@ void save_training_state(const std::filesystem::path& path, const TrainConfig& c
   w.commit();
 }
 
-TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer,
-                                TrainState* state) {
-  Hdf5Reader r(path);
+namespace {
+// The format check, the stored settings and the counters: everything but the tensors.
+CheckpointSummary read_summary(const Hdf5Reader& r, const std::filesystem::path& path) {
   GLM4_CHECK(r.has_attr("format_version"), path.string(),
              ": not a glm4 training checkpoint (no format_version)");
   const int64_t version = r.attr_i64("format_version");
@@ -66,7 +68,7 @@ TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimi
   GLM4_CHECK(version == kTrainingStateVersion, path.string(),
              ": not a glm4 training checkpoint of format version ", kTrainingStateVersion,
              " (it says ", version, ")");
-  TrainConfig saved;
+  CheckpointSummary out;
   nlohmann::json config;
   try {
     const std::string text = r.attr("config");
@@ -75,7 +77,32 @@ TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimi
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": attribute 'config' is not valid JSON: ", e.what());
   }
-  apply_json(saved, config, path.string());
+  apply_json(out.config, config, path.string());
+  auto counter = [&](const char* name) {  // a count the run keeps: never negative
+    const int64_t v = r.attr_i64(name);
+    GLM4_CHECK(v >= 0, path.string(), ": attribute '", name, "' is ", v, ", expected a count >= 0");
+    return v;
+  };
+  TrainState& state = out.state;
+  state.step = counter("step");
+  state.cursor = {counter("cursor_epoch"), counter("cursor_position")};
+  state.evals_without_improvement = counter("evals_without_improvement");
+  state.best_val_loss = std::strtod(r.attr("best_val_loss").c_str(), nullptr);
+  if (r.has_attr("model_fingerprint")) state.model_fingerprint = r.attr("model_fingerprint");
+  if (r.has_attr("data_fingerprint")) state.data_fingerprint = r.attr("data_fingerprint");
+  return out;
+}
+}  // namespace
+
+CheckpointSummary read_checkpoint_summary(const std::filesystem::path& path) {
+  Hdf5Reader r(path);
+  return read_summary(r, path);
+}
+
+TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimizer,
+                                TrainState* state) {
+  Hdf5Reader r(path);
+  CheckpointSummary summary = read_summary(r, path);
   const auto& names = optimizer.names();
   std::vector<Tensor> m, v;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -95,22 +122,16 @@ TrainConfig load_training_state(const std::filesystem::path& path, AdamW& optimi
   std::vector<int64_t> param_steps = r.read_i64("param_steps");
   GLM4_CHECK(param_steps.size() == names.size(), path.string(), ": holds ", param_steps.size(),
              " parameters, the run has ", names.size());
-  auto counter = [&](const char* name) {  // a count the run keeps: never negative
-    const int64_t v = r.attr_i64(name);
-    GLM4_CHECK(v >= 0, path.string(), ": attribute '", name, "' is ", v, ", expected a count >= 0");
-    return v;
-  };
-  const int64_t adam_step = counter("adam_step");
+  const int64_t adam_step = r.attr_i64("adam_step");
+  GLM4_CHECK(adam_step >= 0, path.string(), ": attribute 'adam_step' is ", adam_step,
+             ", expected a count >= 0");
   for (size_t i = 0; i < param_steps.size(); ++i) {
     GLM4_CHECK(param_steps[i] >= 0 && param_steps[i] <= adam_step, path.string(), ": param_steps[",
                i, "] = ", param_steps[i], " is outside [0, adam_step = ", adam_step, "]");
   }
   optimizer.load_state(adam_step, m, v, param_steps);
-  state->step = counter("step");
-  state->cursor = {counter("cursor_epoch"), counter("cursor_position")};
-  state->evals_without_improvement = counter("evals_without_improvement");
-  state->best_val_loss = std::strtod(r.attr("best_val_loss").c_str(), nullptr);
-  return saved;
+  *state = summary.state;
+  return summary.config;
 }
 
 }  // namespace glm4

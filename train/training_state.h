@@ -22,7 +22,17 @@ struct TrainState {
   DataCursor cursor;
   double best_val_loss = std::numeric_limits<double>::infinity();
   int64_t evals_without_improvement = 0;
+  // What the run read (train/run_fingerprint.h); empty in checkpoints written before they were
+  // stored.
+  std::string model_fingerprint, data_fingerprint;
 };
+
+// What a checkpoint says about its run without loading its tensors: for planning a --resume.
+struct CheckpointSummary {
+  TrainConfig config;  // the settings it was trained with
+  TrainState state;    // step, cursor, best loss, fingerprints
+};
+CheckpointSummary read_checkpoint_summary(const std::filesystem::path& path);
 
 // Gives parameter i's full AdamW moments (the optimizer may hold only a piece of them when it is
 // sharded over data-parallel ranks); asked for every parameter, in order.

@@ -11,6 +11,8 @@ namespace glm4 {
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(path.string(), ": cannot open: no such file");
+  if (std::filesystem::is_directory(path, ec))
+    fail(path.string(), ": is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path.string(), ": cannot open");
   std::ostringstream ss;

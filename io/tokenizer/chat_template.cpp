@@ -123,6 +123,18 @@ RenderedChat render_chat(const Tokenizer& tok, ChatFormat format,
   return render_role_tokens(tok, format, messages, add_generation_prompt);
 }
 
+bool reply_starts_with_newline(ChatFormat format) {
+  return format == ChatFormat::Glm4 || format == ChatFormat::ChatGlm3;
+}
+
+std::string ReplyText::push(const std::string& piece) {
+  if (!at_start_ || piece.empty()) return piece;
+  at_start_ = false;
+  return piece[0] == '\n' ? piece.substr(1) : piece;
+}
+
+std::string ReplyText::whole(const std::string& text) { return push(text); }
+
 std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
   switch (format) {
     case ChatFormat::Glm4:

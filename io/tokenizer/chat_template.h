@@ -40,6 +40,22 @@ struct RenderedChat {
 RenderedChat render_chat(const Tokenizer& tokenizer, ChatFormat format,
                          const std::vector<ChatMessage>& messages, bool add_generation_prompt);
 
+// Glm4 and ChatGlm3 put "\n" after <|assistant|>: the model generates it (and learns it:
+// render_chat's targets hold it), but it is not part of the answer.
+bool reply_starts_with_newline(ChatFormat format);
+
+// The text of a reply, piece by piece, without that leading "\n" (as GLM's own server strips it)
+// when `strip_newline`; else unchanged.
+class ReplyText {
+ public:
+  explicit ReplyText(bool strip_newline) : at_start_(strip_newline) {}
+  std::string push(const std::string& piece);  // the piece as the answer shows it
+  std::string whole(const std::string& text);  // a whole reply (a fresh object's first push)
+
+ private:
+  bool at_start_;  // no text seen yet, and a leading "\n" is to go
+};
+
 // Ids that end a generated reply. Glm4: <|endoftext|>, <|user|>, <|observation|>;
 // ChatGlm3: </s>, <|user|>, <|observation|>; ChatGlm2: </s>.
 std::vector<int32_t> stop_ids(const Tokenizer& tokenizer, ChatFormat format);

@@ -128,7 +128,11 @@ async function functional() {
   await rejects(client.chat.completions.create(ask(question, { max_tokens: 2.5 })), 400, 'max_tokens');
   await rejects(client.chat.completions.create(ask(question, { top_p: -1 })), 400, 'top_p');
   await rejects(client.chat.completions.create(ask(question, { stop: [1, 2] })), 400, 'stop');
-  await rejects(client.chat.completions.create(ask(question, { n: 2 })), 400, 'n');
+  await rejects(client.chat.completions.create(ask(question, { n: 2, stream: true })), 400, 'n');
+  await rejects(client.chat.completions.create(ask(question, { n: 17 })), 400, 'n');
+  const two = await client.chat.completions.create(ask(question, { n: 2, max_tokens: 4 }));
+  assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+  assert.equal(two.choices[0].message.content, two.choices[1].message.content);  // temperature 0
   await rejects(client.chat.completions.create(ask(question, { seed: 'x' })), 400, 'seed');
   await rejects(client.chat.completions.create(ask(question, { top_logprobs: 3 })), 400, 'top_logprobs');
   await rejects(client.chat.completions.create({ model: BASE, messages: [] }), 400, 'messages');
