@@ -21,7 +21,7 @@ void run_tokenize(const TokenizeFlags& f) {
   auto tok = with_flag("--model", f.model.dir, [&] { return load_tokenizer(f.model.dir); });
   std::vector<int32_t> ids;
   if (f.chat) {
-    ChatFormat format = detect_chat_format(*tok);
+    ChatFormat format = detect_chat_format(*tok, f.model.dir);
     ids = render_chat(*tok, format, {{"user", f.text}}, true).ids;
   } else {
     ids = tok->encode(f.text, true);

@@ -25,7 +25,7 @@ ModelSession open_session(const std::string& model_dir, const std::string& adapt
   if (fs::exists(fs::path(model_dir) / "tokenizer.json") ||
       fs::exists(fs::path(model_dir) / "tokenizer.model")) {
     s.tokenizer = with_flag("--model", model_dir, [&] { return load_tokenizer(model_dir); });
-    s.format = detect_chat_format(*s.tokenizer);
+    s.format = detect_chat_format(*s.tokenizer, model_dir);
   }
   return s;
 }
