@@ -131,8 +131,7 @@ TEST(Glm45Chat, RefusesToolRolesAndNamesThem) {
 
 TEST(Glm45Chat, StopIds) {
   const Tokenizer& tok = shared_tokenizer("glm4-json");
-  const std::vector<int32_t> want = {*tok.special_id("<|endoftext|>"),
-                                     *tok.special_id("<|user|>"),
+  const std::vector<int32_t> want = {*tok.special_id("<|endoftext|>"), *tok.special_id("<|user|>"),
                                      *tok.special_id("<|observation|>")};
   EXPECT_EQ(stop_ids(tok, ChatFormat::Glm45), want);
   EXPECT_EQ(stop_ids(tok, ChatFormat::Glm47), want);
@@ -163,7 +162,8 @@ TEST(Glm45Chat, TemplateFilesInADirectoryWin) {
   {
     std::ofstream(dir / "config.json") << R"({"model_type": "glm4_moe"})";
     std::ifstream in(kTemplates / "GLM-4.7-Flash.jinja", std::ios::binary);
-    nlohmann::json config = {{"chat_template", std::string(std::istreambuf_iterator<char>(in), {})}};
+    nlohmann::json config = {
+        {"chat_template", std::string(std::istreambuf_iterator<char>(in), {})}};
     std::ofstream(dir / "tokenizer_config.json") << config.dump();
   }
   EXPECT_EQ(chat_format_of_model_dir(dir), ChatFormat::Glm47);

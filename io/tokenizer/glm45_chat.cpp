@@ -8,7 +8,8 @@
 namespace glm4 {
 namespace {
 
-enum class Kind { Text, Special, Marker };  // Marker: <think> / </think>, special if the vocab has it
+// Marker: <think> or </think>, a special token when the vocabulary has it, else text.
+enum class Kind { Text, Special, Marker };
 
 struct Piece {
   Kind kind;
@@ -52,8 +53,8 @@ void split_thinking(const ChatMessage& m, std::string& reasoning, std::string& c
   const size_t open = before.rfind("<think>");
   if (open != std::string_view::npos) before.remove_prefix(open + 7);
   reasoning = std::string(trim_newlines(before, true));
-  content = std::string(trim_newlines(
-      std::string_view(content).substr(content.rfind("</think>") + 8), true));
+  content = std::string(
+      trim_newlines(std::string_view(content).substr(content.rfind("</think>") + 8), true));
 }
 
 struct Writer {
@@ -71,8 +72,8 @@ struct Writer {
 
 std::vector<Piece> glm45_pieces(ChatFormat format, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt, const ChatOptions& options) {
-  GLM4_CHECK(format == ChatFormat::Glm45 || format == ChatFormat::Glm47,
-             "render_glm45: format ", chat_format_name(format), " is not the GLM-4.5 family's");
+  GLM4_CHECK(format == ChatFormat::Glm45 || format == ChatFormat::Glm47, "render_glm45: format ",
+             chat_format_name(format), " is not the GLM-4.5 family's");
   const bool glm47 = format == ChatFormat::Glm47;
   const std::string role_newline = glm47 ? "" : "\n";
   Writer w;
@@ -102,9 +103,9 @@ std::vector<Piece> glm45_pieces(ChatFormat format, const std::vector<ChatMessage
       const std::string answer = python_strip(content);
       if (!answer.empty()) w.text(role_newline + answer, true);
     } else {
-      fail("chat template ", chat_format_name(format), ": message ", i, " has role '",
-                m.role, "'; this format takes system, user and assistant (tool results are not ",
-                "supported yet)");
+      fail("chat template ", chat_format_name(format), ": message ", i, " has role '", m.role,
+           "'; this format takes system, user and assistant (tool results are not ",
+           "supported yet)");
     }
     after_assistant = m.role == "assistant";
   }
