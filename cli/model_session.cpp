@@ -45,8 +45,9 @@ std::vector<int32_t> ModelSession::encode_prompt(const std::string& text) const 
   return ids;
 }
 
-std::vector<int32_t> ModelSession::render(const std::vector<ChatMessage>& messages) const {
-  return render_chat(require_tokenizer("--chat"), format, messages, true).ids;
+std::vector<int32_t> ModelSession::render(const std::vector<ChatMessage>& messages,
+                                          const ChatOptions& options) const {
+  return render_chat(require_tokenizer("--chat"), format, messages, true, options).ids;
 }
 
 std::vector<int32_t> ModelSession::stop_ids(bool chat) const {
