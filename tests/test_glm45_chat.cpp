@@ -76,6 +76,67 @@ TEST(Glm45Chat, IdsMatchTheEncodedFixtureText) {
   }
 }
 
+// The GLM-4 tokenizer with <think> and </think> as added tokens past its vocabulary, as
+// GLM-4.5's tokenizer.json has them: encoding with special tokens splits the text at them, as
+// Hugging Face's added tokens do.
+class WithThinkTokens : public Tokenizer {
+ public:
+  explicit WithThinkTokens(const Tokenizer& base) : base_(base) {}
+  std::vector<int32_t> encode(std::string_view text, bool allow_special) const override {
+    if (!allow_special) return base_.encode(text, false);
+    std::vector<int32_t> out;
+    while (true) {
+      size_t at = text.size(), len = 0;
+      int32_t id = -1;
+      for (const auto& [token, token_id] : markers()) {
+        const size_t p = text.find(token);
+        if (p < at) at = p, len = token.size(), id = token_id;
+      }
+      for (int32_t x : base_.encode(text.substr(0, at), true)) out.push_back(x);
+      if (id < 0) return out;
+      out.push_back(id);
+      text.remove_prefix(at + len);
+    }
+  }
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
+    return base_.decode(ids, skip_special);
+  }
+  int32_t vocab_size() const override { return base_.vocab_size() + 2; }
+  std::optional<int32_t> special_id(std::string_view token) const override {
+    for (const auto& [name, id] : markers())
+      if (token == name) return id;
+    return base_.special_id(token);
+  }
+  std::string_view kind() const override { return base_.kind(); }
+
+ private:
+  std::vector<std::pair<std::string, int32_t>> markers() const {
+    return {{"<think>", base_.vocab_size()}, {"</think>", base_.vocab_size() + 1}};
+  }
+  const Tokenizer& base_;
+};
+
+TEST(Glm45Chat, ThinkTagsAreSingleIdsWhenTheVocabularyHasThem) {
+  const WithThinkTokens tok(shared_tokenizer("glm4-json"));
+  const int32_t eos = *tok.special_id("<|endoftext|>");
+  int checked = 0;
+  for (const Case& c : fixture_cases()) {
+    // The one case whose kept content holds literal tags: glm4 encodes message content as text
+    // (never as special tokens), where encoding the rendered text would give the tags' ids.
+    if (c.name.find("empty_reasoning_string") != std::string::npos) continue;
+    const RenderedChat chat =
+        render_chat(tok, c.format, c.messages, c.add_generation_prompt, c.options);
+    std::vector<int32_t> want = tok.encode(c.text, /*allow_special=*/true);
+    if (ends_with_assistant(c)) want.push_back(eos);
+    EXPECT_EQ(chat.ids, want) << c.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 140);
+  const RenderedChat chat = render_chat(tok, ChatFormat::Glm45, {{"user", "q"}}, true, {false});
+  EXPECT_EQ(std::vector<int32_t>(chat.ids.end() - 2, chat.ids.end()),
+            (std::vector<int32_t>{*tok.special_id("<think>"), *tok.special_id("</think>")}));
+}
+
 // The target tokens, decoded, are each assistant turn's text after <|assistant|> and the token
 // that ends it; nothing of the prompt.
 TEST(Glm45Chat, TargetsAreTheAssistantTurns) {
