@@ -18,6 +18,7 @@ struct ChatFlags {
   AdapterFlags adapter;
   SamplingFlags sampling;
   std::string system, compute = "auto";
+  bool no_thinking = false;
 };
 
 void run_chat(const ChatFlags& f) {
@@ -33,7 +34,9 @@ void run_chat(const ChatFlags& f) {
     std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty() || line == "/exit") break;
     messages.push_back({"user", line});
-    std::vector<int32_t> ids = s.render(messages);
+    ChatOptions options;
+    options.enable_thinking = !f.no_thinking;
+    std::vector<int32_t> ids = s.render(messages, options);
     const auto& history = gen.history();
     bool extends = !history.empty() && history.size() < ids.size() &&
                    std::equal(history.begin(), history.end(), ids.begin());
@@ -68,6 +71,9 @@ void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
   f->adapter.add(app);
   f->sampling.add(app);
   app->add_option("--system", f->system, "System message (with --chat)");
+  app->add_flag("--no-thinking", f->no_thinking,
+                "The template's enable_thinking=false (GLM-4.5 family: answer without a <think> "
+                "block)");
   add_compute_flag(app, f->compute);
   f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_chat(*f); }});

@@ -18,19 +18,21 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   std::string prompt, tokens, prompts_file;
-  bool chat = false, json = false;
+  bool chat = false, json = false, no_thinking = false;
   AdapterFlags adapter;
   SamplingFlags sampling;
   std::string system, compute = "auto";
 };
 
-std::vector<int32_t> prompt_ids(const ModelSession& s, const std::string& prompt, bool chat,
-                                const std::string& system) {
-  if (!chat) return s.encode_prompt(prompt);
+std::vector<int32_t> prompt_ids(const ModelSession& s, const std::string& prompt,
+                                const GenerateFlags& f) {
+  if (!f.chat) return s.encode_prompt(prompt);
   std::vector<ChatMessage> messages;
-  if (!system.empty()) messages.push_back({"system", system});
+  if (!f.system.empty()) messages.push_back({"system", f.system});
   messages.push_back({"user", prompt});
-  return s.render(messages);
+  ChatOptions options;
+  options.enable_thinking = !f.no_thinking;
+  return s.render(messages, options);
 }
 
 void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
@@ -66,7 +68,7 @@ void run_generate(const GenerateFlags& f) {
                    "--prompts-file ", f.prompts_file, ":", n, ": expected {\"prompt\": \"...\"}");
         text = j["prompt"].get<std::string>();
       }
-      prompts.push_back(prompt_ids(s, text, f.chat, f.system));
+      prompts.push_back(prompt_ids(s, text, f));
       texts.push_back(text);
     }
     GLM4_CHECK(!prompts.empty(), "--prompts-file ", f.prompts_file, ": no prompts");
@@ -90,7 +92,7 @@ void run_generate(const GenerateFlags& f) {
   }
   std::vector<int32_t> prompt =
       !f.tokens.empty() ? parse_token_list(f.tokens, "--tokens", s.model->config.vocab_size)
-                        : prompt_ids(s, f.prompt, f.chat, f.system);
+                        : prompt_ids(s, f.prompt, f);
   Generator gen(*s.model, cfg);
   gen.start(prompt);
   std::vector<int32_t> ids;
@@ -148,6 +150,9 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   f->adapter.add(app);
   f->sampling.add(app);
   app->add_option("--system", f->system, "System message (with --chat)");
+  app->add_flag("--no-thinking", f->no_thinking,
+                "With --chat: the template's enable_thinking=false (GLM-4.5 family: answer "
+                "without a <think> block)");
   add_compute_flag(app, f->compute);
   f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_generate(*f); }});

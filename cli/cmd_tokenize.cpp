@@ -109,7 +109,7 @@ void run_tokenize(const TokenizeFlags& f) {
   }
   std::vector<int32_t> ids;
   if (f.chat) {
-    ChatFormat format = detect_chat_format(*tok);
+    ChatFormat format = detect_chat_format(*tok, f.model.dir);
     ids = render_chat(*tok, format, {{"user", text}}, true).ids;
   } else {
     ids = tok->encode(text, true);

@@ -25,7 +25,7 @@ ModelSession open_session(const std::string& model_dir, const std::string& adapt
   if (fs::exists(fs::path(model_dir) / "tokenizer.json") ||
       fs::exists(fs::path(model_dir) / "tokenizer.model")) {
     s.tokenizer = with_flag("--model", model_dir, [&] { return load_tokenizer(model_dir); });
-    s.format = detect_chat_format(*s.tokenizer);
+    s.format = detect_chat_format(*s.tokenizer, model_dir);
   }
   return s;
 }
@@ -45,8 +45,9 @@ std::vector<int32_t> ModelSession::encode_prompt(const std::string& text) const 
   return ids;
 }
 
-std::vector<int32_t> ModelSession::render(const std::vector<ChatMessage>& messages) const {
-  return render_chat(require_tokenizer("--chat"), format, messages, true).ids;
+std::vector<int32_t> ModelSession::render(const std::vector<ChatMessage>& messages,
+                                          const ChatOptions& options) const {
+  return render_chat(require_tokenizer("--chat"), format, messages, true, options).ids;
 }
 
 std::vector<int32_t> ModelSession::stop_ids(bool chat) const {

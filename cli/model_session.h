@@ -23,8 +23,8 @@ struct ModelSession {
   Tokenizer& require_tokenizer(const char* why) const;
   // [gMASK]<sop> + encode(text) (what Hugging Face's encode adds for GLM models).
   std::vector<int32_t> encode_prompt(const std::string& text) const;
-  std::vector<int32_t> render(
-      const std::vector<ChatMessage>& messages) const;  // with generation prompt
+  std::vector<int32_t> render(const std::vector<ChatMessage>& messages,
+                              const ChatOptions& options = {}) const;  // with generation prompt
   std::vector<int32_t> stop_ids(bool chat) const;
 };
 

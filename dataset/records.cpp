@@ -63,6 +63,12 @@ std::vector<ChatMessage> messages_field(const json& v) {
     for (const char* r : kRoles) known = known || msg.role == r;
     GLM4_CHECK(known, where, " has unknown role \"", msg.role,
                "\" (expected system, user, assistant or observation)");
+    if (m.contains("reasoning_content") && !m["reasoning_content"].is_null()) {
+      GLM4_CHECK(msg.role == "assistant", where,
+                 ".reasoning_content: only an assistant turn has one (this one is \"", msg.role,
+                 "\")");
+      msg.reasoning_content = string_field(m, "reasoning_content", where + ".reasoning_content");
+    }
     out.push_back(std::move(msg));
   }
   return out;

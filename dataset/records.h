@@ -26,6 +26,8 @@ std::string resolve_eval_path(const std::string& path);
 //   {"text": str}
 //   {"prompt": str, "completion": str}
 //   {"messages": [{"role": "system|user|assistant|observation", "content": str}, ...]}
+//     (an assistant turn may carry "reasoning_content": str, its thinking, which the GLM-4.5
+//     family's formats train on; the others ignore it)
 //   {"input_ids": [int, ...], "labels": [int, ...]?}   labels: -100 or a token id, one per id
 // plus an optional "task": str that evaluation groups scores by.
 struct Record {

@@ -21,7 +21,7 @@ struct LazyTokenizer {
   void load() {
     std::call_once(once, [&] {
       tok = load_tokenizer(dir);
-      format = detect_chat_format(*tok);
+      format = detect_chat_format(*tok, dir);
       prefix = prompt_prefix_ids(*tok);
       eos = end_of_text_id(*tok).value_or(-1);
       GLM4_CHECK(eos >= 0, dir.string(),

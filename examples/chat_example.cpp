@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     if (argc > 3) glm4::load_adapter(*model, argv[3], argv[1]);  // applied live, not merged
     glm4::apply_compute_flag(*model, "auto");  // bf16 products where weights and CPU allow
     std::unique_ptr<glm4::Tokenizer> tokenizer = glm4::load_tokenizer(argv[1]);
-    glm4::ChatFormat format = glm4::detect_chat_format(*tokenizer);
+    glm4::ChatFormat format = glm4::detect_chat_format(*tokenizer, argv[1]);
 
     std::vector<glm4::ChatMessage> messages{{"user", argv[2]}};
     std::vector<int32_t> prompt = glm4::render_chat(*tokenizer, format, messages, true).ids;

@@ -1,5 +1,6 @@
 // Chat-template rendering with the real GLM-4 (tiktoken), ChatGLM3 and ChatGLM2 tokenizers of
-// tests/data. Input: one byte choosing the format (and the generation prompt), then messages as
+// tests/data (the GLM-4.5 family's formats with the GLM-4 one). Input: one byte choosing the
+// format (and the generation prompt and thinking switch), then messages as
 // role \x01 content \x01 role \x01 content ... (any bytes: unknown roles, invalid UTF-8, literal
 // special tokens).
 #include <memory>
@@ -18,6 +19,8 @@ const glm4::Tokenizer& tokenizer_for(glm4::ChatFormat format) {
   static const std::unique_ptr<glm4::Tokenizer> chatglm2 = glm4::load_tokenizer(data / "chatglm2");
   switch (format) {
     case glm4::ChatFormat::Glm4:
+    case glm4::ChatFormat::Glm45:
+    case glm4::ChatFormat::Glm47:
       return *glm4_tok;
     case glm4::ChatFormat::ChatGlm3:
       return *chatglm3;
@@ -30,7 +33,9 @@ const glm4::Tokenizer& tokenizer_for(glm4::ChatFormat format) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto format = glm4::ChatFormat(data[0] % 3);
+  const auto format = glm4::ChatFormat(data[0] % 5);
+  glm4::ChatOptions options;
+  options.enable_thinking = (data[0] & 0x40) == 0;
   const bool generation_prompt = (data[0] & 0x80) != 0;
   const std::string_view rest = glm4::fuzz::as_text(data + 1, size - 1);
   std::vector<std::string> parts;
@@ -45,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i + 1 < parts.size(); i += 2) messages.push_back({parts[i], parts[i + 1]});
   const glm4::Tokenizer& tok = tokenizer_for(format);
   return glm4::fuzz::accept_rejection([&] {
-    const auto chat = glm4::render_chat(tok, format, messages, generation_prompt);
+    const auto chat = glm4::render_chat(tok, format, messages, generation_prompt, options);
     if (chat.ids.size() != chat.target.size()) std::abort();  // the contract render_chat states
     (void)tok.decode(chat.ids);
   });

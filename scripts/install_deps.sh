@@ -30,7 +30,7 @@ if ((dev)); then
   # libopenblas0-pthread matters: without it Debian's torch runs the reference BLAS.
   # libdnnl-dev: oneDNN, the bf16 matmul bench_bf16_gemm compares against (nothing else links it).
   # ocl-icd-opencl-dev: Debian's dnnl-config.cmake finds OpenCL as required; without it configure fails.
-  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece libdnnl-dev ocl-icd-opencl-dev)
+  packages+=(python3-torch python3-numpy libopenblas0-pthread python3-sentencepiece python3-jinja2 libdnnl-dev ocl-icd-opencl-dev)
 fi
 
 source "$(dirname "$0")/lib/apt_install.sh"

@@ -106,6 +106,12 @@ std::vector<ChatMessage> parse_messages(const json& body) {
                            "\" (system, developer, user, assistant, tool)");
     const json* content = field(msg, "content");
     out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
+    // The thinking of an earlier answer, as OpenAI-style clients send it back (the GLM-4.5
+    // family's template writes it after the last user turn; other formats ignore it).
+    if (const json* reasoning = field(msg, "reasoning_content"); reasoning && r == "assistant") {
+      if (!reasoning->is_string()) bad(p + ".reasoning_content", "expected a string");
+      out.back().reasoning_content = reasoning->get<std::string>();
+    }
   }
   return out;
 }
@@ -162,9 +168,14 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
     if (!v->is_string()) bad("model", "expected a string");
     r.model = v->get<std::string>();
   }
-  if (endpoint == Endpoint::Chat)
+  if (endpoint == Endpoint::Chat) {
     r.messages = parse_messages(body);
-  else
+    if (const json* kwargs = field(body, "chat_template_kwargs")) {
+      if (!kwargs->is_object()) bad("chat_template_kwargs", "expected an object");
+      if (const json* v = field(*kwargs, "enable_thinking"))
+        r.chat_options.enable_thinking = boolean(*v, "chat_template_kwargs.enable_thinking");
+    }
+  } else
     parse_prompt(body, r);
 
   for (const char* name : {"max_tokens", "max_completion_tokens"})
@@ -248,7 +259,7 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   const Tokenizer& tok = *served.tokenizer;
   if (r.endpoint == Endpoint::Chat) {
     try {
-      out.prompt = render_chat(tok, served.format, r.messages, true).ids;
+      out.prompt = render_chat(tok, served.format, r.messages, true, r.chat_options).ids;
     } catch (const Error& e) {
       throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_value");
     }

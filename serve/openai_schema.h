@@ -35,6 +35,7 @@ struct ParsedRequest {
   Endpoint endpoint = Endpoint::Chat;
   std::string model;                  // empty when not given
   std::vector<ChatMessage> messages;  // chat
+  ChatOptions chat_options;           // chat_template_kwargs (enable_thinking)
   std::string prompt;                 // completions, given as text
   std::vector<int32_t> prompt_ids;    // completions, given as token ids
   bool prompt_is_ids = false;

@@ -1,5 +1,6 @@
-// Command-level tests of chat, plot, tokenizer train and evaluate's exact match on the embedded
-// model (models/glm4-tiny), each against what the library computes or a hand-made input.
+// Command-level tests of chat (and its format choice), plot, tokenizer train and evaluate's exact
+// match on the embedded model (models/glm4-tiny), each against what the library computes or a
+// hand-made input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,6 +139,47 @@ TEST(PlotCommand, DrawsTrainAndValidationLoss) {
   auto missing = run({"plot", (tmp / "none.jsonl").string(), "--out", (tmp / "x.svg").string()});
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.output.find("none.jsonl"), std::string::npos) << missing.output;
+}
+
+std::string id_list(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) out.append(out.empty() ? "" : ",").append(std::to_string(id));
+  return out;
+}
+
+// A model directory whose chat template is the GLM-4.5 family's (the embedded model's files plus
+// GLM-4.6's chat_template.jinja) is chatted in that format by tokenize and generate, and
+// generate's --no-thinking is the template's enable_thinking=false.
+TEST(ChatFormatChoice, TemplateInTheModelDirectoryAndNoThinking) {
+  TempDir dir;
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.model", "tokenizer_config.json"})
+    fs::create_symlink(fs::path(kModel) / f, dir / f);
+  fs::copy_file(fs::path(GLM4_TEST_DATA) / "chat_templates" / "GLM-4.6.jinja",
+                dir / "chat_template.jinja");
+  std::unique_ptr<Tokenizer> tok = load_tokenizer(dir.path());
+  ASSERT_EQ(detect_chat_format(*tok, dir.path()), ChatFormat::Glm45);
+  const std::vector<ChatMessage> ask = {{"user", "Hello"}};
+  ChatOptions no_thinking;
+  no_thinking.enable_thinking = false;
+  const auto thinking_ids = render_chat(*tok, ChatFormat::Glm45, ask, true).ids;
+  const auto plain_ids = render_chat(*tok, ChatFormat::Glm45, ask, true, no_thinking).ids;
+  ASSERT_NE(thinking_ids, plain_ids);
+
+  auto t = run_program(
+      GLM4_BINARY, {"tokenize", "--model", dir.path().string(), "--chat", "--text", "Hello"}, true);
+  ASSERT_TRUE(succeeds(t));
+  EXPECT_EQ(t.output, id_list(thinking_ids) + "\n");
+  for (bool off : {false, true}) {
+    std::vector<std::string> args = {
+        "generate", "--model", dir.path().string(), "--chat", "--prompt", "Hello", "--max-tokens",
+        "1",        "--json",  "--compute",         "f32"};
+    if (off) args.push_back("--no-thinking");
+    auto g = run_program(GLM4_BINARY, args, true);
+    ASSERT_TRUE(succeeds(g));
+    EXPECT_EQ(nlohmann::json::parse(g.output).at("prompt_ids").get<std::vector<int32_t>>(),
+              off ? plain_ids : thinking_ids);
+  }
 }
 
 TEST(TokenizerTrainCommand, TrainsATokenizerThatGlm4Uses) {

@@ -173,6 +173,16 @@ TEST(Examples, TokenRecordsPassThroughWithLabelsDefaultingToIds) {
   EXPECT_EQ(count_targets(a), 2);  // labels[0] is never a target
 }
 
+TEST(Records, AssistantTurnsMayCarryReasoningContent) {
+  const Record r =
+      parse_record(R"({"messages": [{"role": "user", "content": "q"},)"
+                   R"( {"role": "assistant", "content": "a", "reasoning_content": "because"},)"
+                   R"( {"role": "assistant", "content": "b", "reasoning_content": null}]})");
+  EXPECT_EQ(r.messages[0].reasoning_content, std::nullopt);
+  EXPECT_EQ(r.messages[1].reasoning_content, "because");
+  EXPECT_EQ(r.messages[2].reasoning_content, std::nullopt);  // null is not given
+}
+
 TEST(Records, AnOptionalTaskKeyIsKeptForPerTaskScores) {
   EXPECT_EQ(parse_record(R"({"text": "a", "task": "add"})").task, "add");
   EXPECT_EQ(parse_record(R"({"text": "a"})").task, "");
@@ -250,6 +260,10 @@ TEST(LoadDataset, EveryBadRecordIsReportedWithFileAndLine) {
        "\"messages\"[1].content must be a string, got number"},
       {"{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}",
        "\"messages\"[0] has unknown role \"bot\""},
+      {"{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", \"reasoning_content\": 1}]}",
+       "\"messages\"[0].reasoning_content must be a string, got number"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"reasoning_content\": \"r\"}]}",
+       "\"messages\"[0].reasoning_content: only an assistant turn has one (this one is \"user\")"},
       {"{\"input_ids\": 3}", "\"input_ids\" must be an array of integers, got number"},
       {"{\"input_ids\": []}", "\"input_ids\" is empty"},
       {"{\"input_ids\": [1, 2.5]}", "\"input_ids\"[1] must be an integer, got number 2.5"},

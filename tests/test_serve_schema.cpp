@@ -64,6 +64,11 @@ TEST(OpenAiSchema, EachBadFieldIsNamed) {
       {"{" + m + R"(, "n": 0})", "n"},
       {"{" + m + R"(, "n": 17})", "n"},
       {"{" + m + R"(, "n": 2, "stream": true})", "n"},
+      {"{" + m + R"(, "chat_template_kwargs": [1]})", "chat_template_kwargs"},
+      {"{" + m + R"(, "chat_template_kwargs": {"enable_thinking": "no"}})",
+       "chat_template_kwargs.enable_thinking"},
+      {R"({"messages": [{"role": "assistant", "content": "a", "reasoning_content": 3}]})",
+       "messages[0].reasoning_content"},
       {"{" + m + R"(, "logprobs": 1})", "logprobs"},
       {"{" + m + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs"},
       {"{" + m + R"(, "model": 7})", "model"},
@@ -178,6 +183,30 @@ TEST(OpenAiSchema, SamplingDefaultsAreReadFromGenerationConfig) {
     EXPECT_NE(what.find("generation_config.json: \"top_p\" must be a number"), std::string::npos)
         << what;
   }
+}
+
+// The GLM-4.5 family's switches reach the renderer: enable_thinking from chat_template_kwargs,
+// an earlier answer's reasoning_content.
+TEST(OpenAiSchema, ThinkingSwitchAndReasoningReachTheTemplate) {
+  ParsedRequest p = parse_request(
+      R"({"messages": [{"role": "user", "content": "q"},
+          {"role": "assistant", "content": "a", "reasoning_content": "r"},
+          {"role": "user", "content": "q2"}],
+          "chat_template_kwargs": {"enable_thinking": false, "other": 1}})",
+      Endpoint::Chat);
+  EXPECT_FALSE(p.chat_options.enable_thinking);
+  EXPECT_EQ(p.messages[1].reasoning_content, "r");
+  EXPECT_TRUE(parse_request(R"({"messages": [{"role": "user", "content": "q"}]})", Endpoint::Chat)
+                  .chat_options.enable_thinking);
+  ServedModels glm45 = served().s;
+  glm45.format = ChatFormat::Glm45;
+  const SlotRequest r = build_slot_request(p, glm45, 1);
+  EXPECT_EQ(
+      r.prompt,
+      render_chat(*served().tokenizer, ChatFormat::Glm45, p.messages, true, p.chat_options).ids);
+  ChatOptions thinking;
+  EXPECT_NE(r.prompt,
+            render_chat(*served().tokenizer, ChatFormat::Glm45, p.messages, true, thinking).ids);
 }
 
 TEST(OpenAiSchema, DeeplyNestedBodiesAreRefusedBeforeParsing) {

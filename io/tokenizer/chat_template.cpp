@@ -1,7 +1,12 @@
 // Chat rendering at the id level (special tokens are placed as ids, never parsed out of text).
 #include "io/tokenizer/chat_template.h"
 
+#include <fstream>
+#include <iterator>
+
 #include "base/check.h"
+#include "io/file/json_file.h"
+#include "io/tokenizer/glm45_chat.h"
 
 namespace glm4 {
 namespace {
@@ -103,6 +108,10 @@ const char* chat_format_name(ChatFormat format) {
       return "chatglm3";
     case ChatFormat::ChatGlm2:
       return "chatglm2";
+    case ChatFormat::Glm45:
+      return "glm45";
+    case ChatFormat::Glm47:
+      return "glm47";
   }
   return "?";
 }
@@ -117,14 +126,65 @@ ChatFormat detect_chat_format(const Tokenizer& tok) {
   return ChatFormat::ChatGlm2;
 }
 
+std::optional<ChatFormat> chat_format_of_template(std::string_view jinja) {
+  const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
+  if (!has("[gMASK]<sop>") || !has("<|assistant|>") || !has("reasoning_content"))
+    return std::nullopt;
+  if (has("/nothink")) return ChatFormat::Glm45;  // GLM-4.5 / 4.6's non-thinking user suffix
+  if (has("</think>")) return ChatFormat::Glm47;
+  return std::nullopt;
+}
+
+std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::optional<std::string> jinja;
+  if (fs::exists(dir / "chat_template.jinja")) {
+    std::ifstream in(dir / "chat_template.jinja", std::ios::binary);
+    jinja = std::string(std::istreambuf_iterator<char>(in), {});
+  } else if (fs::exists(dir / "tokenizer_config.json")) {
+    try {
+      const nlohmann::json config = read_json_file(dir / "tokenizer_config.json");
+      const auto t = config.find("chat_template");
+      if (t != config.end() && t->is_string()) jinja = t->get<std::string>();
+      if (t != config.end() && t->is_array())  // [{"name": "default", "template": ...}, ...]
+        for (const auto& named : *t)
+          if (named.is_object() && named.value("name", "") == "default" &&
+              named.contains("template") && named["template"].is_string())
+            jinja = named["template"].get<std::string>();
+    } catch (const Error&) {  // the tokenizer loader reports a broken file
+    }
+  }
+  if (jinja)
+    if (std::optional<ChatFormat> format = chat_format_of_template(*jinja)) return format;
+  if (fs::exists(dir / "config.json")) {
+    try {
+      const nlohmann::json config = read_json_file(dir / "config.json");
+      if (config.is_object() && config.value("model_type", "") == "glm4_moe")
+        return ChatFormat::Glm45;
+    } catch (const Error&) {                      // the model loader reports a broken config.json
+    } catch (const nlohmann::json::exception&) {  // model_type not a string
+    }
+  }
+  return std::nullopt;
+}
+
+ChatFormat detect_chat_format(const Tokenizer& tok, const std::filesystem::path& model_dir) {
+  return chat_format_of_model_dir(model_dir).value_or(detect_chat_format(tok));
+}
+
 RenderedChat render_chat(const Tokenizer& tok, ChatFormat format,
-                         const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const ChatOptions& options) {
+  if (format == ChatFormat::Glm45 || format == ChatFormat::Glm47)
+    return render_glm45(tok, format, messages, add_generation_prompt, options);
   if (format == ChatFormat::ChatGlm2) return render_chatglm2(tok, messages, add_generation_prompt);
   return render_role_tokens(tok, format, messages, add_generation_prompt);
 }
 
 bool reply_starts_with_newline(ChatFormat format) {
-  return format == ChatFormat::Glm4 || format == ChatFormat::ChatGlm3;
+  // Glm47's generation prompt ends <|assistant|><think> (or </think>): no newline.
+  return format == ChatFormat::Glm4 || format == ChatFormat::ChatGlm3 ||
+         format == ChatFormat::Glm45;
 }
 
 std::string ReplyText::push(const std::string& piece) {
@@ -138,6 +198,8 @@ std::string ReplyText::whole(const std::string& text) { return push(text); }
 std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
   switch (format) {
     case ChatFormat::Glm4:
+    case ChatFormat::Glm45:
+    case ChatFormat::Glm47:
       return {need_special(tok, "<|endoftext|>", format), need_special(tok, "<|user|>", format),
               need_special(tok, "<|observation|>", format)};
     case ChatFormat::ChatGlm3:

@@ -1,9 +1,11 @@
-// Chat prompts as token ids for GLM-4, ChatGLM3 and ChatGLM2, with a per-token training target
-// mask, and the ids that end a generated reply.
+// Chat prompts as token ids for GLM-4.5 / 4.6 / 4.7, GLM-4, ChatGLM3 and ChatGLM2, with a
+// per-token training target mask, and the ids that end a generated reply.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/tokenizer/tokenizer.h"
@@ -13,15 +15,42 @@ namespace glm4 {
 struct ChatMessage {
   std::string role;  // system | user | assistant | observation
   std::string content;
+  // An assistant turn's thinking (OpenAI-style `reasoning_content`). Only the GLM-4.5 family's
+  // formats write it; unset there means "split <think>...</think> out of content", as the
+  // template does. Other formats ignore it.
+  std::optional<std::string> reasoning_content = std::nullopt;
 };
 
-enum class ChatFormat { Glm4, ChatGlm3, ChatGlm2 };
+// Glm45: GLM-4.5, GLM-4.5-Air, GLM-4.6 (io/tokenizer/glm45_chat.h); Glm47: GLM-4.7(-Flash);
+// Glm4: GLM-4-0414, glm-4-9b-chat; then ChatGLM3 and ChatGLM2.
+enum class ChatFormat { Glm4, ChatGlm3, ChatGlm2, Glm45, Glm47 };
 
-const char* chat_format_name(ChatFormat format);  // "glm4", "chatglm3", "chatglm2"
+// "glm4", "chatglm3", "chatglm2", "glm45", "glm47"
+const char* chat_format_name(ChatFormat format);
+
+// What the chat template's keyword arguments switch (chat_template_kwargs in the OpenAI API).
+struct ChatOptions {
+  // false: the GLM-4.5 family's non-thinking form (an empty <think></think> in the generation
+  // prompt, "/nothink" after user turns for GLM-4.5/4.6); true is the templates' default.
+  // Formats without thinking ignore it.
+  bool enable_thinking = true;
+};
 
 // Glm4 when [gMASK], <sop> and <|user|> are single tokens (GLM-4 files and our trained
 // sentencepiece models); ChatGlm3 for a sentencepiece model with <|user|>; else ChatGlm2.
 ChatFormat detect_chat_format(const Tokenizer& tokenizer);
+
+// The format a model directory asks for, when it says: its chat template text
+// (chat_template.jinja, else tokenizer_config.json's "chat_template") if it is one of the GLM-4.5
+// family's (Glm45 or Glm47); else config.json's model_type "glm4_moe" gives Glm45 (a template
+// this does not know, a modified one say, does not override the model type). nullopt otherwise (a
+// missing or unreadable file is not an error here).
+std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& model_dir);
+// Glm45 or Glm47 when the Jinja text is the GLM-4.5 family's template, else nullopt.
+std::optional<ChatFormat> chat_format_of_template(std::string_view jinja);
+
+// chat_format_of_model_dir when it answers, else detect_chat_format(tokenizer).
+ChatFormat detect_chat_format(const Tokenizer& tokenizer, const std::filesystem::path& model_dir);
 
 struct RenderedChat {
   std::vector<int32_t> ids;
@@ -36,11 +65,13 @@ struct RenderedChat {
 // ChatGLM3 encodes "\n" and content apart (as its build_single_message does).
 // ChatGlm2: [gMASK] sop + the text "[Round N]\n\n问：{q}\n\n答：{a}\n\n..."; a final assistant
 // answer is encoded apart and followed by </s>, both targets (earlier answers are prompt text, as
-// in the official fine-tuning code). Throws glm4::Error for an unknown role or a missing token.
+// in the official fine-tuning code). Glm45 / Glm47: see glm45_chat.h. Throws glm4::Error for an
+// unknown role or a missing token.
 RenderedChat render_chat(const Tokenizer& tokenizer, ChatFormat format,
-                         const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const ChatOptions& options = {});
 
-// Glm4 and ChatGlm3 put "\n" after <|assistant|>: the model generates it (and learns it:
+// Glm4, ChatGlm3 and Glm45 put "\n" after <|assistant|>: the model generates it (and learns it:
 // render_chat's targets hold it), but it is not part of the answer.
 bool reply_starts_with_newline(ChatFormat format);
 
@@ -56,7 +87,7 @@ class ReplyText {
   bool at_start_;  // no text seen yet, and a leading "\n" is to go
 };
 
-// Ids that end a generated reply. Glm4: <|endoftext|>, <|user|>, <|observation|>;
+// Ids that end a generated reply. Glm4, Glm45, Glm47: <|endoftext|>, <|user|>, <|observation|>;
 // ChatGlm3: </s>, <|user|>, <|observation|>; ChatGlm2: </s>.
 std::vector<int32_t> stop_ids(const Tokenizer& tokenizer, ChatFormat format);
 

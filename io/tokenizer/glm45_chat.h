@@ -1,0 +1,43 @@
+// The GLM-4.5 family's chat format (GLM-4.5, GLM-4.5-Air, GLM-4.6: Glm45; GLM-4.7, GLM-4.7-Flash:
+// Glm47) without tools, as its Jinja chat template renders it (tests/data/chat_templates holds
+// the templates and python3-jinja2's renderings that the tests compare against byte for byte).
+//
+// Glm45: [gMASK]<sop>, then <|system|>\n{content}; <|user|>\n{content} (+ "/nothink" when
+// thinking is off, unless the content ends with it); <|assistant|>\n<think>{reasoning}</think>
+// and \n{content} when the stripped content is not empty. The reasoning is written only for
+// assistant turns after the last user turn (earlier ones get an empty <think></think>).
+// Generation prompt <|assistant|>, + \n<think></think> when thinking is off.
+// Glm47: the same turns without the "\n" after role tokens and without "/nothink"; a turn
+// without kept reasoning writes </think> alone; generation prompt <|assistant|><think>, or
+// <|assistant|></think> when thinking is off.
+// Reasoning is the message's reasoning_content when set, else what content holds between
+// <think> and </think> (then content is what follows the last </think>); both are stripped of
+// surrounding whitespace as Python's str.strip() does.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "io/tokenizer/chat_template.h"
+
+namespace glm4 {
+
+// The text the template writes. Throws glm4::Error for a role other than system, user or
+// assistant (tool results and tool calls are not written by this renderer yet).
+std::string render_glm45_text(ChatFormat format, const std::vector<ChatMessage>& messages,
+                              bool add_generation_prompt, const ChatOptions& options);
+
+// The same text as ids: role tokens by id, <think> and </think> by id when the tokenizer has
+// them (else as text), each run of text between them encoded whole (as encoding the rendered
+// text gives), message content never parsed for special tokens. Targets: everything an
+// assistant turn writes after <|assistant|> and the token that ends it (the next role token, or
+// <|endoftext|> appended after a final assistant turn without a generation prompt).
+RenderedChat render_glm45(const Tokenizer& tokenizer, ChatFormat format,
+                          const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const ChatOptions& options);
+
+// Python's str.strip(): removes leading and trailing characters for which str.isspace() holds
+// (ASCII whitespace, U+001C-U+001F, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
+// U+202F, U+205F, U+3000).
+std::string python_strip(std::string_view s);
+
+}  // namespace glm4
