@@ -192,6 +192,20 @@ def blas_name():
     return "?"
 
 
+def time_steps(step, steps):
+    """One warm-up call of step(), then `steps` timed ones with VmHWM reset between: the sorted
+    seconds and the first timed step's loss."""
+    step()
+    reset_vm_hwm()
+    times, loss = [], None
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        value = step()
+        times.append(time.perf_counter() - t0)
+        loss = value if loss is None else loss
+    return sorted(times), loss
+
+
 # ---------------------------------------------------------------- the benchmark
 
 def run_case(args, B, T, ckpt):
@@ -212,15 +226,7 @@ def run_case(args, B, T, ckpt):
         opt.step()
         return loss.item()
 
-    step()  # warm-up
-    reset_vm_hwm()
-    times, loss = [], None
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        value = step()
-        times.append(time.perf_counter() - t0)
-        loss = value if loss is None else loss
-    times.sort()
+    times, loss = time_steps(step, args.steps)
     median = times[len(times) // 2]
     flops = (6 if ckpt else 4) * matmul_params(c) * B * T
     print(f"{f'{B}x{T}':>11} {'yes' if ckpt else 'no':>4} {args.steps:5d} {median:8.3f} {times[0]:8.3f} "

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools", "reference"))
 import glm4_moe_model as mm  # noqa: E402
 from moe_reference import init_weights  # noqa: E402
-from torch_lora_step import blas_name, reset_vm_hwm, vm_hwm_mb  # noqa: E402
+from torch_lora_step import blas_name, time_steps, vm_hwm_mb  # noqa: E402
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 RANK, ALPHA = 16, 32
@@ -70,15 +69,7 @@ def run_case(args, B, T):
         opt.step()
         return loss.item()
 
-    step()  # warm-up
-    reset_vm_hwm()
-    times, loss = [], None
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        value = step()
-        times.append(time.perf_counter() - t0)
-        loss = value if loss is None else loss
-    times.sort()
+    times, loss = time_steps(step, args.steps)
     median = times[len(times) // 2]
     flops = 4 * active_matmul_params(spec) * B * T
     print(f"{f'{B}x{T}':>11} {'no':>4} {args.steps:5d} {median:8.3f} {times[0]:8.3f} "

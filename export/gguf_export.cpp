@@ -27,9 +27,8 @@ void set_u32(GgufWriter& w, const std::string& key, int64_t v) {
   w.set(key, GgufValue::of_u32(uint32_t(v)));
 }
 
-// TextModel.set_gguf_parameters + Glm4Model's rope dimension count.
-void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
-  const std::string a = "glm4.";
+// TextModel.set_gguf_parameters' first keys, under the architecture prefix `a`.
+void text_model_keys(const ModelConfig& c, GgufWriter& w, const std::string& a) {
   set_u32(w, a + "block_count", c.num_hidden_layers);
   set_u32(w, a + "context_length", c.max_position_embeddings);
   set_u32(w, a + "embedding_length", c.hidden_size);
@@ -38,8 +37,12 @@ void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
   set_u32(w, a + "attention.head_count_kv", c.num_key_value_heads);
   w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
-  // The converter writes these when config.json has head_dim; llama.cpp otherwise assumes
-  // hidden / heads, so they are needed whenever that differs.
+}
+
+// The head sizes (the converter writes them when config.json has head_dim; llama.cpp otherwise
+// assumes hidden / heads, so they are needed whenever that differs), the file type and the
+// rotary dimension count.
+void head_and_rope_keys(const ModelConfig& c, GgufWriter& w, const std::string& a, GgmlType type) {
   if (c.raw.contains("head_dim") || c.head_dim * c.num_attention_heads != c.hidden_size) {
     set_u32(w, a + "attention.key_length", c.head_dim);
     set_u32(w, a + "attention.value_length", c.head_dim);
@@ -48,20 +51,20 @@ void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
   set_u32(w, a + "rope.dimension_count", c.rotary_dim);
 }
 
+// TextModel.set_gguf_parameters + Glm4Model's rope dimension count.
+void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
+  const std::string a = "glm4.";
+  text_model_keys(c, w, a);
+  head_and_rope_keys(c, w, a, type);
+}
+
 // Glm4MoeModel.set_gguf_parameters: TextModel's keys (expert and group counts among them), then
 // the rope dimension count and the MoE keys. The MTP layers are not exported (glm4 never loads
 // them), so block_count is num_hidden_layers and nextn_predict_layers 0.
 void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
                      std::vector<std::string>& notes) {
   const std::string a = "glm4moe.";
-  set_u32(w, a + "block_count", c.num_hidden_layers);
-  set_u32(w, a + "context_length", c.max_position_embeddings);
-  set_u32(w, a + "embedding_length", c.hidden_size);
-  set_u32(w, a + "feed_forward_length", c.intermediate_size);
-  set_u32(w, a + "attention.head_count", c.num_attention_heads);
-  set_u32(w, a + "attention.head_count_kv", c.num_key_value_heads);
-  w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
-  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
+  text_model_keys(c, w, a);
   set_u32(w, a + "expert_count", c.n_routed_experts);
   set_u32(w, a + "expert_used_count", c.num_experts_per_tok);
   // llama.cpp asserts expert_group_used_count < expert_group_count when there are groups; keeping
@@ -75,12 +78,7 @@ void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
   }
   set_u32(w, a + "expert_group_count", groups);
   set_u32(w, a + "expert_group_used_count", groups_used);
-  if (c.raw.contains("head_dim") || c.head_dim * c.num_attention_heads != c.hidden_size) {
-    set_u32(w, a + "attention.key_length", c.head_dim);
-    set_u32(w, a + "attention.value_length", c.head_dim);
-  }
-  set_u32(w, "general.file_type", llama_file_type(type));
-  set_u32(w, a + "rope.dimension_count", c.rotary_dim);
+  head_and_rope_keys(c, w, a, type);
   set_u32(w, a + "expert_feed_forward_length", c.moe_intermediate_size);
   set_u32(w, a + "expert_shared_count", c.n_shared_experts);
   set_u32(w, a + "leading_dense_block_count", c.first_k_dense_replace);
