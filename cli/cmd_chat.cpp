@@ -17,8 +17,8 @@ struct ChatFlags {
   ModelFlags model;
   AdapterFlags adapter;
   SamplingFlags sampling;
-  std::string system, compute = "auto";
-  bool no_thinking = false;
+  ChatTurnFlags turn;
+  std::string compute = "auto";
 };
 
 void run_chat(const ChatFlags& f) {
@@ -27,16 +27,13 @@ void run_chat(const ChatFlags& f) {
   GenerationConfig cfg = f.sampling.config(s, true);
   NoGradGuard no_grad;
   Generator gen(*s.model, cfg);
-  std::vector<ChatMessage> messages;
-  if (!f.system.empty()) messages.push_back({"system", f.system});
+  std::vector<ChatMessage> messages = f.turn.opening();
   std::string line;
   while (true) {
     std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty() || line == "/exit") break;
     messages.push_back({"user", line});
-    ChatOptions options;
-    options.enable_thinking = !f.no_thinking;
-    std::vector<int32_t> ids = s.render(messages, options);
+    std::vector<int32_t> ids = s.render(messages, f.turn.options());
     const auto& history = gen.history();
     bool extends = !history.empty() && history.size() < ids.size() &&
                    std::equal(history.begin(), history.end(), ids.begin());
@@ -70,10 +67,7 @@ void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
   f->model.add(app);
   f->adapter.add(app);
   f->sampling.add(app);
-  app->add_option("--system", f->system, "System message (with --chat)");
-  app->add_flag("--no-thinking", f->no_thinking,
-                "The template's enable_thinking=false (GLM-4.5 family: answer without a <think> "
-                "block)");
+  f->turn.add(app, false);
   add_compute_flag(app, f->compute);
   f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_chat(*f); }});

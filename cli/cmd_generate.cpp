@@ -18,21 +18,19 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   std::string prompt, tokens, prompts_file;
-  bool chat = false, json = false, no_thinking = false;
+  bool chat = false, json = false;
   AdapterFlags adapter;
   SamplingFlags sampling;
-  std::string system, compute = "auto";
+  ChatTurnFlags turn;
+  std::string compute = "auto";
 };
 
 std::vector<int32_t> prompt_ids(const ModelSession& s, const std::string& prompt,
                                 const GenerateFlags& f) {
   if (!f.chat) return s.encode_prompt(prompt);
-  std::vector<ChatMessage> messages;
-  if (!f.system.empty()) messages.push_back({"system", f.system});
+  std::vector<ChatMessage> messages = f.turn.opening();
   messages.push_back({"user", prompt});
-  ChatOptions options;
-  options.enable_thinking = !f.no_thinking;
-  return s.render(messages, options);
+  return s.render(messages, f.turn.options());
 }
 
 void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
@@ -149,10 +147,7 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
                 "Print one JSON object (ids, text, speeds) instead of streaming");
   f->adapter.add(app);
   f->sampling.add(app);
-  app->add_option("--system", f->system, "System message (with --chat)");
-  app->add_flag("--no-thinking", f->no_thinking,
-                "With --chat: the template's enable_thinking=false (GLM-4.5 family: answer "
-                "without a <think> block)");
+  f->turn.add(app, true);
   add_compute_flag(app, f->compute);
   f->model.add_memory_flags(app);
   out.push_back({app, [f] { run_generate(*f); }});

@@ -82,4 +82,24 @@ GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
   return g;
 }
 
+void ChatTurnFlags::add(CLI::App* app, bool after_chat_flag) {
+  const std::string with_chat = after_chat_flag ? " (with --chat)" : "";
+  app->add_option("--system", system, "System message" + with_chat);
+  app->add_flag("--no-thinking", no_thinking,
+                "The template's enable_thinking=false (GLM-4.5 family: answer without a <think> "
+                "block)" +
+                    with_chat);
+}
+
+std::vector<ChatMessage> ChatTurnFlags::opening() const {
+  if (system.empty()) return {};
+  return {{"system", system}};
+}
+
+ChatOptions ChatTurnFlags::options() const {
+  ChatOptions o;
+  o.enable_thinking = !no_thinking;
+  return o;
+}
+
 }  // namespace glm4::cli

@@ -8,6 +8,7 @@
 
 #include "cli/model_session.h"
 #include "infer/generator.h"
+#include "io/tokenizer/chat_template.h"
 
 namespace glm4::cli {
 
@@ -51,6 +52,17 @@ struct SamplingFlags {
   void add(CLI::App* app);
   // The generation settings, stopping at the session's stop ids (chat: also the template's).
   GenerationConfig config(const ModelSession& s, bool chat) const;
+};
+
+// --system and --no-thinking: how a chat conversation opens and the template's
+// enable_thinking. `after_chat_flag`: the command renders the chat template only with --chat.
+struct ChatTurnFlags {
+  std::string system;
+  bool no_thinking = false;
+
+  void add(CLI::App* app, bool after_chat_flag);
+  std::vector<ChatMessage> opening() const;  // the system message, when there is one
+  ChatOptions options() const;
 };
 
 }  // namespace glm4::cli
