@@ -55,7 +55,9 @@ CONFIG_B = dict(COMMON, **{
 GENERATION = {"_from_model_config": True, "eos_token_id": EOS, "pad_token_id": PAD,
               "transformers_version": "5.0.0"}
 SCALE = {"matrix": 0.08, "router": 0.3, "score_bias": 0.1}
-LORA = {"r": 4, "lora_alpha": 8, "lora_B_init_std": 0.02, "seed": 5151}
+LORA = {"r": 4, "lora_alpha": 8, "lora_B_init_std": 0.02, "seed": 5151, "steps": 20,
+        "learning_rate": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01,
+        "max_grad_norm": 1.0}
 
 
 def init_weights(spec, seed, bias_shift):
@@ -193,6 +195,36 @@ def model_case(out, name, cfg, base_seed, bias_shift, need_zero_mask_difference)
     return spec, loaded, t, rep
 
 
+def train_curve(spec, W64, init, scale, data):
+    """LORA["steps"] steps of one full batch each: mean CE, torch clip_grad_norm_ and
+    torch.optim.AdamW on the adapters in fp64. Experts no token reaches get no gradient (PEFT:
+    None) and AdamW skips them."""
+    keys = sorted(init)
+    params = {k: init[k].double().clone().requires_grad_(True) for k in keys}
+    lora = mm.lora_from_tensors(params, scale)
+    opt = torch.optim.AdamW([params[k] for k in keys], lr=LORA["learning_rate"],
+                            betas=tuple(LORA["betas"]), eps=LORA["eps"],
+                            weight_decay=LORA["weight_decay"])
+    moe_layers = list(range(spec.first_dense, spec.layers))
+    hits = torch.zeros(len(data), len(moe_layers), spec.n_experts, dtype=torch.int32)
+    losses, norms, margin = [], [], float("inf")
+    for s, (ids, labels) in enumerate(data):
+        opt.zero_grad(set_to_none=True)
+        o = lm.forward(spec, W64, ids, None, lora)
+        loss = F.cross_entropy(o.logits[:, :-1].reshape(-1, spec.vocab),
+                               labels[:, 1:].reshape(-1), ignore_index=-100)
+        loss.backward()
+        for j, i in enumerate(moe_layers):
+            hits[s, j] = torch.bincount(o.routes[i].indices.reshape(-1),
+                                        minlength=spec.n_experts).to(torch.int32)
+            margin = min(margin, float(o.routes[i].margin.min()))
+        losses.append(float(loss))
+        norms.append(float(torch.nn.utils.clip_grad_norm_([params[k] for k in keys],
+                                                          LORA["max_grad_norm"])))
+        opt.step()
+    return losses, norms, hits, margin, {k: params[k].detach().float() for k in keys}
+
+
 def lora_case(out, spec, W, fix_ids):
     """A PEFT adapter on every linear of tiny_lite (B nonzero), the loss of one batch of two full
     rows (labels -100 on the second row's first 3 tokens) and every adapter gradient, fp64."""
@@ -233,6 +265,23 @@ def lora_case(out, spec, W, fix_ids):
     t["adapter_logits"] = adapted.float()
     for k, p in params.items():
         t["grad0." + k] = torch.zeros_like(p).float() if p.grad is None else p.grad.float()
+    data = [(ids, labels)]
+    for _ in range(1, LORA["steps"]):
+        step_ids = torch.randint(1, TOKEN_HI, (2, FIX_T), generator=g)
+        step_labels = step_ids.clone()
+        step_labels[1, :3] = -100
+        data.append((step_ids, step_labels))
+    losses, norms, hits20, margin, final = train_curve(spec, W64, init, scale, data)
+    assert abs(losses[0] - float(loss)) < 1e-12 and torch.equal(hits20[0], hits[0])
+    for s_, (step_ids, step_labels) in enumerate(data[1:], start=1):
+        t[f"step{s_}.micro0.input_ids"] = step_ids.to(torch.int32)
+        t[f"step{s_}.micro0.labels"] = step_labels.to(torch.int32)
+        t[f"step{s_}.micro0.lengths"] = torch.tensor([FIX_T, FIX_T], dtype=torch.int32)
+    t["losses"] = torch.tensor(losses, dtype=torch.float32)
+    t["grad_norms"] = torch.tensor(norms, dtype=torch.float32)
+    t["expert_hits"] = hits20
+    for k, v in final.items():
+        t["final." + k] = v
     d = os.path.join(out, "lora_train_lite")
     os.makedirs(d, exist_ok=True)
     write_json(os.path.join(d, "adapter_config.json"), {
@@ -244,9 +293,14 @@ def lora_case(out, spec, W, fix_ids):
         "task_type": "CAUSAL_LM", "use_dora": False, "use_rslora": False})
     write_checked(os.path.join(d, "adapter_model.safetensors"), init, {"format": "pt"})
     rep = {"loss": float(loss), "lora_tensors": len(init),
-           "untouched_experts": int((hits == 0).sum())}
+           "untouched_experts": int((hits == 0).sum()),
+           "losses": [round(x, 6) for x in losses], "grad_norms": [round(x, 6) for x in norms],
+           "clipped_steps": [i for i, n in enumerate(norms) if n > LORA["max_grad_norm"]],
+           "route_margin_min_during_training": margin}
     meta = dict(LORA, scale=scale, base_model="tiny_lite", reference_dtype="float64",
-                loss="mean next-token CE over the targets of step0.micro0 (no padding)",
+                loss="mean next-token CE over the targets of step{S}.micro0 (no padding); "
+                     "losses[0] is the loss whose gradient is grad0.*",
+                expert_hits="[step, MoE layer, expert]: picks in the step; 0 = no gradient",
                 report=rep)
     write_checked(os.path.join(d, "fixture.safetensors"), t,
                   {"format": "pt", "meta": json.dumps(meta, sort_keys=True)})
