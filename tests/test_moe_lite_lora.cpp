@@ -2,18 +2,22 @@
 // lora_train_lite, tools/reference/moe_lite_reference.py): an adapter on every latent attention
 // projection, the dense MLP, the shared and every routed expert; its logits, the first step's
 // loss and every gradient, and 20 steps of clipping and AdamW (with and without gradient
-// checkpointing), where an expert no token reaches has no gradient and AdamW skips it.
+// checkpointing), where an expert no token reaches has no gradient and AdamW skips it; fused into
+// the weights and written as a checkpoint, the adapter gives the same logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "autograd/node.h"
+#include "infer/merge.h"
 #include "infer/score.h"
 #include "io/safetensors.h"
 #include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
+#include "model/save.h"
 #include "tests/support/reference_batches.h"
+#include "tests/support/temp_dir.h"
 #include "train/adamw.h"
 #include "train/train_step.h"
 
@@ -58,13 +62,13 @@ LoraFixture setup() {
   return f;
 }
 
-TEST(MoeLiteLoraParity, AdaptedLogitsMatchTheReference) {
-  LoraFixture f = setup();
-  const TensorInfo& ids_info = f.file->at("adapter_input_ids");
-  const int64_t B = ids_info.shape[0], T = ids_info.shape[1], V = f.model->config.vocab_size;
+// The logits of adapter_input_ids through `model`, worst |ours - fixture| over valid positions.
+double adapted_logits_error(const Glm4Model& model, const SafetensorsFile& file) {
+  const TensorInfo& ids_info = file.at("adapter_input_ids");
+  const int64_t B = ids_info.shape[0], T = ids_info.shape[1], V = model.config.vocab_size;
   std::vector<int32_t> ids, lengths;
   for (int64_t v : read_int(ids_info)) ids.push_back(int32_t(v));
-  for (int64_t v : read_int(f.file->at("adapter_lengths"))) lengths.push_back(int32_t(v));
+  for (int64_t v : read_int(file.at("adapter_lengths"))) lengths.push_back(int32_t(v));
   NoGradGuard no_grad;
   ForwardContext ctx;
   ctx.batch = B;
@@ -72,8 +76,8 @@ TEST(MoeLiteLoraParity, AdaptedLogitsMatchTheReference) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) ctx.positions.push_back(int32_t(t));
   ctx.mask.kv_end = lengths;
-  const Tensor logits = f.model->logits(f.model->forward_hidden(ids, ctx), ctx);
-  const std::vector<float> want = read_f32(f.file->at("adapter_logits"));
+  const Tensor logits = model.logits(model.forward_hidden(ids, ctx), ctx);
+  const std::vector<float> want = read_f32(file.at("adapter_logits"));
   double worst = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < lengths[size_t(b)]; ++t)
@@ -81,7 +85,23 @@ TEST(MoeLiteLoraParity, AdaptedLogitsMatchTheReference) {
         const size_t i = size_t((b * T + t) * V + v);
         worst = std::max(worst, double(std::abs(logits.data()[i] - want[i])));
       }
-  EXPECT_LE(worst, 2e-6);
+  return worst;
+}
+
+TEST(MoeLiteLoraParity, AdaptedLogitsMatchTheReference) {
+  LoraFixture f = setup();
+  EXPECT_LE(adapted_logits_error(*f.model, *f.file), 2e-6);
+}
+
+// glm4 fuse's path: every adapter merged (fp32), the model written and read back.
+TEST(MoeLiteLoraParity, FusedCheckpointKeepsTheAdaptedLogits) {
+  LoraFixture f = setup();
+  EXPECT_EQ(merge_adapters(*f.model, DType::F32), 120);
+  testing::TempDir tmp;
+  save_model(*f.model, tmp.path(), DType::F32);
+  auto fused = load_model(tmp.path());
+  EXPECT_TRUE(fused->lora_parameters().empty());
+  EXPECT_LE(adapted_logits_error(*fused, *f.file), 2e-6);
 }
 
 TEST(MoeLiteLoraParity, FirstStepLossAndGradientsMatchPeft) {
