@@ -67,7 +67,8 @@ void add_init_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* sub = parent.add_subcommand(
       "init", "Create a model directory with random weights from a config file");
   sub->add_option("--config", f->config,
-                  "Model config: a Hugging Face config.json (glm4, glm, chatglm or glm4_moe), e.g. "
+                  "Model config: a Hugging Face config.json (glm4, glm, chatglm, glm4_moe or "
+                  "glm4_moe_lite), e.g. "
                   "configs/tiny.json")
       ->required();
   sub->add_option("--out", f->out, "Directory to write (must be missing or empty)")->required();

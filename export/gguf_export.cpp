@@ -183,6 +183,8 @@ GgmlType gguf_tensor_type(const std::string& name, const std::vector<int64_t>& s
 GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path& model_dir,
                                    const std::filesystem::path& out, GgmlType type) {
   const ModelConfig& c = model.config;
+  GLM4_CHECK(!has_latent_attention(c),
+             "gguf export: glm4_moe_lite (llama.cpp's deepseek2) is not supported yet");
   GgufExportResult result;
   result.arch = gguf_arch_name(c);
 

@@ -118,6 +118,8 @@ GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
              "gguf-lora export: --type ", ggml_type_name(type),
              " is not supported for adapters (f32, f16, bf16)");
   GLM4_CHECK(!modules.empty(), "gguf-lora export: the adapter has no modules");
+  GLM4_CHECK(!has_latent_attention(c),
+             "gguf-lora export: glm4_moe_lite (llama.cpp's deepseek2) is not supported yet");
   const int64_t rank = modules.front().rank;
   GgufLoraExportResult result;
   result.alpha = scale * double(rank);

@@ -103,6 +103,8 @@ const char* gguf_arch_name(const ModelConfig& c) {
       return "glm4";
     case ModelConfig::Family::Glm4Moe:
       return "glm4moe";
+    case ModelConfig::Family::Glm4MoeLite:
+      return "deepseek2";  // llama.cpp loads GLM-4.7-Flash as a DeepSeek-V2 model
     case ModelConfig::Family::Glm:
     case ModelConfig::Family::ChatGlm:
       return "chatglm";

@@ -66,8 +66,15 @@ void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t ke
   cache.evict_middle(keep_first, max_kv_size - incoming - keep_first);
 }
 
+int64_t cache_values_per_token_layer(const ModelConfig& c) {
+  if (has_latent_attention(c)) return c.kv_lora_rank + c.qk_rope_head_dim;
+  return 2 * c.num_key_value_heads * c.head_dim;
+}
+
 KvCache make_cache(const Glm4Model& model) {
   const ModelConfig& c = model.config;
+  if (has_latent_attention(c))  // the latent and the shared rotary key, one "head" a token
+    return KvCache(c.num_hidden_layers, 1, c.kv_lora_rank + c.qk_rope_head_dim, 256, true);
   return KvCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim);
 }
 

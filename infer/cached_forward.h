@@ -31,4 +31,8 @@ void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t ke
 // An empty cache shaped for `model`.
 KvCache make_cache(const Glm4Model& model);
 
+// Values a token keeps per layer in that cache: keys and values of every kv head, or for latent
+// attention (glm4_moe_lite) the latent and the shared rotary key (576 for GLM-4.7-Flash).
+int64_t cache_values_per_token_layer(const ModelConfig& c);
+
 }  // namespace glm4

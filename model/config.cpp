@@ -1,5 +1,5 @@
-// Reads config.json (glm4, glm, chatglm, glm4_moe) into ModelConfig, filling what a file leaves out
-// with the defaults of the reference config classes, and reads the stop set from
+// Reads config.json (glm4, glm, chatglm, glm4_moe, glm4_moe_lite) into ModelConfig, filling what a
+// file leaves out with the defaults of the reference config classes, and reads the stop set from
 // generation_config.json.
 #include "model/config.h"
 
@@ -28,12 +28,20 @@ const char* family_name(Family family) {
       return "chatglm";
     case Family::Glm4Moe:
       return "glm4_moe";
+    case Family::Glm4MoeLite:
+      return "glm4_moe_lite";
   }
   return "?";
 }
 
+bool is_moe_family(const ModelConfig& c) {
+  return c.family == Family::Glm4Moe || c.family == Family::Glm4MoeLite;
+}
+
+bool has_latent_attention(const ModelConfig& c) { return c.family == Family::Glm4MoeLite; }
+
 bool is_moe_layer(const ModelConfig& c, int64_t layer) {
-  return c.family == Family::Glm4Moe && layer >= c.first_k_dense_replace;
+  return is_moe_family(c) && layer >= c.first_k_dense_replace;
 }
 
 bool ModelConfig::operator==(const ModelConfig& o) const {
@@ -53,7 +61,9 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          topk_group == o.topk_group && norm_topk_prob == o.norm_topk_prob &&
          routed_scaling_factor == o.routed_scaling_factor &&
          first_k_dense_replace == o.first_k_dense_replace &&
-         num_nextn_predict_layers == o.num_nextn_predict_layers;
+         num_nextn_predict_layers == o.num_nextn_predict_layers && q_lora_rank == o.q_lora_rank &&
+         kv_lora_rank == o.kv_lora_rank && qk_nope_head_dim == o.qk_nope_head_dim &&
+         qk_rope_head_dim == o.qk_rope_head_dim && v_head_dim == o.v_head_dim;
 }
 
 namespace config_detail {
@@ -68,6 +78,7 @@ std::optional<Family> family_of(const json& j) {
       if (s == "GlmForCausalLM") return Family::Glm;
       if (s == "ChatGLMModel" || s == "ChatGLMForConditionalGeneration") return Family::ChatGlm;
       if (s == "Glm4MoeForCausalLM") return Family::Glm4Moe;
+      if (s == "Glm4MoeLiteForCausalLM") return Family::Glm4MoeLite;
     }
   }
   if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
@@ -76,6 +87,7 @@ std::optional<Family> family_of(const json& j) {
     if (s == "glm") return Family::Glm;
     if (s == "chatglm") return Family::ChatGlm;
     if (s == "glm4_moe") return Family::Glm4Moe;
+    if (s == "glm4_moe_lite") return Family::Glm4MoeLite;
   }
   return std::nullopt;
 }
@@ -86,7 +98,8 @@ namespace {
 
 constexpr const char* kSupported =
     "supported: model_type \"glm4\" (Glm4ForCausalLM), \"glm\" (GlmForCausalLM), \"chatglm\" "
-    "(ChatGLMModel, ChatGLMForConditionalGeneration), \"glm4_moe\" (Glm4MoeForCausalLM)";
+    "(ChatGLMModel, ChatGLMForConditionalGeneration), \"glm4_moe\" (Glm4MoeForCausalLM), "
+    "\"glm4_moe_lite\" (Glm4MoeLiteForCausalLM)";
 
 std::string describe(const json& v) {
   if (v.is_null()) return "null";
@@ -213,10 +226,11 @@ DType read_dtype(const Fields& f) {
 
 // glm / glm4: RoPE settings may sit at the top level (transformers 4) or in `rope_parameters`
 // (transformers 5); both places must agree. Only the default (unscaled) RoPE is supported.
-void read_glm_rope(const Fields& f, double* theta, double* factor) {
+// `default_factor`: GlmConfig/Glm4Config/Glm4MoeConfig set 0.5; Glm4MoeLiteConfig none (1.0).
+void read_glm_rope(const Fields& f, double default_factor, double* theta, double* factor) {
   bool has_theta = f.has("rope_theta"), has_factor = f.has("partial_rotary_factor");
   *theta = f.number("rope_theta", 10000.0);
-  *factor = f.number("partial_rotary_factor", 0.5);  // GlmConfig/Glm4Config: setdefault 0.5
+  *factor = f.number("partial_rotary_factor", default_factor);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const json* p = f.find(key);
     if (p == nullptr || p->is_null()) continue;
@@ -242,11 +256,66 @@ void read_glm_rope(const Fields& f, double* theta, double* factor) {
   }
 }
 
-// glm4_moe: rotate-half RoPE, q/k norm and the Mixture-of-Experts fields, with the defaults of
-// transformers' Glm4MoeConfig.
+// glm4_moe_lite's dense/sparse layer pattern: `mlp_layer_types` (transformers 5) must be dense
+// layers then sparse ones, and agree with `first_k_dense_replace` when both are given.
+int64_t read_dense_prefix(const Fields& f, int64_t layers) {
+  const json* types = f.find("mlp_layer_types");
+  if (types == nullptr || types->is_null()) return f.integer("first_k_dense_replace", 1);
+  if (!types->is_array()) f.bad("mlp_layer_types", "a list of \"dense\" / \"sparse\"", *types);
+  if (int64_t(types->size()) != layers)
+    fail(f.source(), ": field \"mlp_layer_types\" has ", types->size(),
+         " entries for \"num_hidden_layers\" ", layers);
+  int64_t dense = 0;
+  for (size_t i = 0; i < types->size(); ++i) {
+    const json& t = (*types)[i];
+    if (t != "dense" && t != "sparse")
+      f.bad(str_cat("mlp_layer_types[", i, "]"), "\"dense\" or \"sparse\"", t);
+    if (t == "dense" && dense != int64_t(i))
+      fail(f.source(), ": field \"mlp_layer_types\": dense layer ", i,
+           " after a sparse one; only dense layers then sparse ones are supported");
+    if (t == "dense") ++dense;
+  }
+  if (f.has_value("first_k_dense_replace") && f.integer("first_k_dense_replace") != dense)
+    fail(f.source(), ": field \"first_k_dense_replace\" (", f.integer("first_k_dense_replace"),
+         ") disagrees with the ", dense, " dense layers of \"mlp_layer_types\"");
+  return dense;
+}
+
+// glm4_moe_lite: latent attention sizes, RoPE on the qk_rope_head_dim tail of each q/k head
+// (interleaved pairs unless rope_interleave is false), with Glm4MoeLiteConfig's defaults.
+void read_latent_fields(const Fields& f, ModelConfig& c, double rotary_factor) {
+  c.q_lora_rank = f.has_value("q_lora_rank") ? f.integer("q_lora_rank") : 0;
+  if (f.has_value("q_lora_rank") && c.q_lora_rank <= 0)
+    fail(f.source(), ": field \"q_lora_rank\" (", c.q_lora_rank, ") must be positive or null");
+  c.kv_lora_rank = f.integer("kv_lora_rank", 512);
+  c.qk_nope_head_dim = f.integer("qk_nope_head_dim", 192);
+  c.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64);
+  c.v_head_dim = f.integer("v_head_dim", 256);
+  c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  // transformers reads head_dim as qk_rope_head_dim and rotates int(it * partial_rotary_factor)
+  // dims; anything but the whole rotary part leaves cos/sin the wrong width there.
+  const int64_t rd = int64_t(double(c.qk_rope_head_dim) * rotary_factor);
+  if (rd != c.qk_rope_head_dim)
+    fail(f.source(), ": field \"partial_rotary_factor\" (", rotary_factor,
+         ") must be 1: glm4_moe_lite rotates all \"qk_rope_head_dim\" (", c.qk_rope_head_dim,
+         ") dims");
+  c.rotary_dim = c.qk_rope_head_dim;
+  c.rope_style =
+      f.boolean("rope_interleave", true) ? RopeStyle::Interleaved : RopeStyle::RotateHalf;
+  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  c.first_k_dense_replace = read_dense_prefix(f, c.num_hidden_layers);
+}
+
+// glm4_moe (and glm4_moe_lite): rotate-half RoPE, q/k norm and the Mixture-of-Experts fields,
+// with the defaults of transformers' Glm4MoeConfig.
 void read_moe_fields(const Fields& f, ModelConfig& c) {
   c.rope_style = RopeStyle::RotateHalf;
-  c.use_qk_norm = f.boolean("use_qk_norm", false);
+  if (c.family == Family::Glm4MoeLite) {
+    if (f.boolean("use_qk_norm", false))
+      fail(f.source(), ": field \"use_qk_norm\" is true; glm4_moe_lite has no q/k norm");
+  } else {
+    c.use_qk_norm = f.boolean("use_qk_norm", false);
+  }
   c.n_routed_experts = f.integer("n_routed_experts");
   c.num_experts_per_tok = f.integer("num_experts_per_tok");
   c.moe_intermediate_size = f.integer("moe_intermediate_size");
@@ -261,8 +330,8 @@ void read_moe_fields(const Fields& f, ModelConfig& c) {
   for (const char* key : {"scoring_func", "topk_method"}) {
     const char* want = std::string(key) == "scoring_func" ? "sigmoid" : "noaux_tc";
     if (auto v = f.string(key); v && *v != want)
-      fail(f.source(), ": field \"", key, "\" is \"", *v, "\"; glm4_moe routes with \"", want,
-           "\"");
+      fail(f.source(), ": field \"", key, "\" is \"", *v, "\"; ", family_name(c.family),
+           " routes with \"", want, "\"");
   }
 }
 
@@ -276,7 +345,8 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   c.intermediate_size = f.integer("intermediate_size");
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
-  const bool moe = family == Family::Glm4Moe;
+  const bool lite = family == Family::Glm4MoeLite;
+  const bool moe = family == Family::Glm4Moe || lite;
   c.num_key_value_heads =
       f.integer("num_key_value_heads", moe ? 8 : 2);  // the class default, not the head count
   if (!moe) {
@@ -290,7 +360,7 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
     fail(src, ": field \"hidden_act\" is \"", *act, "\"; only \"silu\" is supported");
 
   double factor;
-  read_glm_rope(f, &c.rope_theta, &factor);
+  read_glm_rope(f, lite ? 1.0 : 0.5, &c.rope_theta, &factor);
   if (!(factor > 0.0 && factor <= 1.0))
     fail(src, ": field \"partial_rotary_factor\" (", factor, ") must be in (0, 1]");
   // Python's int(head_dim * partial_rotary_factor): truncation, applied once.
@@ -314,6 +384,7 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   }
   c.torch_dtype = read_dtype(f);
   if (moe) read_moe_fields(f, c);
+  if (lite) read_latent_fields(f, c, factor);
   return c;
 }
 

@@ -1,4 +1,5 @@
-// The one normalized description of a GLM-family model (glm4, glm, chatglm, glm4_moe) that every
+// The one normalized description of a GLM-family model (glm4, glm, chatglm, glm4_moe,
+// glm4_moe_lite) that every
 // C++ module uses, read from and written back to a Hugging Face config.json.
 #pragma once
 #include <cstdint>
@@ -19,7 +20,9 @@ struct ModelConfig {
   // (GlmForCausalLM). ChatGlm: ChatGLM2/3 and the original glm-4-9b-chat (remote code).
   // Glm4Moe: GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): two norms a layer, q/k norm, rotate-half
   // RoPE, Mixture-of-Experts MLPs after the first first_k_dense_replace layers.
-  enum class Family { Glm4, Glm, ChatGlm, Glm4Moe };
+  // Glm4MoeLite: GLM-4.7-Flash (Glm4MoeLiteForCausalLM): glm4_moe's layers and routing (dropped
+  // groups masked to -inf) with DeepSeek-V2 latent attention (the q/kv lora ranks below).
+  enum class Family { Glm4, Glm, ChatGlm, Glm4Moe, Glm4MoeLite };
 
   Family family = Family::Glm4;
   std::string model_type = "glm4";  // the family's Hugging Face model_type
@@ -29,8 +32,8 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;
-  int64_t rotary_dim = 0;                         // leading dims of each head that RoPE rotates
+  int64_t head_dim = 0;    // glm4_moe_lite: qk_nope_head_dim + qk_rope_head_dim (q and k heads)
+  int64_t rotary_dim = 0;  // leading dims of each head that RoPE rotates (glm4_moe_lite: the last)
   RopeStyle rope_style = RopeStyle::Interleaved;  // rotate-half for glm4_moe
   double rope_theta = 10000.0;
   double rms_norm_eps = 1.5625e-07;
@@ -52,6 +55,16 @@ struct ModelConfig {
   double routed_scaling_factor = 1.0;    // routing weights times this
   int64_t first_k_dense_replace = 0;     // leading layers with a dense SwiGLU MLP
   int64_t num_nextn_predict_layers = 0;  // MTP layers in the files after the last one (unused)
+  // Latent attention (glm4_moe_lite only; zero for the other families). q = q_b_proj(
+  // q_a_layernorm(q_a_proj(x))) through a q_lora_rank bottleneck (0: the file's null, one
+  // q_proj); kv_a_proj_with_mqa(x) gives a kv_lora_rank latent and one shared qk_rope_head_dim
+  // rotary key; kv_b_proj expands the latent into qk_nope_head_dim keys and v_head_dim values a
+  // head. rope_style Interleaved is the file's rope_interleave true.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
   int64_t max_position_embeddings = 0;
   std::vector<int32_t> eos_token_ids;
   std::optional<int32_t> pad_token_id;
@@ -66,16 +79,23 @@ struct ModelConfig {
   bool operator==(const ModelConfig& other) const;
 };
 
-// "glm4" / "glm" / "chatglm" / "glm4_moe".
+// "glm4" / "glm" / "chatglm" / "glm4_moe" / "glm4_moe_lite".
 const char* family_name(ModelConfig::Family family);
 
-// Whether decoder layer `layer` of `c` has a Mixture-of-Experts MLP (glm4_moe, from
-// first_k_dense_replace on).
+// Whether `c` routes tokens to experts (glm4_moe and glm4_moe_lite).
+bool is_moe_family(const ModelConfig& c);
+
+// Whether `c` uses latent attention (glm4_moe_lite).
+bool has_latent_attention(const ModelConfig& c);
+
+// Whether decoder layer `layer` of `c` has a Mixture-of-Experts MLP (glm4_moe and
+// glm4_moe_lite, from first_k_dense_replace on).
 bool is_moe_layer(const ModelConfig& c, int64_t layer);
 
 // Reads DIR/config.json, or the file itself when given a file. The family comes from
 // `architectures` (Glm4ForCausalLM, GlmForCausalLM, ChatGLMModel, ChatGLMForConditionalGeneration,
-// Glm4MoeForCausalLM) or else `model_type` (glm4, glm, chatglm, glm4_moe). Missing optional fields
+// Glm4MoeForCausalLM, Glm4MoeLiteForCausalLM) or else `model_type` (glm4, glm, chatglm,
+// glm4_moe, glm4_moe_lite). Missing optional fields
 // take the defaults of the reference config classes (transformers Glm4Config / GlmConfig /
 // Glm4MoeConfig, THUDM ChatGLMConfig). Throws
 // glm4::Error naming the file and the field for invalid JSON, missing required fields, wrong

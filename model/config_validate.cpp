@@ -48,11 +48,36 @@ void check_token(const std::string& src, const char* name, int32_t id, int64_t v
          ") of \"", vocab_name, "\"");
 }
 
-// The glm4_moe fields; the dense families must leave them at their zero defaults.
+// The glm4_moe_lite latent attention fields; the other families must leave them at zero.
+void validate_latent_fields(const ModelConfig& c, const std::string& src) {
+  if (!has_latent_attention(c)) {
+    if (c.q_lora_rank != 0 || c.kv_lora_rank != 0 || c.qk_nope_head_dim != 0 ||
+        c.qk_rope_head_dim != 0 || c.v_head_dim != 0)
+      fail(src, ": latent attention sizes belong to glm4_moe_lite, not the ", family_name(c.family),
+           " family");
+    return;
+  }
+  if (c.q_lora_rank != 0) check_size(src, "q_lora_rank", c.q_lora_rank);
+  check_size(src, "kv_lora_rank", c.kv_lora_rank);
+  check_size(src, "qk_nope_head_dim", c.qk_nope_head_dim);
+  check_size(src, "qk_rope_head_dim", c.qk_rope_head_dim);
+  check_size(src, "v_head_dim", c.v_head_dim);
+  if (c.head_dim != c.qk_nope_head_dim + c.qk_rope_head_dim || c.rotary_dim != c.qk_rope_head_dim)
+    fail(src, ": glm4_moe_lite heads are \"qk_nope_head_dim\" (", c.qk_nope_head_dim,
+         ") then \"qk_rope_head_dim\" (", c.qk_rope_head_dim, ") rotated dims; got head_dim ",
+         c.head_dim, " rotating ", c.rotary_dim);
+  if (c.num_key_value_heads != c.num_attention_heads)
+    fail(src, ": field \"num_key_value_heads\" (", c.num_key_value_heads,
+         ") must equal \"num_attention_heads\" (", c.num_attention_heads,
+         "): latent attention expands its keys and values for every head");
+  if (c.use_qk_norm) fail(src, ": glm4_moe_lite has no q/k norm (use_qk_norm)");
+}
+
+// The glm4_moe / glm4_moe_lite fields; the dense families must leave them at their zero defaults.
 void validate_moe_fields(const ModelConfig& c, const std::string& src) {
-  const bool moe = c.family == Family::Glm4Moe;
+  const bool moe = is_moe_family(c);
   const RopeStyle style = moe ? RopeStyle::RotateHalf : RopeStyle::Interleaved;
-  if (c.rope_style != style)
+  if (c.rope_style != style && !has_latent_attention(c))
     fail(src, ": the ", family_name(c.family), " family rotates RoPE pairs ",
          moe ? "i and i + rotary_dim / 2 (rotate-half)" : "(2i, 2i + 1) (interleaved)");
   if (!moe) {
@@ -141,6 +166,7 @@ void validate_model_config(const ModelConfig& c, const std::string& src) {
          family_name(c.family), " family ", c.post_norms ? "has no" : "always has",
          " post_self_attn/post_mlp layer norms");
   validate_moe_fields(c, src);
+  validate_latent_fields(c, src);
   if (chatglm && c.tie_word_embeddings)
     fail(src,
          ": tie_word_embeddings must be false for chatglm: its checkpoints keep a separate "

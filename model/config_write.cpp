@@ -49,6 +49,21 @@ void set_default(json& j, const char* key, json value) {
   if (!j.contains(key)) j[key] = std::move(value);
 }
 
+// glm4_moe_lite's own fields. transformers reads "head_dim" as qk_rope_head_dim, so it is
+// never written; the rotary factor is the whole rotary part.
+void write_latent_fields(const ModelConfig& c, json& j) {
+  j.erase("head_dim");
+  j.erase("mlp_layer_types");  // first_k_dense_replace says it
+  j["partial_rotary_factor"] = 1.0;
+  j["q_lora_rank"] = c.q_lora_rank > 0 ? json(c.q_lora_rank) : json(nullptr);
+  j["kv_lora_rank"] = c.kv_lora_rank;
+  j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+  j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+  j["v_head_dim"] = c.v_head_dim;
+  j["rope_interleave"] = c.rope_style == RopeStyle::Interleaved;
+  set_default(j, "topk_method", "noaux_tc");
+}
+
 json glm_json(const ModelConfig& c) {
   json j = carried_over(c);
   // A factor whose int(head_dim * factor) gives back rotary_dim, exactly as transformers computes
@@ -57,7 +72,8 @@ json glm_json(const ModelConfig& c) {
   if (int64_t(double(c.head_dim) * factor) != c.rotary_dim)
     fail("to_hf_json: rotary_dim ", c.rotary_dim,
          " cannot be written as a partial_rotary_factor of head_dim ", c.head_dim);
-  const bool moe = c.family == Family::Glm4Moe;
+  const bool lite = c.family == Family::Glm4MoeLite;
+  const bool moe = c.family == Family::Glm4Moe || lite;
   if (c.eos_token_ids.empty() && !moe)
     fail("to_hf_json: ", c.model_type,
          " needs eos_token_id: transformers replaces an empty one with ",
@@ -68,6 +84,7 @@ json glm_json(const ModelConfig& c) {
   j.erase("dtype");
   j["architectures"] = json::array({c.family == Family::Glm4      ? "Glm4ForCausalLM"
                                     : c.family == Family::Glm4Moe ? "Glm4MoeForCausalLM"
+                                    : lite                        ? "Glm4MoeLiteForCausalLM"
                                                                   : "GlmForCausalLM"});
   j["model_type"] = c.model_type;
   j["attention_bias"] = c.attention_bias;
@@ -90,8 +107,9 @@ json glm_json(const ModelConfig& c) {
   set_default(j, "attention_dropout", 0.0);
   set_default(j, "initializer_range", 0.02);
   set_default(j, "use_cache", true);
+  if (lite) write_latent_fields(c, j);
   if (moe) {
-    j["use_qk_norm"] = c.use_qk_norm;
+    if (!lite) j["use_qk_norm"] = c.use_qk_norm;
     j["n_routed_experts"] = c.n_routed_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
     j["moe_intermediate_size"] = c.moe_intermediate_size;
@@ -104,10 +122,11 @@ json glm_json(const ModelConfig& c) {
     j["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   }
   // The first releases with these classes: glm in 4.46, glm4 (GLM-4-0414) in 4.51, glm4_moe
-  // (GLM-4.5) in 4.54.
+  // (GLM-4.5) in 4.54, glm4_moe_lite (GLM-4.7-Flash) in 5.0.
   set_default(j, "transformers_version",
               c.family == Family::Glm4      ? "4.51.3"
               : c.family == Family::Glm4Moe ? "4.54.0"
+              : lite                        ? "5.0.0"
                                             : "4.46.0");
   if (c.quantization) {  // as mlx-lm writes it: both keys, the same object
     j["quantization"] = quant_config_json(*c.quantization);

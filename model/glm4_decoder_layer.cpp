@@ -6,15 +6,20 @@ namespace glm4 {
 
 namespace {
 DecoderMlp make_mlp(const ModelConfig& c, int64_t layer) {
-  if (c.family != ModelConfig::Family::Glm4Moe) return DecoderMlp(std::in_place_type<Glm4Mlp>, c);
+  if (!is_moe_family(c)) return DecoderMlp(std::in_place_type<Glm4Mlp>, c);
   if (is_moe_layer(c, layer)) return DecoderMlp(std::in_place_type<MoeBlock>, c);
   return DecoderMlp(std::in_place_type<SwigluMlp>, c.hidden_size, c.intermediate_size, 4);
+}
+
+DecoderAttention make_attention(const ModelConfig& c) {
+  if (has_latent_attention(c)) return DecoderAttention(std::in_place_type<MlaAttention>, c);
+  return DecoderAttention(std::in_place_type<Glm4Attention>, c);
 }
 }  // namespace
 
 Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
     : input_layernorm(c.hidden_size, c.rms_norm_eps),
-      self_attn(c),
+      self_attn(make_attention(c)),
       post_attention_layernorm(c.hidden_size, c.rms_norm_eps),
       mlp(make_mlp(c, layer)) {
   if (c.post_norms) {
@@ -25,7 +30,9 @@ Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
 
 Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
                                  CachedRows* rows) const {
-  Tensor a = self_attn.forward(input_layernorm.forward(x), ctx, rows);
+  const Tensor normed_x = input_layernorm.forward(x);
+  Tensor a =
+      std::visit([&](const auto& attn) { return attn.forward(normed_x, ctx, rows); }, self_attn);
   if (post_self_attn_layernorm) a = post_self_attn_layernorm->forward(a);
   Tensor h = ops::add(x, a);
   Tensor normed = post_attention_layernorm.forward(h);
@@ -36,7 +43,7 @@ Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
 
 void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) {
   input_layernorm.visit(prefix + ".input_layernorm", fn);
-  self_attn.visit(prefix + ".self_attn", fn);
+  std::visit([&](auto& attn) { attn.visit(prefix + ".self_attn", fn); }, self_attn);
   if (post_self_attn_layernorm)
     post_self_attn_layernorm->visit(prefix + ".post_self_attn_layernorm", fn);
   post_attention_layernorm.visit(prefix + ".post_attention_layernorm", fn);
@@ -46,7 +53,7 @@ void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) 
 
 void Glm4DecoderLayer::visit_linears(const std::string& prefix, int64_t layer,
                                      const LinearVisitor& fn) {
-  self_attn.visit_linears(prefix + ".self_attn", layer, fn);
+  std::visit([&](auto& attn) { attn.visit_linears(prefix + ".self_attn", layer, fn); }, self_attn);
   std::visit([&](auto& mlp) { mlp.visit_linears(prefix + ".mlp", layer, fn); }, mlp);
 }
 

@@ -3,13 +3,15 @@
 //   y = h + post_mlp_layernorm(mlp(post_attention_layernorm(h)))
 // GLM, ChatGLM and glm4_moe layers are the same without the two post norms. The MLP is GLM's
 // fused gate_up_proj one, or for glm4_moe a SwiGLU (the first first_k_dense_replace layers) or
-// a Mixture-of-Experts block (the others).
+// a Mixture-of-Experts block (the others). glm4_moe_lite layers are glm4_moe's with latent
+// attention.
 #pragma once
 #include <optional>
 #include <variant>
 
 #include "model/glm4_attention.h"
 #include "model/glm4_mlp.h"
+#include "model/mla_attention.h"
 #include "model/moe_block.h"
 #include "model/rms_norm.h"
 #include "model/swiglu_mlp.h"
@@ -17,6 +19,7 @@
 namespace glm4 {
 
 using DecoderMlp = std::variant<Glm4Mlp, SwigluMlp, MoeBlock>;
+using DecoderAttention = std::variant<Glm4Attention, MlaAttention>;
 
 class Glm4DecoderLayer {
  public:
@@ -27,7 +30,7 @@ class Glm4DecoderLayer {
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
   RmsNorm input_layernorm;
-  Glm4Attention self_attn;
+  DecoderAttention self_attn;
   std::optional<RmsNorm> post_self_attn_layernorm;
   RmsNorm post_attention_layernorm;
   DecoderMlp mlp;

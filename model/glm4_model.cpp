@@ -30,7 +30,7 @@ Tensor Glm4Model::forward_hidden(std::span<const int32_t> ids, const ForwardCont
     layer_ctx.layer_index = int64_t(i);
     layer_ctx.compute = compute;
     // glm4_moe routes every position, padding included: its padding rows attend as in transformers.
-    layer_ctx.mask.padding_queries_attend = config.family == ModelConfig::Family::Glm4Moe;
+    layer_ctx.mask.padding_queries_attend = is_moe_family(config);
     const Glm4DecoderLayer& layer = layers[i];
     if (rows) {
       h = layer.forward(h, layer_ctx, rows);
@@ -73,8 +73,9 @@ Linear* Glm4Model::find_linear(const std::string& path) {
 }
 
 int64_t Glm4Model::add_lora(const LoraConfig& lora, uint64_t seed) {
-  const bool moe = config.family == ModelConfig::Family::Glm4Moe;
-  std::vector<std::string> targets = resolve_lora_targets(lora.targets, moe);
+  const bool moe = is_moe_family(config);
+  std::vector<std::string> targets =
+      resolve_lora_targets(lora.targets, moe, has_latent_attention(config));
   const bool fused = targets.front() == kFusedQkv;
   GLM4_CHECK(!fused || config.family == ModelConfig::Family::ChatGlm, "LoRA target ", kFusedQkv,
              " is ChatGLM's fused q|k|v projection; this ", family_name(config.family),

@@ -84,7 +84,7 @@ bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
   if (c.family == ModelConfig::Family::ChatGlm) return ends_with(key, "rotary_pos_emb.inv_freq");
   // GLM-4.5's multi-token-prediction layers follow the last decoder layer; we do not run them.
-  if (c.family == ModelConfig::Family::Glm4Moe && c.num_nextn_predict_layers > 0) {
+  if (is_moe_family(c) && c.num_nextn_predict_layers > 0) {
     const int64_t layer = layer_of_key(key);
     return layer >= c.num_hidden_layers && layer < c.num_hidden_layers + c.num_nextn_predict_layers;
   }

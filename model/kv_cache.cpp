@@ -6,13 +6,14 @@
 
 namespace glm4 {
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk)
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk, bool keys_only)
     : layers_(layers),
       kv_heads_(kv_heads),
       head_dim_(head_dim),
       chunk_(chunk),
+      keys_only_(keys_only),
       k_(size_t(layers)),
-      v_(size_t(layers)) {
+      v_(keys_only ? 0 : size_t(layers)) {
   GLM4_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0 && chunk > 0, "[kv_cache] layers ", layers,
              ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk,
              " must be positive");
@@ -36,7 +37,21 @@ void KvCache::begin(int64_t tokens) {
   pending_ = tokens;
 }
 
+Tensor KvCache::append_keys(int64_t layer, const Tensor& k) {
+  GLM4_CHECK(keys_only_, "[kv_cache] append_keys on a cache of keys and values");
+  GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
+  GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
+  const int64_t row = kv_heads_ * head_dim_;
+  GLM4_CHECK(k.numel() == pending_ * row && k.dim(-1) == head_dim_ && k.dim(-2) == kv_heads_,
+             "[kv_cache] keys ", shape_str(k.shape()), " for a step of ", pending_, " tokens of ",
+             kv_heads_, " heads of ", head_dim_);
+  std::memcpy(k_[size_t(layer)].data() + length_ * row, k.data(),
+              size_t(pending_ * row) * sizeof(float));
+  return k_[size_t(layer)].view_prefix({1, length_ + pending_, kv_heads_, head_dim_});
+}
+
 std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
+  GLM4_CHECK(!keys_only_, "[kv_cache] append of values to a keys-only cache");
   GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
   GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
   const int64_t row = kv_heads_ * head_dim_;

@@ -40,6 +40,13 @@ std::string chatglm_target_name(const std::string& name) {
 
 namespace {
 const char* const kMoeMlp[] = {"gate_proj", "up_proj", "down_proj"};
+// glm4_moe_lite's attention projections besides q_proj and o_proj.
+const char* const kLatentAttention[] = {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"};
+
+bool is_latent_attention_leaf(const std::string& s) {
+  return std::find(std::begin(kLatentAttention), std::end(kLatentAttention), s) !=
+         std::end(kLatentAttention);
+}
 
 bool is_mlp_leaf(const std::string& s) {
   return s == "gate_proj" || s == "up_proj" || s == "down_proj";
@@ -59,12 +66,15 @@ std::vector<std::string> segments(const std::string& path) {
   return out;
 }
 
-std::vector<std::string> resolve_moe_targets(const std::vector<std::string>& targets) {
+std::vector<std::string> resolve_moe_targets(const std::vector<std::string>& targets,
+                                             bool latent_attention) {
   const auto& names = moe_lora_target_names();
   std::vector<std::string> wanted;
   for (std::string t : targets) {
     if (t == "all-linear") {
       wanted.insert(wanted.end(), names.begin(), names.begin() + 7);
+      if (latent_attention)
+        wanted.insert(wanted.end(), std::begin(kLatentAttention), std::end(kLatentAttention));
       continue;
     }
     if (t.rfind("self_attn.", 0) == 0) t = t.substr(10);
@@ -105,6 +115,7 @@ const std::vector<std::string>& moe_lora_target_names() {
                                "gate_proj", "up_proj", "down_proj"};
     for (const char* kind : {"mlp", "shared_experts", "experts"})
       for (const char* p : kMoeMlp) n.push_back(std::string(kind) + "." + p);
+    for (const char* p : kLatentAttention) n.push_back(p);
     return n;
   }();
   return names;
@@ -146,8 +157,9 @@ bool is_moe_module_path(const std::string& path) {
          q == "mlp.gate_proj" || q == "mlp.up_proj";
 }
 
-std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, bool moe) {
-  if (moe) return resolve_moe_targets(targets);
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, bool moe,
+                                              bool latent_attention) {
+  if (moe) return resolve_moe_targets(targets, latent_attention);
   const auto& names = lora_module_names();
   std::vector<std::string> wanted;
   for (std::string t : targets) {
@@ -180,7 +192,7 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
 
 const char* lora_module_parent(const std::string& name) {
   const bool attention = name == "q_proj" || name == "k_proj" || name == "v_proj" ||
-                         name == "o_proj" || name == kFusedQkv;
+                         name == "o_proj" || name == kFusedQkv || is_latent_attention_leaf(name);
   return attention ? "self_attn" : "mlp";
 }
 
@@ -215,7 +227,9 @@ bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string
     }
   }
   const auto& names = lora_module_names();
-  if (std::find(names.begin(), names.end(), *name) == names.end()) return false;
+  if (std::find(names.begin(), names.end(), *name) == names.end() &&
+      !is_latent_attention_leaf(*name))
+    return false;
   return rest.substr(0, sep) == lora_module_parent(*name);
 }
 

@@ -43,9 +43,11 @@ bool parse_lora_module_path(const std::string& path, int64_t* layer, std::string
 // Expands "all-linear", maps ChatGLM's names (dense, dense_h_to_4h, dense_4h_to_h) to ours,
 // checks every name and returns them in canonical order; throws naming an unknown module or
 // query_key_value given together with q_proj, k_proj or v_proj. With `moe` the names are
-// glm4_moe's (moe_lora_target_names()).
+// glm4_moe's (moe_lora_target_names()); with `latent_attention` too (glm4_moe_lite) "all-linear"
+// means its attention projections (q_proj or q_a_proj + q_b_proj, kv_a_proj_with_mqa, kv_b_proj,
+// o_proj) besides the MLPs'.
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets,
-                                              bool moe = false);
+                                              bool moe = false, bool latent_attention = false);
 
 // glm4_moe's LoRA targets, in canonical order: the attention projections and gate_proj, up_proj,
 // down_proj (every MLP linear: dense layers, shared and routed experts), then qualified names
@@ -54,7 +56,8 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
 // (every routed expert, mlp.experts.E.gate_proj; PEFT needs a regular expression for this one).
 // "experts" and "shared_experts" stand for their three projections, "self_attn.q_proj" for
 // q_proj; "all-linear" is every linear but the router and lm_head, as in PEFT. The router
-// (mlp.gate) is no linear layer and cannot be a target.
+// (mlp.gate) is no linear layer and cannot be a target. glm4_moe_lite's latent attention
+// projections (q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj) come last.
 const std::vector<std::string>& moe_lora_target_names();
 // Whether a target list names glm4_moe's own modules (gate_proj, up_proj, experts, ...).
 bool names_moe_targets(const std::vector<std::string>& targets);

@@ -1,6 +1,7 @@
 #include "model/moe_router.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "base/check.h"
@@ -21,8 +22,13 @@ void top_k(const float* values, int64_t n, int64_t k, int32_t* out, std::vector<
 }  // namespace
 
 RouterSettings RouterSettings::of(const ModelConfig& c) {
-  return {c.n_routed_experts, c.num_experts_per_tok, c.n_group,
-          c.topk_group,       c.norm_topk_prob,      c.routed_scaling_factor};
+  return {c.n_routed_experts,
+          c.num_experts_per_tok,
+          c.n_group,
+          c.topk_group,
+          c.norm_topk_prob,
+          c.routed_scaling_factor,
+          c.family == ModelConfig::Family::Glm4MoeLite};
 }
 
 MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias,
@@ -36,6 +42,7 @@ MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias,
   r.tokens = tokens;
   r.k = k;
   r.experts.resize(size_t(tokens * k));
+  const float dropped = c.dropped_groups_neg_inf ? -std::numeric_limits<float>::infinity() : 0.0f;
   parallel_for(tokens, 16, [&](int64_t lo, int64_t hi) {
     std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(G));
     std::vector<int32_t> order, kept(static_cast<size_t>(c.topk_group)), pair(2);
@@ -52,7 +59,7 @@ MoeRoute select_experts(const float* scores, int64_t tokens, const float* bias,
         std::vector<bool> keep(size_t(G), false);
         for (int32_t g : kept) keep[size_t(g)] = true;
         for (int64_t e = 0; e < E; ++e)
-          if (!keep[size_t(e / per)]) choice[size_t(e)] = 0.0f;  // exactly as upstream masks them
+          if (!keep[size_t(e / per)]) choice[size_t(e)] = dropped;  // as upstream masks them
       }
       top_k(choice.data(), E, k, r.experts.data() + t * k, order);
     }

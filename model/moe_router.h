@@ -1,7 +1,7 @@
 // The glm4_moe router's choice of experts, taken without a gradient (as transformers does under
 // no_grad): choice = sigmoid scores + e_score_correction_bias; n_group groups scored by the sum of
-// their two best choices, the best topk_group kept and the others' choices set to 0.0; the
-// num_experts_per_tok best choices win (ties to the lower expert id).
+// their two best choices, the best topk_group kept and the others' choices set to 0.0 (-inf for
+// glm4_moe_lite); the num_experts_per_tok best choices win (ties to the lower expert id).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,6 +15,7 @@ struct RouterSettings {
   int64_t experts = 0, top_k = 0, n_group = 1, topk_group = 1;
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
+  bool dropped_groups_neg_inf = false;  // glm4_moe_lite masks dropped groups to -inf, not 0.0
   static RouterSettings of(const ModelConfig& c);
 };
 

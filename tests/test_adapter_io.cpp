@@ -168,7 +168,8 @@ TEST_P(AdapterRoundTrip, SaveLoadGivesTheSameTensorsAndLogits) {
   auto loaded = load_model(kTiny);
   EXPECT_EQ(load_adapter(*loaded, tmp / "a", "/models/tiny_glm4"), "");  // same last component
   EXPECT_EQ(lora_values(*loaded), lora_values(*model));
-  EXPECT_EQ(loaded->layers[0].self_attn.q_proj.lora != nullptr, num_layers < 0);
+  EXPECT_EQ(std::get<Glm4Attention>(loaded->layers[0].self_attn).q_proj.lora != nullptr,
+            num_layers < 0);
   EXPECT_FLOAT_EQ(std::get<Glm4Mlp>(loaded->layers[1].mlp).down_proj.lora->scale, 2.0f);
   EXPECT_FLOAT_EQ(std::get<Glm4Mlp>(loaded->layers[1].mlp).down_proj.lora->dropout, 0.05f);
   EXPECT_LE(max_rel_diff(logits_of(*loaded), logits_of(*model)), 1e-6);

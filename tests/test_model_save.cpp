@@ -153,7 +153,8 @@ TEST(SaveModelShards, ShardsAndDtypes) {
   for (const TensorInfo& t : file->tensors()) EXPECT_EQ(t.dtype, "BF16") << t.name;
   EXPECT_EQ(load_model_config(tmp / "bf16").torch_dtype, DType::BF16);
   auto bf16 = load_model(tmp / "bf16");
-  EXPECT_EQ(bf16->layers[0].self_attn.q_proj.weight.frozen.dtype(), DType::BF16);
+  EXPECT_EQ(std::get<Glm4Attention>(bf16->layers[0].self_attn).q_proj.weight.frozen.dtype(),
+            DType::BF16);
 }
 
 }  // namespace

@@ -161,6 +161,8 @@ std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& 
       const nlohmann::json config = read_json_file(dir / "config.json");
       if (config.is_object() && config.value("model_type", "") == "glm4_moe")
         return ChatFormat::Glm45;
+      if (config.is_object() && config.value("model_type", "") == "glm4_moe_lite")
+        return ChatFormat::Glm47;                 // GLM-4.7-Flash
     } catch (const Error&) {                      // the model loader reports a broken config.json
     } catch (const nlohmann::json::exception&) {  // model_type not a string
     }

@@ -42,7 +42,8 @@ ChatFormat detect_chat_format(const Tokenizer& tokenizer);
 
 // The format a model directory asks for, when it says: its chat template text
 // (chat_template.jinja, else tokenizer_config.json's "chat_template") if it is one of the GLM-4.5
-// family's (Glm45 or Glm47); else config.json's model_type "glm4_moe" gives Glm45 (a template
+// family's (Glm45 or Glm47); else config.json's model_type "glm4_moe" gives Glm45 and
+// "glm4_moe_lite" (GLM-4.7-Flash) Glm47 (a template
 // this does not know, a modified one say, does not override the model type). nullopt otherwise (a
 // missing or unreadable file is not an error here).
 std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& model_dir);

@@ -58,8 +58,8 @@ std::string last_component(const fs::path& p) {
 
 void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format) {
   check_adapter_format(format);
-  if (c.family == ModelConfig::Family::Glm4Moe) {
-    resolve_lora_targets(lora.targets, true);
+  if (is_moe_family(c)) {
+    resolve_lora_targets(lora.targets, true, has_latent_attention(c));
     GLM4_CHECK(
         format == "peft",
         "--adapter-format mlx: mlx-lm's adapter layout for glm4_moe (LoRA on the ",
@@ -88,8 +88,8 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   AdapterFile a;
   a.info.format = format;
   a.info.lora = lora;
-  const bool moe = model.config.family == ModelConfig::Family::Glm4Moe;
-  a.info.lora.targets = resolve_lora_targets(lora.targets, moe);
+  const bool moe = is_moe_family(model.config);
+  a.info.lora.targets = resolve_lora_targets(lora.targets, moe, has_latent_attention(model.config));
   a.info.base_model_name_or_path = base_model;
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
@@ -166,7 +166,7 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   const AdapterInfo& info = a.info;
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
-  const bool moe = model.config.family == ModelConfig::Family::Glm4Moe;
+  const bool moe = is_moe_family(model.config);
   GLM4_CHECK(!moe || info.format == "peft", wfile,
              ": mlx-lm's adapter layout for glm4_moe is not supported yet");
   GLM4_CHECK(moe || !std::any_of(a.modules.begin(), a.modules.end(),

@@ -190,7 +190,8 @@ def _select(spec: MoeSpec, choice):
     keep_groups = group_scores.topk(spec.topk_group, dim=-1).indices
     keep = torch.zeros(N, G, dtype=torch.bool).scatter(1, keep_groups, True)
     keep = keep[:, :, None].expand(N, G, per).reshape(N, E)
-    masked = choice.masked_fill(~keep, 0.0)  # dropped groups score exactly 0.0, as upstream
+    # dropped groups score exactly 0.0 in glm4_moe; glm4_moe_lite's router masks them to -inf
+    masked = choice.masked_fill(~keep, getattr(spec, "dropped_choice", 0.0))
     indices = masked.topk(spec.top_k, dim=-1).indices
     ordered = masked.sort(dim=-1, descending=True).values
     margin = ordered[:, spec.top_k - 1] - ordered[:, spec.top_k] if spec.top_k < E \

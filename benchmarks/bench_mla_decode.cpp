@@ -1,0 +1,112 @@
+// glm4_moe_lite decode at a long context: the latent-space form (the cache's latents and shared
+// rotary keys read directly, kv_b_proj folded into the query and applied after the weighted sum)
+// against the expanded form (per-head keys and values rebuilt from the cached latents each step,
+// what an unmerged kv_b_proj adapter makes the model do), on a random model of
+// configs/moe-lite-mid.json whose cache is filled with --context random tokens.
+// Usage: bench_mla_decode [--config configs/moe-lite-mid.json] [--dtype bf16] [--context 4096]
+//                         [--tokens 8] [--threads 2]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/parallel.h"
+#include "benchmarks/bench_flags.h"
+#include "benchmarks/bench_model.h"
+#include "infer/cached_forward.h"
+#include "model/lora.h"
+
+using namespace glm4;
+
+namespace {
+
+struct Options {
+  std::string config =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/moe-lite-mid.json")
+          .string();
+  std::string dtype = "bf16";
+  int64_t context = 4096;
+  int tokens = 8;
+  int threads = 2;
+};
+
+// A cache holding `context` tokens of random latents and rotary keys in every layer.
+KvCache filled_cache(const Glm4Model& model, int64_t context) {
+  KvCache cache = make_cache(model);
+  const ModelConfig& c = model.config;
+  const int64_t W = cache_values_per_token_layer(c);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  cache.begin(context);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    Tensor t = Tensor::empty({context, 1, W});
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = normal(rng);
+    cache.append_keys(l, t);
+  }
+  cache.commit();
+  return cache;
+}
+
+// Seconds a decode step takes, best of `tokens` steps after the cache's `context` tokens.
+double decode_seconds(const Glm4Model& model, int64_t context, int tokens) {
+  KvCache cache = filled_cache(model, context);
+  double best = 1e30;
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t id = 7 + i;
+    CachedRow row{&cache, std::span<const int32_t>(&id, 1), context + i};
+    const auto t0 = std::chrono::steady_clock::now();
+    cached_forward(model, {&row, 1}, true);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&] { return bench::flag_value(argc, argv, i); };
+    if (a == "--config")
+      o.config = value();
+    else if (a == "--dtype")
+      o.dtype = value();
+    else if (a == "--context")
+      o.context = std::stoll(value());
+    else if (a == "--tokens")
+      o.tokens = std::stoi(value());
+    else if (a == "--threads")
+      o.threads = std::stoi(value());
+    else {
+      std::fprintf(stderr, "unknown flag %s (see the header of bench_mla_decode.cpp)\n", a.c_str());
+      return 2;
+    }
+  }
+  set_max_threads(o.threads);
+  const ModelConfig c = load_model_config(o.config);
+  GLM4_CHECK(has_latent_attention(c), o.config, ": not a glm4_moe_lite config");
+  auto model = bench::make_model(c, o.dtype);
+  const int64_t L = c.num_hidden_layers, H = c.num_attention_heads, S = o.context;
+  const double cache_mb = double(L * S * cache_values_per_token_layer(c)) * 4 / 1e6;
+  const double expanded_mb =
+      double(L * S * H * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim)) * 4 / 1e6;
+  std::printf("# bench_mla_decode: %s, %s weights, %ld cached tokens, %d threads, best of %d\n",
+              o.config.c_str(), o.dtype.c_str(), long(S), o.threads, o.tokens);
+  std::printf(
+      "# attention state a step reads: latent cache %.1f MB; expanded keys and values "
+      "%.1f MB (rebuilt from that cache each step)\n",
+      cache_mb, expanded_mb);
+  const double latent = decode_seconds(*model, S, o.tokens);
+  std::printf("latent   %8.2f tok/s  (%.1f ms a token)\n", 1.0 / latent, 1e3 * latent);
+  LoraConfig lora;
+  lora.targets = {"kv_b_proj"};
+  model->add_lora(lora, 1);  // B = 0: the same numbers, through the expanded form
+  const double expanded = decode_seconds(*model, S, o.tokens);
+  std::printf("expanded %8.2f tok/s  (%.1f ms a token); latent is %.1fx faster\n", 1.0 / expanded,
+              1e3 * expanded, expanded / latent);
+  return 0;
+}
