@@ -29,9 +29,11 @@ Glm4Attention::Glm4Attention(const ModelConfig& c)
 
 Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
   const int64_t B = ctx.batch, T = ctx.seq;
-  Tensor q = ops::reshape(q_proj.forward(x, ctx), {B, T, heads, head_dim});
-  Tensor k = ops::reshape(k_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
-  Tensor v = ops::reshape(v_proj.forward(x, ctx), {B, T, kv_heads, head_dim});
+  const Linear* const projections[] = {&q_proj, &k_proj, &v_proj};
+  std::vector<Tensor> qkv = forward_each(projections, x, ctx);
+  Tensor q = ops::reshape(qkv[0], {B, T, heads, head_dim});
+  Tensor k = ops::reshape(qkv[1], {B, T, kv_heads, head_dim});
+  Tensor v = ops::reshape(qkv[2], {B, T, kv_heads, head_dim});
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);

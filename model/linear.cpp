@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/linear_batch.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "base/check.h"
@@ -38,6 +39,40 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
   }
   if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
   return y;
+}
+
+bool Linear::frozen_only() const {
+  return !weight.value.defined() && !weight.frozen.empty() && !lora && resident.empty();
+}
+
+std::vector<Tensor> forward_each(std::span<const Linear* const> layers, const Tensor& x,
+                                 const ForwardContext& ctx) {
+  std::vector<Tensor> out;
+  const int64_t in = layers.empty() ? 0 : layers[0]->in_features;
+  const int64_t rows = in > 0 ? x.numel() / in : 0;
+  bool batch = !GradMode::enabled() && rows <= kBatchedLinearRows && x.dim(-1) == in;
+  for (const Linear* l : layers) batch = batch && l->frozen_only() && l->in_features == in;
+  if (!batch) {
+    for (const Linear* l : layers) out.push_back(l->forward(x, ctx));
+    return out;
+  }
+  std::vector<LinearProduct> products;
+  for (const Linear* l : layers) {
+    Shape shape = x.shape();
+    shape.back() = l->out_features;
+    out.push_back(Tensor::empty(shape));
+    products.push_back({x.data(), rows, &l->weight.frozen, out.back().data()});
+  }
+  linear_forward_batch(products, ctx.compute);
+  for (size_t i = 0; i < layers.size(); ++i) {  // y += b, as linear adds its bias
+    if (!layers[i]->bias.value.defined()) continue;
+    const int64_t n = layers[i]->out_features;
+    const float* b = layers[i]->bias.value.data();
+    float* y = out[i].data();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) y[r * n + j] += b[j];
+  }
+  return out;
 }
 
 void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const {

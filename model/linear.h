@@ -6,7 +6,9 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "model/param.h"
 
@@ -48,6 +50,9 @@ class Linear {
   Linear(int64_t in_features, int64_t out_features, bool bias, int seed_slot);
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // x [..., in] -> [..., out]
+  // Whether forward is the frozen weight's product (+ bias) alone: no trainable weight, adapter
+  // or resident adapter.
+  bool frozen_only() const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
 
   // PEFT initialisation: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform, a = sqrt(5)), B = 0.
@@ -76,5 +81,14 @@ class Linear {
   // y[t] += scale_s * (x[t] A_s^T) B_s^T for the tokens of each slot s (gathered per slot).
   void add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const;
 };
+
+// Up to this many rows a forward without gradients may share one parallel loop among several
+// frozen products (autograd/kernels/linear_batch.h): decode steps.
+inline constexpr int64_t kBatchedLinearRows = 16;
+
+// Each layer's forward(x, ctx), to the bit. Without gradients, at decode sizes and with every
+// layer frozen_only, their products run in one parallel loop (q, k and v of a decode step).
+std::vector<Tensor> forward_each(std::span<const Linear* const> layers, const Tensor& x,
+                                 const ForwardContext& ctx);
 
 }  // namespace glm4

@@ -51,6 +51,9 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
     ctx.router_traces->push_back(
         {ctx.layer_index, logits.detach(), route.experts, weights.detach()});
 
+  if (decodes_batched(ctx, N))
+    return ops::reshape(decode_forward(flat, route, weights, ctx), x.shape());
+
   Tensor slot_weights = ops::reshape(weights, {N * route.k, 1});
   std::vector<Tensor> parts;
   std::vector<std::vector<int64_t>> rows;

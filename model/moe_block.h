@@ -24,6 +24,11 @@ class MoeBlock {
   explicit MoeBlock(const ModelConfig& c);
   // x [..., hidden] -> sum over the chosen experts of weight * expert(x) + shared_experts(x).
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;
+  // Tokens up to which a forward without gradients runs decode_forward.
+  static constexpr int64_t kDecodeBatchTokens = 16;
+  // Whether forward takes decode_forward: no gradient and no training, at most
+  // kDecodeBatchTokens tokens, every expert a frozen weight without adapters.
+  bool decodes_batched(const ForwardContext& ctx, int64_t tokens) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
@@ -33,6 +38,10 @@ class MoeBlock {
   SwigluMlp shared_experts;
 
  private:
+  // The experts of flat [N, hidden] as forward's graph path computes them, to the bit, in two
+  // parallel loops (moe_decode.cpp).
+  Tensor decode_forward(const Tensor& flat, const MoeRoute& route, const Tensor& weights,
+                        const ForwardContext& ctx) const;
   // The routing weights [N, k]: the chosen experts' sigmoid scores (with their gradient),
   // normalised when norm_topk_prob, times routed_scaling_factor.
   Tensor routing_weights(const Tensor& scores, const MoeRoute& route) const;

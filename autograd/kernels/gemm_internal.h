@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 
+#include "autograd/compute_dtype.h"
 #include "autograd/kernels/kernel_selection.h"
+#include "autograd/weight.h"
 #include "base/dtype.h"
 
 namespace glm4::gemm_detail {
@@ -16,6 +18,20 @@ constexpr int64_t kSmallMForward = 16;
 // Y[M, N] (+)= X[M, K] W[N, K]^T for M <= kSmallMForward; W row-major in `dtype` with row stride K.
 void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const void* W, int64_t N,
                      float* Y, bool accumulate);
+
+// small_m_forward for rows [n0, n1) of W only, on the calling thread: each output the same sum.
+void small_m_forward_rows(const float* X, int64_t M, int64_t K, DType dtype, const void* W,
+                          int64_t N, int64_t n0, int64_t n1, float* Y, bool accumulate);
+
+// Which kernel linear_forward gives a product with M rows of W (gemm_tiles.cpp):
+// a bf16 weight the bf16 units take;
+bool use_bf16_kernels(const Weight& W, int64_t M, const ComputeChoice& compute);
+// a weight stored neither fp32 nor bf16 (quantized, f16) at prefill and training sizes the bf16
+// units take, each task converting its own weight panel (decode sizes read the stored form);
+bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute);
+// a decode-sized quantized weight on the int8 dot products: under bf16 compute, whose rounding of
+// X they undercut (quant_linear.h).
+bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute);
 
 // dX[M, K] (+)= dY[M, N] W[N, K] for M <= kSmallM.
 void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,

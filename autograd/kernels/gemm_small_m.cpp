@@ -230,6 +230,19 @@ void small_m_forward(const float* X, int64_t M, int64_t K, DType dtype, const vo
   }
 }
 
+void small_m_forward_rows(const float* X, int64_t M, int64_t K, DType dtype, const void* W,
+                          int64_t N, int64_t n0, int64_t n1, float* Y, bool accumulate) {
+  if (M <= 0 || n1 <= n0) return;
+  switch (dtype) {
+    case DType::F32:
+      return forward_groups<DType::F32>(X, M, K, W, N, n0, n1, Y, accumulate);
+    case DType::BF16:
+      return forward_groups<DType::BF16>(X, M, K, W, N, n0, n1, Y, accumulate);
+    case DType::F16:
+      return forward_groups<DType::F16>(X, M, K, W, N, n0, n1, Y, accumulate);
+  }
+}
+
 void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,
                         int64_t K, float* dX, bool accumulate) {
   if (M <= 0 || K <= 0) return;

@@ -132,24 +132,6 @@ void run_tiled(const Problem& p) {
   });
 }
 
-// True when W's products with M rows go to the bf16 kernels: a bf16 weight the bf16 units take.
-bool use_bf16_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
-  return W.dtype() == DType::BF16 && compute.bf16_units_take(M);
-}
-
-// True when the product with M rows of a W stored neither fp32 nor bf16 (quantized, f16) goes to
-// the bf16 kernels, each task converting its own weight panel (prefill and training sizes the
-// bf16 units take); decode sizes read the stored form directly instead.
-bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute) {
-  return M > kQuantStreamRows && compute.bf16_units_take(M);
-}
-
-// True when a decode-sized product with quantized W takes the int8 dot products: under bf16
-// compute, whose rounding of X they undercut (quant_linear.h).
-bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
-  return M <= kQuantStreamRows && compute.bf16_units_on() && quant_int8_decode_supported(W.quant());
-}
-
 const uint16_t* u16_data(const Weight& W) { return static_cast<const uint16_t*>(W.data()); }
 
 void check_ptr(const char* op, const void* ptr, const char* name, int64_t count) {
@@ -157,6 +139,21 @@ void check_ptr(const char* op, const void* ptr, const char* name, int64_t count)
 }
 
 }  // namespace
+
+namespace gemm_detail {
+bool use_bf16_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
+  return W.dtype() == DType::BF16 && compute.bf16_units_take(M);
+}
+
+bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute) {
+  return M > kQuantStreamRows && compute.bf16_units_take(M);
+}
+
+bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
+  return M <= kQuantStreamRows && compute.bf16_units_on() && quant_int8_decode_supported(W.quant());
+}
+
+}  // namespace gemm_detail
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -184,19 +181,19 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
   if (W.is_quantized()) {
-    if (use_bf16_panel_kernels(M, compute))
+    if (gemm_detail::use_bf16_panel_kernels(M, compute))
       kernels::bf16_quant_linear_forward(compute.kernel, X, M, K, W.quant(), Y, accumulate);
-    else if (use_int8_decode_kernels(W, M, compute))
+    else if (gemm_detail::use_int8_decode_kernels(W, M, compute))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);
     return;
   }
-  if (use_bf16_kernels(W, M, compute)) {
+  if (gemm_detail::use_bf16_kernels(W, M, compute)) {
     kernels::bf16_linear_forward(compute.kernel, X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
-  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M, compute)) {
+  if (W.dtype() == DType::F16 && gemm_detail::use_bf16_panel_kernels(M, compute)) {
     kernels::bf16_f16_linear_forward(compute.kernel, X, M, K, u16_data(W), N, Y, accumulate);
     return;
   }
@@ -228,17 +225,17 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
   if (W.is_quantized()) {
-    if (use_bf16_panel_kernels(M, compute))
+    if (gemm_detail::use_bf16_panel_kernels(M, compute))
       kernels::bf16_quant_linear_input_grad(compute.kernel, dY, M, N, W.quant(), dX, accumulate);
     else
       quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
     return;
   }
-  if (use_bf16_kernels(W, M, compute)) {
+  if (gemm_detail::use_bf16_kernels(W, M, compute)) {
     kernels::bf16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX, accumulate);
     return;
   }
-  if (W.dtype() == DType::F16 && use_bf16_panel_kernels(M, compute)) {
+  if (W.dtype() == DType::F16 && gemm_detail::use_bf16_panel_kernels(M, compute)) {
     kernels::bf16_f16_linear_input_grad(compute.kernel, dY, M, N, u16_data(W), K, dX, accumulate);
     return;
   }

@@ -1,0 +1,121 @@
+// linear_forward_batch: the decode kernels' row-range forms behind one parallel loop.
+#include "autograd/kernels/linear_batch.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/kernels/bf16_internal.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/gemm_internal.h"
+#include "autograd/kernels/quant_decode_int8.h"
+#include "autograd/kernels/quant_kernels.h"
+#include "base/check.h"
+#include "base/parallel.h"
+
+namespace glm4 {
+
+namespace {
+constexpr int64_t kBlockBytes = 64 << 10;  // weight bytes a block reads, about
+constexpr int64_t kBlockRowAlign = 16;     // rows a block holds a multiple of
+
+// One product's rows [n0, n1) of Y on the calling thread, with what its kernel prepared from X.
+struct RowProduct {
+  std::function<void(int64_t n0, int64_t n1)> rows;
+  int64_t N = 0, block_rows = 0, blocks = 0;
+};
+
+int64_t weight_row_bytes(const Weight& W) {
+  const int64_t bytes = W.is_quantized() ? int64_t(W.quant().bytes()) / std::max<int64_t>(1, W.rows())
+                                         : W.cols() * int64_t(dtype_size(W.dtype()));
+  return std::max<int64_t>(1, bytes);
+}
+
+// The row-range form of p's kernel, or an empty function when linear_forward runs it otherwise.
+// Prepared inputs are kept in `inputs` until the loop ends.
+std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p,
+                                               const ComputeChoice& compute,
+                                               std::vector<std::shared_ptr<void>>& inputs) {
+  const Weight& W = *p.W;
+  const int64_t M = p.M, K = W.cols(), N = W.rows();
+  float* Y = p.Y;
+  if (W.is_quantized()) {
+    if (M > quant_detail::kDecodeMaxM) return {};
+    const QuantizedMatrix* q = &W.quant();
+    if (gemm_detail::use_int8_decode_kernels(W, M, compute)) {
+      auto in = std::make_shared<quant_detail::Int8DecodeInput>();
+      if (quant_detail::prepare_int8_decode_input(*q, p.X, M, *in)) {
+        inputs.push_back(in);
+        return [q, in = in.get(), M, N, Y](int64_t n0, int64_t n1) {
+          quant_detail::int8_decode_rows(*q, *in, 0, M, n0, n1, Y, N, false);
+        };
+      }  // a non-finite X: the fp32 decode kernels carry it, as quant_linear_forward_int8 does
+    }
+    const quant_detail::QuantKernels& k = quant_detail::active();
+    auto xp = std::make_shared<std::vector<float>>(size_t(M * K));
+    k.prepare_x(q->bits, p.X, M, K, xp->data());
+    inputs.push_back(xp);
+    return [&k, q, xp = xp->data(), M, N, Y](int64_t n0, int64_t n1) {
+      k.forward_rows(*q, xp, M, n0, n1, Y, N, false);
+    };
+  }
+  if (gemm_detail::use_bf16_kernels(W, M, compute)) {
+    if (M > gemm_detail::kSmallM) return {};
+    using kernels::bf16::kblocks;
+    using kernels::bf16::kKBlock;
+    auto xb = std::make_shared<std::vector<uint16_t>>(size_t(M * kblocks(K) * kKBlock));
+    kernels::bf16::round_rows_bf16(p.X, M, K, xb->data());
+    inputs.push_back(xb);
+    const auto* w = static_cast<const uint16_t*>(W.data());
+    return [xb = xb->data(), w, M, K, N, Y](int64_t n0, int64_t n1) {
+      kernels::bf16::avx512_small_forward(xb, M, K, w, N, n0, n1, Y, false);
+    };
+  }
+  if ((W.dtype() == DType::F16 && gemm_detail::use_bf16_panel_kernels(M, compute)) ||
+      M > gemm_detail::kSmallMForward)
+    return {};
+  const float* X = p.X;
+  const DType dtype = W.dtype();
+  const void* w = W.data();
+  return [X, M, K, dtype, w, N, Y](int64_t n0, int64_t n1) {
+    gemm_detail::small_m_forward_rows(X, M, K, dtype, w, N, n0, n1, Y, false);
+  };
+}
+}  // namespace
+
+int64_t linear_forward_batch(std::span<const LinearProduct> products,
+                             const ComputeChoice& compute) {
+  std::vector<RowProduct> batch;
+  std::vector<std::shared_ptr<void>> inputs;
+  std::vector<int64_t> first_block{0};
+  for (const LinearProduct& p : products) {
+    GLM4_CHECK(p.W != nullptr && p.M >= 0, "[linear_forward_batch] product without a weight");
+    const int64_t N = p.W->rows();
+    if (p.M == 0 || N == 0) continue;
+    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, compute, inputs);
+    if (!rows) {
+      linear_forward(p.X, p.M, p.W->cols(), *p.W, p.Y, false, compute);
+      continue;
+    }
+    RowProduct r{std::move(rows), N};
+    const int64_t want = std::max<int64_t>(1, kBlockBytes / weight_row_bytes(*p.W));
+    r.block_rows = (want + kBlockRowAlign - 1) / kBlockRowAlign * kBlockRowAlign;
+    r.blocks = (N + r.block_rows - 1) / r.block_rows;
+    first_block.push_back(first_block.back() + r.blocks);
+    batch.push_back(std::move(r));
+  }
+  parallel_for(first_block.back(), 1, [&](int64_t b0, int64_t b1) {
+    size_t i = size_t(std::upper_bound(first_block.begin(), first_block.end(), b0) -
+                      first_block.begin() - 1);
+    for (int64_t b = b0; b < b1; ++b) {
+      while (b >= first_block[i + 1]) ++i;
+      const RowProduct& r = batch[i];
+      const int64_t n0 = (b - first_block[i]) * r.block_rows;
+      r.rows(n0, std::min(r.N, n0 + r.block_rows));
+    }
+  });
+  return int64_t(batch.size());
+}
+
+}  // namespace glm4

@@ -1,0 +1,183 @@
+// linear_forward_batch against linear_forward one product at a time: the same bits for every
+// weight form (fp32, bf16, f16, 4- and 8-bit), decode and prefill sizes mixed in one batch, under
+// fp32 compute and (where the CPU has bf16 units) bf16 compute; and the MoE block's decode path
+// against its graph path.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "autograd/compute_dtype.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/linear_batch.h"
+#include "autograd/node.h"
+#include "autograd/weight.h"
+#include "autograd/weight_quantize.h"
+#include "model/forward_context.h"
+#include "model/linear.h"
+#include "model/moe_block.h"
+#include "tests/support/gradcheck.h"
+#include "tests/support/random_values.h"
+
+namespace glm4 {
+namespace {
+
+using testing::randn;
+
+std::vector<ComputeChoice> computes() {
+  std::vector<ComputeChoice> out{kF32Compute};
+  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
+    out.push_back(bf16_compute(kernels::bf16_kernel()));
+  return out;
+}
+
+Weight weight_of(int form, int64_t N, int64_t K, uint32_t seed) {
+  std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
+  switch (form) {
+    case 0:
+      return Weight::from_f32(w.data(), N, K, DType::F32);
+    case 1:
+      return Weight::from_f32(w.data(), N, K, DType::BF16);
+    case 2:
+      return Weight::from_f32(w.data(), N, K, DType::F16);
+    case 3:
+      return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), {4, 64}, DType::BF16,
+                             "w4");
+    default:
+      return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), {8, 32}, DType::BF16,
+                             "w8");
+  }
+}
+
+TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
+  struct Case {
+    int form;
+    int64_t M, N, K;
+  };
+  // Decode rows (1-4), a small batch (9) and prefill sizes (40, 70) that run on their own; row
+  // counts that are not multiples of a block; an empty product.
+  const std::vector<Case> cases{{1, 1, 1000, 256}, {3, 1, 520, 512},  {4, 2, 96, 384},
+                                {0, 3, 77, 200},   {2, 1, 130, 128},  {1, 4, 64, 1024},
+                                {3, 9, 48, 256},   {1, 40, 33, 128},  {3, 70, 64, 128},
+                                {0, 0, 16, 64},    {4, 1, 2048, 128}, {2, 40, 20, 64}};
+  for (const ComputeChoice& compute : computes()) {
+    std::vector<Weight> weights;
+    std::vector<std::vector<float>> xs, alone, batched;
+    std::vector<LinearProduct> products;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      weights.push_back(weight_of(c.form, c.N, c.K, uint32_t(10 + i)));
+      xs.push_back(randn(size_t(c.M * c.K), uint32_t(50 + i)));
+      alone.emplace_back(size_t(c.M * c.N), -1.0f);
+      batched.emplace_back(size_t(c.M * c.N), -2.0f);
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      linear_forward(xs[i].data(), c.M, c.K, weights[i], alone[i].data(), false, compute);
+      products.push_back({xs[i].data(), c.M, &weights[i], batched[i].data()});
+    }
+    // The seven products of 1-4 rows share the loop; 9 rows of a 4-bit weight and the prefill
+    // sizes do not.
+    EXPECT_EQ(linear_forward_batch(products, compute), 7) << compute.describe();
+    for (size_t i = 0; i < cases.size(); ++i)
+      EXPECT_EQ(batched[i], alone[i]) << "product " << i << " under " << compute.describe();
+  }
+}
+
+TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
+  std::mt19937_64 rng(3);
+  std::vector<Linear> layers;
+  for (int i = 0; i < 3; ++i) {
+    layers.emplace_back(192, 64 * (i + 1), i != 1, i);
+    layers.back().visit("l", [&](const std::string&, Param& p) {
+      const int64_t rows = p.shape.size() == 2 ? p.shape[0] : 1;
+      const int64_t cols = p.shape.back();
+      std::vector<float> v = randn(size_t(rows * cols), uint32_t(rng()), 0.1f);
+      p.assign(Weight::from_f32(v.data(), rows, cols, p.shape.size() == 2 ? DType::BF16 : DType::F32));
+    });
+  }
+  const Linear* const ptrs[] = {&layers[0], &layers[1], &layers[2]};
+  for (const ComputeChoice& compute : computes())
+    for (int64_t tokens : {1, 5, 17})
+      for (bool adapter : {false, true}) {
+        if (adapter) layers[2].add_lora(4, 2.0f, 0.0f, rng);
+        if (adapter) layers[2].lora->lora_B = testing::random_tensor({192, 4}, 9);
+        ForwardContext ctx;
+        ctx.compute = compute;
+        NoGradGuard no_grad;
+        const Tensor x = testing::random_tensor({1, tokens, 192}, uint64_t(tokens));
+        const std::vector<Tensor> each = forward_each(ptrs, x, ctx);
+        ASSERT_EQ(each.size(), 3u);
+        for (size_t i = 0; i < 3; ++i) {
+          const Tensor alone = layers[i].forward(x, ctx);
+          ASSERT_EQ(each[i].shape(), alone.shape());
+          EXPECT_EQ(std::vector<float>(each[i].data(), each[i].data() + each[i].numel()),
+                    std::vector<float>(alone.data(), alone.data() + alone.numel()))
+              << "layer " << i << ", " << tokens << " tokens, adapter " << adapter;
+        }
+        layers[2].lora.reset();
+      }
+}
+
+ModelConfig moe_config() {
+  ModelConfig c;
+  c.family = ModelConfig::Family::Glm4Moe;
+  c.hidden_size = 256;
+  c.n_routed_experts = 8;
+  c.num_experts_per_tok = 3;
+  c.moe_intermediate_size = 128;
+  c.n_shared_experts = 1;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 1.7;
+  return c;
+}
+
+// Every matrix in `form` (weight_of), vectors fp32.
+void fill(MoeBlock& m, int form) {
+  uint32_t seed = 100;
+  m.visit("mlp", [&](const std::string&, Param& p) {
+    if (p.shape.size() == 2) return p.assign(weight_of(form, p.shape[0], p.shape[1], seed++));
+    std::vector<float> v = randn(size_t(p.shape[0]), seed++, 0.1f);
+    p.assign(Weight::from_f32(v.data(), 1, p.shape[0]));
+  });
+}
+
+TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
+  for (int form : {0, 1, 3})
+    for (const ComputeChoice& compute : computes())
+      for (int64_t tokens : {1, 3, 16}) {
+        MoeBlock m(moe_config());
+        fill(m, form);
+        ForwardContext ctx;
+        ctx.compute = compute;
+        const Tensor x = testing::random_tensor({1, tokens, 256}, 7);
+        const Tensor graph = m.forward(x, ctx);  // gradients on: the graph path
+        ASSERT_FALSE(m.decodes_batched(ctx, tokens));
+        NoGradGuard no_grad;
+        ASSERT_TRUE(m.decodes_batched(ctx, tokens));
+        const Tensor batched = m.forward(x, ctx);
+        ASSERT_EQ(batched.shape(), graph.shape());
+        const std::vector<float> a(graph.data(), graph.data() + graph.numel());
+        const std::vector<float> b(batched.data(), batched.data() + batched.numel());
+        EXPECT_EQ(a, b) << "form " << form << ", " << tokens << " tokens, "
+                        << compute.describe();
+      }
+}
+
+TEST(MoeBlockDecode, AdaptersAndLongInputsTakeTheGraphPath) {
+  MoeBlock m(moe_config());
+  fill(m, 1);
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  EXPECT_TRUE(m.decodes_batched(ctx, 16));
+  EXPECT_FALSE(m.decodes_batched(ctx, 17));
+  ctx.training = true;
+  EXPECT_FALSE(m.decodes_batched(ctx, 1));
+  ctx.training = false;
+  std::mt19937_64 rng(1);
+  m.experts[5].up_proj.add_lora(4, 2.0f, 0.0f, rng);
+  EXPECT_FALSE(m.decodes_batched(ctx, 1));
+}
+
+}  // namespace
+}  // namespace glm4
