@@ -193,5 +193,30 @@ TEST(ReplyParser, PrefillOpensTheCall) {
   EXPECT_EQ(p.reply().reasoning, "");
 }
 
+// A call the prompt opened (tool_choice naming a function) stays a call when it breaks off.
+TEST(ReplyParser, ForcedCallsStayCalls) {
+  ReplyParserOptions o = glm(ChatFormat::Glm47);
+  o.forced_call = true;
+  ReplyParser p(o);
+  EXPECT_EQ(p.begin_call("get_weather").calls.at(0).name, "get_weather");
+  p.push("<arg_key>city</arg_key><arg_value>Lima</arg_value><arg_key>days</arg_key><arg_v");
+  const ReplyDelta end = p.finish();
+  ASSERT_EQ(p.reply().calls.size(), 1u);
+  EXPECT_EQ(p.reply().calls[0].arguments, R"({"city": "Lima"})");  // the complete arguments
+  EXPECT_EQ(end.calls.at(0).arguments, "}");
+  EXPECT_TRUE(p.reply().truncated_call);
+  EXPECT_EQ(p.reply().content, "");
+  // Glm4: the arguments as written, even when not JSON.
+  ReplyParserOptions g4 = glm(ChatFormat::Glm4);
+  g4.forced_call = true;
+  ReplyParser q(g4);
+  q.begin_call("get_weather");
+  q.push("{\"city\": Par");
+  q.finish();
+  ASSERT_EQ(q.reply().calls.size(), 1u);
+  EXPECT_EQ(q.reply().calls[0].arguments, "{\"city\": Par");
+  EXPECT_TRUE(q.reply().malformed_call);
+}
+
 }  // namespace
 }  // namespace glm4

@@ -232,9 +232,9 @@ std::string render_glm45_text(ChatFormat format, const std::vector<ChatMessage>&
   return out;
 }
 
-RenderedChat render_glm45(const Tokenizer& tok, ChatFormat format,
-                          const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          const ChatOptions& options) {
+namespace {
+RenderedChat encode_pieces(const Tokenizer& tok, ChatFormat format,
+                           const std::vector<Piece>& pieces) {
   RenderedChat chat;
   std::string run;  // text since the last special token, encoded whole
   bool run_target = false, run_tool = false;
@@ -247,7 +247,7 @@ RenderedChat render_glm45(const Tokenizer& tok, ChatFormat format,
     }
     run.clear();
   };
-  for (const Piece& p : glm45_pieces(format, messages, add_generation_prompt, options)) {
+  for (const Piece& p : pieces) {
     std::optional<int32_t> id;
     if (p.kind != Kind::Text) id = tok.special_id(p.text);
     GLM4_CHECK(id || p.kind != Kind::Special, "chat template ", chat_format_name(format), ": the ",
@@ -265,6 +265,19 @@ RenderedChat render_glm45(const Tokenizer& tok, ChatFormat format,
   }
   flush();
   return chat;
+}
+}  // namespace
+
+RenderedChat render_glm45(const Tokenizer& tok, ChatFormat format,
+                          const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const ChatOptions& options) {
+  return encode_pieces(tok, format, glm45_pieces(format, messages, add_generation_prompt, options));
+}
+
+std::vector<int32_t> encode_template_text(const Tokenizer& tok, std::string_view text) {
+  Writer w;
+  w.template_text(text, false);
+  return encode_pieces(tok, ChatFormat::Glm45, w.pieces).ids;
 }
 
 }  // namespace glm4

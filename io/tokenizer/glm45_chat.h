@@ -41,6 +41,10 @@ RenderedChat render_glm45(const Tokenizer& tokenizer, ChatFormat format,
                           const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                           const ChatOptions& options);
 
+// Text the template would write (a prompt's extension, e.g. tool_call_prefill's) as ids: its tags
+// (<think>, <tool_call>, <arg_key>, ...) by id when the tokenizer has them, the rest encoded.
+std::vector<int32_t> encode_template_text(const Tokenizer& tokenizer, std::string_view text);
+
 // Python's str.strip(): removes leading and trailing characters for which str.isspace() holds
 // (ASCII whitespace, U+001C-U+001F, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
 // U+202F, U+205F, U+3000).

@@ -303,6 +303,15 @@ ReplyDelta ReplyParser::push(std::string_view piece) {
   return out;
 }
 
+ReplyDelta ReplyParser::begin_call(const std::string& name) {
+  ReplyDelta out;
+  const bool glm4 = options_.format == ChatFormat::Glm4;
+  call_raw_ = glm4 ? name + "\n" : std::string(kCall) + name;
+  open_call(out, name);
+  state_ = glm4 ? State::Glm4Args : State::CallBody;
+  return out;
+}
+
 ReplyDelta ReplyParser::finish() {
   ReplyDelta out;
   run(out, true);
@@ -313,6 +322,24 @@ ReplyDelta ReplyParser::finish() {
   if (state_ == State::Glm4Args) {
     const ordered_json args = parse_ordered_json(trim(reply_.calls.back().arguments));
     glm4_bad = args.is_discarded() || !args.is_object();
+  }
+  const bool opened = state_ == State::CallBody || state_ == State::ArgKey ||
+                      state_ == State::ArgGap || state_ == State::ArgValue ||
+                      state_ == State::Glm4Args;
+  if (options_.forced_call && opened && (in_call || glm4_bad)) {
+    // A forced call stays a call: with its complete arguments (Glm45 / Glm47) or its text.
+    if (glm4_bad) {
+      reply_.calls.back().arguments = std::string(trim(reply_.calls.back().arguments));
+      reply_.malformed_call = true;
+    } else {
+      close_call(out);
+      reply_.truncated_call = true;
+    }
+    buf_.clear();
+    call_raw_.clear();
+    held_space_.clear();
+    state_ = State::Verbatim;
+    return out;
   }
   if (in_call || glm4_bad) {
     // The call never ended (or its JSON did not): its text is answer text in the whole reply.

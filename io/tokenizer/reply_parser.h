@@ -51,8 +51,13 @@ struct ParsedReply {
 
 struct ReplyParserOptions {
   ChatFormat format = ChatFormat::Glm45;
-  bool enable_thinking = true;     // Glm47's reply then starts inside <think>
-  bool parse_calls = true;         // false: call syntax stays answer text (tool_choice none)
+  bool enable_thinking = true;  // Glm47's reply then starts inside <think>
+  bool parse_calls = true;      // false: call syntax stays answer text (tool_choice none)
+  // The prompt forced a call (tool_choice "required" or a named function): a call the reply
+  // leaves unfinished is still the reply's call, with the arguments it has (Glm45 / Glm47: the
+  // complete ones; Glm4: the text as written, even when it is not valid JSON, as OpenAI warns
+  // its arguments may not be).
+  bool forced_call = false;
   std::vector<std::string> tools;  // OpenAI tool specs as JSON text: names and string params
 };
 
@@ -60,7 +65,10 @@ class ReplyParser {
  public:
   explicit ReplyParser(ReplyParserOptions options);
   ReplyDelta push(std::string_view piece);  // what this piece adds (held-back text excluded)
-  ReplyDelta finish();                      // the end of the reply: everything still held
+  // The prompt already opened a call to `name` (tool_call_prefill's text): the reply continues
+  // with its arguments. Call before any push.
+  ReplyDelta begin_call(const std::string& name);
+  ReplyDelta finish();  // the end of the reply: everything still held
   const ParsedReply& reply() const { return reply_; }
 
  private:
