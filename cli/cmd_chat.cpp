@@ -7,6 +7,7 @@
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
+#include "cli/reply_display.h"
 #include "infer/generator.h"
 #include "io/tokenizer/stream_decoder.h"
 
@@ -28,12 +29,23 @@ void run_chat(const ChatFlags& f) {
   NoGradGuard no_grad;
   Generator gen(*s.model, cfg);
   std::vector<ChatMessage> messages = f.turn.opening();
+  const ChatOptions options = f.turn.options();
+  const bool tools = !options.tools.empty();
   std::string line;
   while (true) {
     std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty() || line == "/exit") break;
-    messages.push_back({"user", line});
-    std::vector<int32_t> ids = s.render(messages, f.turn.options());
+    // "/tool RESULT" answers the model's last tool call; anything else is the user's turn.
+    if (tools && line.rfind("/tool ", 0) == 0) {
+      messages.push_back({"tool", line.substr(6)});
+      if (messages.size() >= 2 && !messages[messages.size() - 2].tool_calls.empty())
+        messages.back().tool_call_id = messages[messages.size() - 2].tool_calls.front().id;
+      const std::string& id = messages.back().tool_call_id;
+      std::fprintf(stderr, "(tool result%s)\n", id.empty() ? "" : (" for " + id).c_str());
+    } else {
+      messages.push_back({"user", line});
+    }
+    std::vector<int32_t> ids = s.render(messages, options);
     const auto& history = gen.history();
     bool extends = !history.empty() && history.size() < ids.size() &&
                    std::equal(history.begin(), history.end(), ids.begin());
@@ -42,8 +54,22 @@ void run_chat(const ChatFlags& f) {
     else
       gen.start(ids);
     StreamDecoder stream(*s.tokenizer, true);
-    ReplyText text(reply_starts_with_newline(s.format));  // the template's "\n" is not shown
     std::vector<int32_t> reply;
+    if (tools) {  // reasoning, answer and calls shown apart; the calls kept for /tool
+      ReplyDisplay display(f.turn.reply_options(s.format, options), stdout);
+      while (auto id = gen.next()) {
+        reply.push_back(*id);
+        display.push(stream.push(*id));
+      }
+      display.push(stream.flush());
+      display.finish();
+      std::printf("\n");
+      messages.push_back(display.message());
+      if (!display.reply().calls.empty())
+        std::fprintf(stderr, "(answer the call with /tool RESULT)\n");
+      continue;
+    }
+    ReplyText text(reply_starts_with_newline(s.format));  // the template's "\n" is not shown
     while (auto id = gen.next()) {
       reply.push_back(*id);
       std::fputs(text.push(stream.push(*id)).c_str(), stdout);
@@ -62,7 +88,9 @@ void run_chat(const ChatFlags& f) {
 
 void add_chat_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app =
-      parent.add_subcommand("chat", "Interactive multi-turn chat (empty line or /exit quits)");
+      parent.add_subcommand("chat",
+                            "Interactive multi-turn chat (empty line or /exit quits; with --tools, "
+                            "/tool RESULT answers a tool call)");
   auto f = std::make_shared<ChatFlags>();
   f->model.add(app);
   f->adapter.add(app);

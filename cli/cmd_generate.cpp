@@ -9,6 +9,7 @@
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
+#include "cli/reply_display.h"
 #include "infer/generator.h"
 #include "io/tokenizer/stream_decoder.h"
 
@@ -45,6 +46,7 @@ void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
 void run_generate(const GenerateFlags& f) {
   GLM4_CHECK(!f.prompt.empty() || !f.tokens.empty() || !f.prompts_file.empty(),
              "one of --prompt, --tokens or --prompts-file is required");
+  GLM4_CHECK(f.turn.tools.empty() || f.chat, "--tools needs --chat (tools are for chat replies)");
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   GenerationConfig cfg = f.sampling.config(s, f.chat);
   // A chat reply's leading "\n" (the template's, after <|assistant|>) is not part of the answer.
@@ -97,13 +99,20 @@ void run_generate(const GenerateFlags& f) {
   std::unique_ptr<StreamDecoder> stream;
   if (s.tokenizer) stream = std::make_unique<StreamDecoder>(*s.tokenizer, true);
   std::string text;
-  ReplyText reply(strip_newline);
+  // With --tools the reply is read: reasoning, answer and calls shown apart.
+  std::unique_ptr<ReplyDisplay> display;
+  if (!f.turn.tools.empty() && stream)
+    display = std::make_unique<ReplyDisplay>(f.turn.reply_options(s.format, f.turn.options()),
+                                             f.json ? nullptr : stdout);
+  ReplyText reply(strip_newline && !display);
   while (auto id = gen.next()) {
     ids.push_back(*id);
     if (!stream) continue;
     std::string piece = reply.push(stream->push(*id));
     text += piece;
-    if (!f.json) {
+    if (display) {
+      display->push(piece);
+    } else if (!f.json) {
       std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
     }
@@ -111,7 +120,12 @@ void run_generate(const GenerateFlags& f) {
   if (stream) {
     std::string rest = reply.push(stream->flush());
     text += rest;
-    if (!f.json) std::fputs(rest.c_str(), stdout);
+    if (display) {
+      display->push(rest);
+      display->finish();
+    } else if (!f.json) {
+      std::fputs(rest.c_str(), stdout);
+    }
   }
   GenerationStats st = gen.stats();
   if (f.json) {
@@ -121,6 +135,15 @@ void run_generate(const GenerateFlags& f) {
                            {"prefill_tps", st.prefill_tokens_per_second()},
                            {"decode_tps", st.decode_tokens_per_second()},
                            {"peak_rss_mb", peak_rss_mb()}};
+    if (display) {  // the reply's parts (text stays the raw reply)
+      const ParsedReply& r = display->reply();
+      line["content"] = r.content;
+      line["reasoning_content"] = r.reasoning;
+      nlohmann::json calls = nlohmann::json::array();
+      for (const ToolCall& c : r.calls)
+        calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+      line["tool_calls"] = calls;
+    }
     line.update(kernel_report(s.compute).fields());
     line.update(s.model->loaded.fields());
     std::printf("%s\n", line.dump().c_str());

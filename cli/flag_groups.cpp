@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "cli/reply_display.h"
 
 namespace glm4::cli {
 
@@ -89,6 +90,10 @@ void ChatTurnFlags::add(CLI::App* app, bool after_chat_flag) {
                 "The template's enable_thinking=false (GLM-4.5 family: answer without a <think> "
                 "block)" +
                     with_chat);
+  app->add_option("--tools", tools,
+                  "A JSON file: an array of OpenAI tool specs the model may call (replies then "
+                  "show [thinking] and [tool call] parts apart)" +
+                      with_chat);
 }
 
 std::vector<ChatMessage> ChatTurnFlags::opening() const {
@@ -99,7 +104,17 @@ std::vector<ChatMessage> ChatTurnFlags::opening() const {
 ChatOptions ChatTurnFlags::options() const {
   ChatOptions o;
   o.enable_thinking = !no_thinking;
+  if (!tools.empty()) o.tools = read_tools_file(tools);
   return o;
+}
+
+ReplyParserOptions ChatTurnFlags::reply_options(ChatFormat format,
+                                                const ChatOptions& options) const {
+  ReplyParserOptions r;
+  r.format = format;
+  r.enable_thinking = options.enable_thinking;
+  r.tools = options.tools;
+  return r;
 }
 
 }  // namespace glm4::cli

@@ -9,6 +9,7 @@
 #include "cli/model_session.h"
 #include "infer/generator.h"
 #include "io/tokenizer/chat_template.h"
+#include "io/tokenizer/reply_parser.h"
 
 namespace glm4::cli {
 
@@ -54,15 +55,19 @@ struct SamplingFlags {
   GenerationConfig config(const ModelSession& s, bool chat) const;
 };
 
-// --system and --no-thinking: how a chat conversation opens and the template's
-// enable_thinking. `after_chat_flag`: the command renders the chat template only with --chat.
+// --system, --no-thinking and --tools: how a chat conversation opens, the template's
+// enable_thinking and the tools the model may call. `after_chat_flag`: the command renders the chat
+// template only with --chat.
 struct ChatTurnFlags {
   std::string system;
   bool no_thinking = false;
+  std::string tools;  // --tools FILE: a JSON array of OpenAI tool specs (cli/reply_display.h)
 
   void add(CLI::App* app, bool after_chat_flag);
   std::vector<ChatMessage> opening() const;  // the system message, when there is one
-  ChatOptions options() const;
+  ChatOptions options() const;               // reads the --tools file
+  // How replies are read: parsed (reasoning, calls) when --tools is given.
+  ReplyParserOptions reply_options(ChatFormat format, const ChatOptions& options) const;
 };
 
 }  // namespace glm4::cli

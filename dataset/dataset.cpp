@@ -68,9 +68,14 @@ Example make_example(const Record& r, const TextEncoder& enc, const DatasetOptio
     case Record::Kind::kChat: {
       GLM4_CHECK(bool(enc.render_chat),
                  "chat records need a chat template (TextEncoder::render_chat is not set)");
-      RenderedChat chat = enc.render_chat(r.messages);
+      ChatOptions chat_options;
+      chat_options.tools = r.tools;
+      RenderedChat chat = enc.render_chat(r.messages, chat_options);
       GLM4_CHECK(chat.target.size() == chat.ids.size(), "the chat template returned ",
                  chat.ids.size(), " ids but ", chat.target.size(), " target flags");
+      GLM4_CHECK(chat.tool_result.empty() || chat.tool_result.size() == chat.ids.size(),
+                 "the chat template returned ", chat.ids.size(), " ids but ",
+                 chat.tool_result.size(), " tool-result flags");
       const std::vector<int32_t>& p = enc.prefix_ids;
       const bool has_prefix =
           chat.ids.size() >= p.size() && std::equal(p.begin(), p.end(), chat.ids.begin());
@@ -78,7 +83,9 @@ Example make_example(const Record& r, const TextEncoder& enc, const DatasetOptio
       ex.ids = std::move(chat.ids);
       ex.labels.resize(ex.ids.size());
       for (size_t t = 0; t < ex.ids.size(); ++t) {
-        const bool target = options.mask_prompt ? chat.target[t] != 0 : t >= first;
+        // A tool's answer is never a target: the model does not write it.
+        const bool tool = !chat.tool_result.empty() && chat.tool_result[t];
+        const bool target = !tool && (options.mask_prompt ? chat.target[t] != 0 : t >= first);
         ex.labels[t] = target ? ex.ids[t] : kIgnoreLabel;
       }
       break;

@@ -30,9 +30,9 @@ struct DatasetOptions {
 //   text:               P + encode(text) + E; targets: everything after P.
 //   prompt/completion:  P + encode(prompt) + encode(completion) + E; targets: completion + E
 //                       with mask_prompt, else everything after P.
-//   messages:           render_chat(messages) (no E added: the template ends turns itself);
-//                       targets: the rendered target mask with mask_prompt, else everything
-//                       after a leading P.
+//   messages:           render_chat(messages, tools) (no E added: the template ends turns
+//                       itself); targets: the rendered target mask with mask_prompt, else
+//                       everything after a leading P; tool result turns never.
 //   input_ids:          as given; labels as given, or = input_ids. mask_prompt does not apply.
 // Not truncated. Throws glm4::Error without a location (load_dataset adds file:line).
 Example make_example(const Record& record, const TextEncoder& encoder,

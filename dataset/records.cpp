@@ -6,10 +6,12 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "base/check.h"
 #include "io/file/json_depth.h"
+#include "io/tokenizer/python_json.h"
 
 namespace glm4 {
 
@@ -18,12 +20,14 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<const char*, 4> kRoles = {"system", "user", "assistant", "observation"};
+constexpr std::array<const char*, 5> kRoles = {"system", "user", "assistant", "observation",
+                                               "tool"};
 
-const std::string& string_field(const json& j, const char* key, const std::string& where) {
-  const json& v = j.at(key);
+template <class Json>
+const std::string& string_field(const Json& j, const char* key, const std::string& where) {
+  const Json& v = j.at(key);
   GLM4_CHECK(v.is_string(), where, " must be a string, got ", v.type_name());
-  return v.get_ref<const std::string&>();
+  return v.template get_ref<const std::string&>();
 }
 
 // An integer array of token ids (>= 0) or labels (-100 or >= 0), each within int32.
@@ -47,30 +51,113 @@ std::vector<int32_t> int_array(const json& v, const char* key, bool labels) {
   return out;
 }
 
-std::vector<ChatMessage> messages_field(const json& v) {
+// Tool specs: an array of objects, each kept as JSON text in its key order.
+std::vector<std::string> tools_field(const ordered_json& v, const std::string& where) {
+  GLM4_CHECK(v.is_array(), where, " must be an array of tool specs, got ", v.type_name());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const ordered_json& t = v[i];
+    const std::string at = str_cat(where, "[", i, "]");
+    GLM4_CHECK(t.is_object(), at, " must be an object, got ", t.type_name());
+    const auto f = t.find("function");
+    GLM4_CHECK(t.value("type", "") == "function" && f != t.end() && f->is_object() &&
+                   f->contains("name") && (*f)["name"].is_string(),
+               at, " must be {\"type\": \"function\", \"function\": {\"name\": str, ...}}");
+    out.push_back(t.dump());
+  }
+  return out;
+}
+
+// A call's arguments as JSON object text: a string holding one, or an object (written as
+// Python's json.dumps writes it, the form GLM's own tooling gives).
+std::string arguments_text(const ordered_json& v, const std::string& where) {
+  if (v.is_object()) return python_json_dumps(v);
+  GLM4_CHECK(v.is_string(), where, " must be a JSON object or a string holding one, got ",
+             v.type_name());
+  const std::string& text = v.get_ref<const std::string&>();
+  const ordered_json parsed = parse_ordered_json(text);
+  GLM4_CHECK(text.empty() || (!parsed.is_discarded() && parsed.is_object()), where,
+             " is not a JSON object: ", text.substr(0, 80));
+  return text;
+}
+
+std::vector<ToolCall> tool_calls_field(const ordered_json& v, const std::string& where) {
+  GLM4_CHECK(v.is_array(), where, " must be an array, got ", v.type_name());
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = str_cat(where, "[", i, "]");
+    GLM4_CHECK(v[i].is_object(), at, " must be an object, got ", v[i].type_name());
+    const auto f = v[i].find("function");
+    GLM4_CHECK(f != v[i].end() && f->is_object(), at, " has no \"function\" object");
+    GLM4_CHECK(f->contains("name"), at, ".function has no \"name\"");
+    ToolCall call;
+    call.name = string_field(*f, "name", at + ".function.name");
+    GLM4_CHECK(!call.name.empty(), at, ".function.name is empty");
+    if (f->contains("arguments") && !(*f)["arguments"].is_null())
+      call.arguments = arguments_text((*f)["arguments"], at + ".function.arguments");
+    if (v[i].contains("id") && v[i]["id"].is_string()) call.id = v[i]["id"];
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// zai's fine-tuning demo writes a call as an assistant turn whose content is
+// {"name": str, "arguments": {...}}: that, in a record with tools, is a call.
+std::optional<ToolCall> demo_call(const std::string& content) {
+  if (content.empty() || content.front() != '{') return std::nullopt;
+  const ordered_json j = parse_ordered_json(content);
+  if (j.is_discarded() || !j.is_object() || j.size() != 2 || !j.contains("name") ||
+      !j["name"].is_string() || !j.contains("arguments") || !j["arguments"].is_object())
+    return std::nullopt;
+  return ToolCall{"", j["name"].get<std::string>(), python_json_dumps(j["arguments"])};
+}
+
+std::vector<ChatMessage> messages_field(const ordered_json& v, std::vector<std::string>* tools) {
   GLM4_CHECK(v.is_array(), "\"messages\" must be an array, got ", v.type_name());
   GLM4_CHECK(!v.empty(), "\"messages\" is empty");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    const json& m = v[i];
+    const ordered_json& m = v[i];
     const std::string where = str_cat("\"messages\"[", i, "]");
     GLM4_CHECK(m.is_object(), where, " must be an object, got ", m.type_name());
     GLM4_CHECK(m.contains("role"), where, " has no \"role\"");
-    GLM4_CHECK(m.contains("content"), where, " has no \"content\"");
+    const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+    const bool has_content = m.contains("content") && !m["content"].is_null();
+    GLM4_CHECK(has_content || has_calls, where, " has no \"content\"");
     ChatMessage msg{string_field(m, "role", where + ".role"),
-                    string_field(m, "content", where + ".content")};
+                    has_content ? string_field(m, "content", where + ".content") : ""};
     bool known = false;
     for (const char* r : kRoles) known = known || msg.role == r;
     GLM4_CHECK(known, where, " has unknown role \"", msg.role,
-               "\" (expected system, user, assistant or observation)");
+               "\" (expected system, user, assistant, tool or observation)");
     if (m.contains("reasoning_content") && !m["reasoning_content"].is_null()) {
       GLM4_CHECK(msg.role == "assistant", where,
                  ".reasoning_content: only an assistant turn has one (this one is \"", msg.role,
                  "\")");
       msg.reasoning_content = string_field(m, "reasoning_content", where + ".reasoning_content");
     }
+    if (has_calls) {
+      GLM4_CHECK(msg.role == "assistant", where,
+                 ".tool_calls: only an assistant turn makes calls (this one is \"", msg.role,
+                 "\")");
+      msg.tool_calls = tool_calls_field(m["tool_calls"], where + ".tool_calls");
+    }
+    if (m.contains("tools") && !m["tools"].is_null()) {  // zai's demo: tools on the system turn
+      GLM4_CHECK(msg.role == "system", where, ".tools: only a system turn carries tools");
+      GLM4_CHECK(tools->empty(), where, ".tools: the record already has tools");
+      *tools = tools_field(m["tools"], where + ".tools");
+    }
+    if (msg.role == "tool" && m.contains("tool_call_id") && m["tool_call_id"].is_string())
+      msg.tool_call_id = m["tool_call_id"];
     out.push_back(std::move(msg));
   }
+  if (!tools->empty())
+    for (ChatMessage& m : out)
+      if (m.role == "assistant" && m.tool_calls.empty())
+        if (std::optional<ToolCall> call = demo_call(m.content)) {
+          m.tool_calls.push_back(std::move(*call));
+          m.content.clear();
+        }
   return out;
 }
 
@@ -166,7 +253,15 @@ Record parse_record(std::string_view line) {
     r.completion = string_field(j, "completion", "\"completion\"");
   } else if (messages) {
     r.kind = Record::Kind::kChat;
-    r.messages = messages_field(j.at("messages"));
+    // Again keeping key order: tool specs and call arguments are rendered as written.
+    const ordered_json ordered = ordered_json::parse(line);
+    if (ordered.contains("tools") && !ordered["tools"].is_null())
+      r.tools = tools_field(ordered["tools"], "\"tools\"");
+    std::vector<std::string> system_tools;
+    r.messages = messages_field(ordered.at("messages"), &system_tools);
+    GLM4_CHECK(r.tools.empty() || system_tools.empty(),
+               "tools are given twice: beside \"messages\" and on a system turn");
+    if (!system_tools.empty()) r.tools = std::move(system_tools);
   } else {
     r.kind = Record::Kind::kTokens;
     r.input_ids = int_array(j.at("input_ids"), "input_ids", false);

@@ -25,9 +25,14 @@ std::string resolve_eval_path(const std::string& path);
 // One line of a data file. Lines are objects of exactly one shape (other keys are ignored):
 //   {"text": str}
 //   {"prompt": str, "completion": str}
-//   {"messages": [{"role": "system|user|assistant|observation", "content": str}, ...]}
+//   {"messages": [{"role": "system|user|assistant|tool|observation", "content": str}, ...],
+//    "tools": [OpenAI tool spec, ...]?}
 //     (an assistant turn may carry "reasoning_content": str, its thinking, which the GLM-4.5
-//     family's formats train on; the others ignore it)
+//     family's formats train on, the others ignore it; and "tool_calls": [{"id"?, "function":
+//     {"name": str, "arguments": JSON object or a string holding one}}], then "content" may be
+//     null or absent; "tool" and "observation" turns are tool results. zai's fine-tuning demo
+//     layout works too: "tools" on a system turn, and an assistant turn whose content is
+//     {"name": str, "arguments": {...}} is a call when the record has tools.)
 //   {"input_ids": [int, ...], "labels": [int, ...]?}   labels: -100 or a token id, one per id
 // plus an optional "task": str that evaluation groups scores by.
 struct Record {
@@ -36,6 +41,7 @@ struct Record {
   std::string text;
   std::string prompt, completion;
   std::vector<ChatMessage> messages;
+  std::vector<std::string> tools;  // chat: tool specs as JSON text (ChatOptions::tools)
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // empty unless has_labels
   bool has_labels = false;

@@ -39,9 +39,9 @@ TextEncoder make_text_encoder(const std::filesystem::path& model_dir) {
     lazy->load();
     return lazy->tok->encode(text, false);
   };
-  enc.render_chat = [lazy](const std::vector<ChatMessage>& messages) {
+  enc.render_chat = [lazy](const std::vector<ChatMessage>& messages, const ChatOptions& options) {
     lazy->load();
-    return render_chat(*lazy->tok, lazy->format, messages, false);
+    return render_chat(*lazy->tok, lazy->format, messages, false, options);
   };
   // prefix and eos are needed before any record is read: load now if the files exist.
   bool has_tokenizer = std::filesystem::exists(model_dir / "tokenizer.json") ||

@@ -14,8 +14,9 @@ namespace glm4 {
 // How records become tokens; a data set needs no tokenizer of its own.
 struct TextEncoder {
   std::function<std::vector<int32_t>(std::string_view)> encode;  // plain text, no specials
-  // The whole conversation, starting with prefix_ids when the template writes them.
-  std::function<RenderedChat(const std::vector<ChatMessage>&)> render_chat;
+  // The whole conversation, starting with prefix_ids when the template writes them; the options
+  // carry the record's tools.
+  std::function<RenderedChat(const std::vector<ChatMessage>&, const ChatOptions&)> render_chat;
   std::vector<int32_t> prefix_ids;  // e.g. [gMASK]<sop> for GLM-4
   int32_t eos_id = -1;
 };

@@ -263,6 +263,10 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   const ResponseMeta meta{endpoint, random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
                           log->model, int64_t(std::time(nullptr))};
   const bool want_logprobs = parsed.top_logprobs >= 0;
+  // How a chat reply is read (reasoning, tool calls); not at all for plain-text replies.
+  const ReplyReading reading =
+      endpoint == Endpoint::Chat ? reply_reading(served_.format, parsed.chat_options, parsed.tools)
+                                 : ReplyReading{};
 
   if (!parsed.stream) {
     ++state_->in_flight;
@@ -304,8 +308,16 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
       const std::string& reason = a.last.finish_reason;
       if ((reason == "error" || reason == "cancelled") && failed != "error") failed = reason;
       choices.push_back({a.text, reason, want_logprobs ? &a.logprobs : nullptr});
+      if (reading.parse) {
+        ChatReply reply(reading);
+        reply.start();
+        reply.push(a.text);
+        reply.finish();
+        choices.back().message = reply.message();
+        choices.back().finish_reason = reply.finish_reason(reason);
+      }
     }
-    log->finish_reason = failed.empty() ? answers[0].last.finish_reason : failed;
+    log->finish_reason = failed.empty() ? choices[0].finish_reason : failed;
     if (client_gone && failed == "cancelled") {
       // Nothing to send. The log reads as for a streamed request whose client went away: status
       // 200, finish_reason "cancelled".
@@ -332,8 +344,10 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
   std::shared_ptr<SlotHandle> handle = handles[0];  // a stream has one choice (n = 1)
   struct StreamState {
     bool role_sent = false, finished = false;
+    std::unique_ptr<ChatReply> reply;  // a chat reply read into deltas (reading.parse)
   };
   auto st = std::make_shared<StreamState>();
+  if (reading.parse) st->reply = std::make_unique<ChatReply>(reading);
   const bool include_usage = parsed.include_usage;
   ++state_->in_flight;
   res.set_header("Cache-Control", "no-cache");
@@ -352,6 +366,9 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
           st->role_sent = true;
           if (!send(stream_chunk(meta, "", nullptr, "", 0, 0, *served_.tokenizer, true)))
             return false;
+          if (st->reply)  // a forced call's opening: its name comes first
+            if (const json d = st->reply->start(); !d.is_null())
+              if (!send(delta_chunk(meta, d, nullptr, *served_.tokenizer))) return false;
         }
         SlotEvent e;
         if (!handle->next(&e, kPoll)) return true;  // called again: nothing to write yet
@@ -360,6 +377,11 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
         log->completion_tokens += int64_t(e.ids.size());
         const std::vector<TokenLogprob>* lps =
             want_logprobs && !e.logprobs.empty() ? &e.logprobs : nullptr;
+        if (!e.done && st->reply) {
+          const json d = st->reply->push(e.text);
+          if (d.is_null() && !lps) return true;
+          return send(delta_chunk(meta, d, lps, *served_.tokenizer));
+        }
         if (!e.done) {
           if (e.text.empty() && !lps) return true;
           return send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
@@ -375,6 +397,16 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
                                             ? "generation failed: " + e.error
                                             : "the request was cancelled (shutdown)",
                                         "", "internal_error", "server_error")));
+        } else if (st->reply) {
+          json d = st->reply->push(e.text);
+          if (!d.is_null() || lps) ok = send(delta_chunk(meta, d, lps, *served_.tokenizer));
+          d = st->reply->finish();
+          if (!d.is_null()) ok = ok && send(delta_chunk(meta, d, nullptr, *served_.tokenizer));
+          log->finish_reason = st->reply->finish_reason(e.finish_reason);
+          ok = ok && send(stream_chunk(meta, "", nullptr, log->finish_reason, e.prompt_tokens,
+                                       e.completion_tokens, *served_.tokenizer));
+          if (include_usage)
+            ok = ok && send(usage_chunk(meta, e.prompt_tokens, e.completion_tokens));
         } else {
           if (!e.text.empty() || lps)
             ok = send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));

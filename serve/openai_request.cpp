@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "io/file/json_depth.h"
+#include "io/tokenizer/glm45_chat.h"
 #include "serve/openai_schema.h"
 
 namespace glm4::serve {
@@ -106,6 +107,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
                            "\" (system, developer, user, assistant, tool)");
     const json* content = field(msg, "content");
     out.push_back({r, content ? message_content(*content, p + ".content") : std::string()});
+    if (const json* calls = field(msg, "tool_calls"); calls && r == "assistant")
+      out.back().tool_calls = parse_tool_calls(*calls, p);
     // The thinking of an earlier answer, as OpenAI-style clients send it back (the GLM-4.5
     // family's template writes it after the last user turn; other formats ignore it).
     if (const json* reasoning = field(msg, "reasoning_content"); reasoning && r == "assistant") {
@@ -170,6 +173,8 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
   }
   if (endpoint == Endpoint::Chat) {
     r.messages = parse_messages(body);
+    r.tools = parse_tool_fields(body, text);
+    r.chat_options.tools = r.tools.tools;
     if (const json* kwargs = field(body, "chat_template_kwargs")) {
       if (!kwargs->is_object()) bad("chat_template_kwargs", "expected an object");
       if (const json* v = field(*kwargs, "enable_thinking"))
@@ -258,13 +263,18 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   out.adapter = *slot;
   const Tokenizer& tok = *served.tokenizer;
   if (r.endpoint == Endpoint::Chat) {
+    const ReplyReading reading = reply_reading(served.format, r.chat_options, r.tools);
     try {
       out.prompt = render_chat(tok, served.format, r.messages, true, r.chat_options).ids;
     } catch (const Error& e) {
       throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_value");
     }
+    const std::vector<int32_t> prefill = encode_template_text(tok, reading.prefill);
+    out.prompt.insert(out.prompt.end(), prefill.begin(), prefill.end());
     out.stop_ids = served.chat_stop_ids;
-    out.strip_leading_newline = reply_starts_with_newline(served.format);
+    // A parsed reply drops its leading whitespace itself (and Glm4's "\n" tells answers from
+    // calls there).
+    out.strip_leading_newline = reply_starts_with_newline(served.format) && !reading.parse;
   } else if (r.prompt_is_ids) {
     const int64_t vocab = served.model->config.vocab_size;
     for (int32_t id : r.prompt_ids)

@@ -82,7 +82,9 @@ json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& ch
     json choice = {{"index", i},
                    {"logprobs", logprobs_json(meta.endpoint, c.logprobs, tokenizer)},
                    {"finish_reason", reason_or_null(c.finish_reason)}};
-    if (chat)
+    if (chat && !c.message.is_null())
+      choice["message"] = c.message;
+    else if (chat)
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
     else
       choice["text"] = c.text;
@@ -115,6 +117,17 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text,
   json body = head(meta, chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array({choice});
   if (!finish_reason.empty()) body["usage"] = usage(prompt_tokens, completion_tokens);
+  return body;
+}
+
+json delta_chunk(const ResponseMeta& meta, const json& delta,
+                 const std::vector<TokenLogprob>* logprobs, const Tokenizer& tokenizer) {
+  json choice = {{"index", 0},
+                 {"delta", delta.is_null() ? json::object() : delta},
+                 {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
+                 {"finish_reason", nullptr}};
+  json body = head(meta, "chat.completion.chunk");
+  body["choices"] = json::array({choice});
   return body;
 }
 

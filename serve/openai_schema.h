@@ -12,6 +12,7 @@
 
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
+#include "serve/openai_tools.h"
 #include "serve/scheduler.h"
 
 namespace glm4::serve {
@@ -35,7 +36,8 @@ struct ParsedRequest {
   Endpoint endpoint = Endpoint::Chat;
   std::string model;                  // empty when not given
   std::vector<ChatMessage> messages;  // chat
-  ChatOptions chat_options;           // chat_template_kwargs (enable_thinking)
+  ChatOptions chat_options;           // chat_template_kwargs (enable_thinking), tools
+  ToolRequest tools;                  // tools and tool_choice (serve/openai_tools.h)
   std::string prompt;                 // completions, given as text
   std::vector<int32_t> prompt_ids;    // completions, given as token ids
   bool prompt_is_ids = false;
@@ -76,7 +78,8 @@ struct ServedModels {
 };
 
 // Tokenizes and resolves the model: 404 for an unknown model, 400 for a prompt that does not
-// fit the context (prompt tokens >= context length) or token ids outside the vocabulary.
+// fit the context (prompt tokens >= context length) or token ids outside the vocabulary. A chat
+// prompt ends with reply_reading's prefill (a forced tool call's opening).
 // A request without a seed gets `fallback_seed`; without max_tokens, the rest of the context;
 // without a sampling field, served.sampling_defaults' value.
 SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served,
@@ -92,6 +95,7 @@ struct ResponseMeta {
 struct ChoiceText {
   std::string text, finish_reason;
   const std::vector<TokenLogprob>* logprobs = nullptr;  // null: no logprobs asked for
+  json message = nullptr;  // a chat reply read by ChatReply: its message, else {content: text}
 };
 // The whole answer of a non-streamed request: one choice per answer, in order; usage counts the
 // prompt once and the tokens of every choice.
@@ -103,6 +107,9 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text,
                   const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
                   int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
                   bool role_only = false);
+// A chat chunk whose delta is `delta` (ChatReply's: content, reasoning_content, tool_calls).
+json delta_chunk(const ResponseMeta& meta, const json& delta,
+                 const std::vector<TokenLogprob>* logprobs, const Tokenizer& tokenizer);
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is set.
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);
 json models_body(const ServedModels& served);

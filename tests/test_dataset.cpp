@@ -53,7 +53,7 @@ std::vector<int32_t> bytes(std::string_view s) {
   return ids;
 }
 
-RenderedChat render(const std::vector<ChatMessage>& msgs) {
+RenderedChat render(const std::vector<ChatMessage>& msgs, const ChatOptions& = {}) {
   RenderedChat r;
   auto add = [&](int32_t id, bool target) {
     r.ids.push_back(id);
@@ -152,7 +152,7 @@ TEST(Examples, ChatUsesTheTemplatesTargetMaskOnlyWhenMaskingPrompts) {
 
 TEST(Examples, ChatWithoutTheLeadingPrefixTrainsOnEveryToken) {
   TextEncoder e = toy_encoder();
-  e.render_chat = [](const std::vector<ChatMessage>& m) {
+  e.render_chat = [](const std::vector<ChatMessage>& m, const ChatOptions&) {
     RenderedChat r = render(m);
     r.ids.erase(r.ids.begin(), r.ids.begin() + 2);
     r.target.erase(r.target.begin(), r.target.begin() + 2);
@@ -298,12 +298,12 @@ TEST(LoadDataset, TokenizerProblemsAreReportedWithFileAndLine) {
   expect_error([&] { load_dataset(file, no_chat, {}); },
                file + ":1: chat records need a chat template");
   TextEncoder throwing = toy_encoder();
-  throwing.render_chat = [](const std::vector<ChatMessage>&) -> RenderedChat {
+  throwing.render_chat = [](const std::vector<ChatMessage>&, const ChatOptions&) -> RenderedChat {
     throw std::runtime_error("template exploded");
   };
   expect_error([&] { load_dataset(file, throwing, {}); }, file + ":1: template exploded");
   TextEncoder bad_mask = toy_encoder();
-  bad_mask.render_chat = [](const std::vector<ChatMessage>& m) {
+  bad_mask.render_chat = [](const std::vector<ChatMessage>& m, const ChatOptions&) {
     RenderedChat r = render(m);
     r.target.pop_back();
     return r;

@@ -29,17 +29,26 @@ struct Case {
 const std::vector<Case>& fixture_cases() {
   static const std::vector<Case> cases = [] {
     std::ifstream in(kTemplates / "fixtures.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const auto j = nlohmann::ordered_json::parse(in);
     std::vector<Case> out;
     for (const auto& c : j.at("cases")) {
       Case k;
-      k.format = c.at("format") == "glm45" ? ChatFormat::Glm45 : ChatFormat::Glm47;
-      k.name = c.at("format").get<std::string>() + " " + c.at("name").get<std::string>();
+      const std::string format = c.at("format");
+      k.format = format == "glm45"   ? ChatFormat::Glm45
+                 : format == "glm47" ? ChatFormat::Glm47
+                                     : ChatFormat::Glm4;
+      k.name = format + " " + c.at("name").get<std::string>();
       for (const auto& m : c.at("messages")) {
         ChatMessage msg{m.at("role"), m.at("content")};
         if (m.contains("reasoning_content")) msg.reasoning_content = m.at("reasoning_content");
+        for (const auto& tc : m.value("tool_calls", nlohmann::ordered_json::array()))
+          msg.tool_calls.push_back(
+              {tc.at("id"), tc.at("function").at("name"), tc.at("function").at("arguments")});
+        msg.tool_call_id = m.value("tool_call_id", "");
         k.messages.push_back(msg);
       }
+      for (const auto& t : c.value("tools", nlohmann::ordered_json::array()))
+        k.options.tools.push_back(t.dump());  // keys in the file's order: the rendered order
       k.add_generation_prompt = c.at("add_generation_prompt");
       k.options.enable_thinking = c.value("enable_thinking", true);
       k.text = c.at("text");
@@ -54,31 +63,44 @@ bool ends_with_assistant(const Case& c) {
   return !c.add_generation_prompt && !c.messages.empty() && c.messages.back().role == "assistant";
 }
 
+// What a training record appends after a final assistant turn: <|endoftext|>, or
+// <|observation|> after a turn that calls tools.
+std::vector<int32_t> record_end(const Tokenizer& tok, const Case& c) {
+  if (!ends_with_assistant(c)) return {};
+  return {
+      *tok.special_id(c.messages.back().tool_calls.empty() ? "<|endoftext|>" : "<|observation|>")};
+}
+
 TEST(Glm45Chat, TextMatchesJinjaByteForByte) {
-  ASSERT_EQ(fixture_cases().size(), 150u);
-  for (const Case& c : fixture_cases())
+  ASSERT_EQ(fixture_cases().size(), 222u);
+  for (const Case& c : fixture_cases()) {
+    if (c.format == ChatFormat::Glm4) continue;  // Glm4 renders ids only: the next test
     EXPECT_EQ(render_glm45_text(c.format, c.messages, c.add_generation_prompt, c.options), c.text)
         << c.name;
+  }
 }
 
 // The ids equal what the tokenizer gives the template's text (special tokens as single ids),
 // plus the <|endoftext|> a training record ends with.
 TEST(Glm45Chat, IdsMatchTheEncodedFixtureText) {
   const Tokenizer& tok = shared_tokenizer("glm4-json");
-  const int32_t eos = *tok.special_id("<|endoftext|>");
   for (const Case& c : fixture_cases()) {
     const RenderedChat chat =
         render_chat(tok, c.format, c.messages, c.add_generation_prompt, c.options);
     std::vector<int32_t> want = tok.encode(c.text, /*allow_special=*/true);
-    if (ends_with_assistant(c)) want.push_back(eos);
+    for (int32_t id : record_end(tok, c)) want.push_back(id);
     EXPECT_EQ(chat.ids, want) << c.name;
     EXPECT_EQ(chat.target.size(), chat.ids.size()) << c.name;
+    if (c.format == ChatFormat::Glm4) {  // rendered as ids only: their text is the fixture's
+      const size_t n = chat.ids.size() - record_end(tok, c).size();
+      EXPECT_EQ(tok.decode(std::span(chat.ids.data(), n), false), c.text) << c.name;
+    }
   }
 }
 
-// The GLM-4 tokenizer with <think> and </think> as added tokens past its vocabulary, as
-// GLM-4.5's tokenizer.json has them: encoding with special tokens splits the text at them, as
-// Hugging Face's added tokens do.
+// The GLM-4 tokenizer with <think>, </think> and the tool tags as added tokens past its
+// vocabulary, as GLM-4.5's tokenizer.json has them: encoding with special tokens splits the text at
+// them, as Hugging Face's added tokens do.
 class WithThinkTokens : public Tokenizer {
  public:
   explicit WithThinkTokens(const Tokenizer& base) : base_(base) {}
@@ -101,7 +123,7 @@ class WithThinkTokens : public Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
     return base_.decode(ids, skip_special);
   }
-  int32_t vocab_size() const override { return base_.vocab_size() + 2; }
+  int32_t vocab_size() const override { return base_.vocab_size() + int32_t(markers().size()); }
   std::optional<int32_t> special_id(std::string_view token) const override {
     for (const auto& [name, id] : markers())
       if (token == name) return id;
@@ -111,14 +133,18 @@ class WithThinkTokens : public Tokenizer {
 
  private:
   std::vector<std::pair<std::string, int32_t>> markers() const {
-    return {{"<think>", base_.vocab_size()}, {"</think>", base_.vocab_size() + 1}};
+    std::vector<std::pair<std::string, int32_t>> out;
+    for (const char* tag :
+         {"<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+          "<arg_value>", "</arg_value>", "<tool_response>", "</tool_response>"})
+      out.emplace_back(tag, base_.vocab_size() + int32_t(out.size()));
+    return out;
   }
   const Tokenizer& base_;
 };
 
 TEST(Glm45Chat, ThinkTagsAreSingleIdsWhenTheVocabularyHasThem) {
   const WithThinkTokens tok(shared_tokenizer("glm4-json"));
-  const int32_t eos = *tok.special_id("<|endoftext|>");
   int checked = 0;
   for (const Case& c : fixture_cases()) {
     // The one case whose kept content holds literal tags: glm4 encodes message content as text
@@ -127,11 +153,11 @@ TEST(Glm45Chat, ThinkTagsAreSingleIdsWhenTheVocabularyHasThem) {
     const RenderedChat chat =
         render_chat(tok, c.format, c.messages, c.add_generation_prompt, c.options);
     std::vector<int32_t> want = tok.encode(c.text, /*allow_special=*/true);
-    if (ends_with_assistant(c)) want.push_back(eos);
+    for (int32_t id : record_end(tok, c)) want.push_back(id);
     EXPECT_EQ(chat.ids, want) << c.name;
     ++checked;
   }
-  EXPECT_EQ(checked, 140);
+  EXPECT_EQ(checked, 212);
   const RenderedChat chat = render_chat(tok, ChatFormat::Glm45, {{"user", "q"}}, true, {false});
   EXPECT_EQ(std::vector<int32_t>(chat.ids.end() - 2, chat.ids.end()),
             (std::vector<int32_t>{*tok.special_id("<think>"), *tok.special_id("</think>")}));
@@ -179,15 +205,29 @@ TEST(Glm45Chat, StripIsPythons) {
   EXPECT_EQ(python_strip(""), "");
 }
 
-TEST(Glm45Chat, RefusesToolRolesAndNamesThem) {
+TEST(Glm45Chat, RefusesUnknownRolesAndBadArgumentsAndNamesThem) {
   const Tokenizer& tok = shared_tokenizer("glm4-json");
-  try {
-    render_chat(tok, ChatFormat::Glm45, {{"user", "q"}, {"observation", "r"}}, true);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("message 1 has role 'observation'"), std::string::npos)
-        << e.what();
-  }
+  auto error_of = [&](const std::vector<ChatMessage>& messages) {
+    try {
+      render_chat(tok, ChatFormat::Glm45, messages, true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of({{"user", "q"}, {"function", "r"}}).find("message 1 has role 'function'"),
+            std::string::npos);
+  ChatMessage call{"assistant", ""};
+  call.tool_calls.push_back({"c1", "f", "[1, 2]"});
+  EXPECT_NE(error_of({{"user", "q"}, call})
+                .find("message 1 tool_calls[0] arguments are not a JSON object: [1, 2]"),
+            std::string::npos)
+      << error_of({{"user", "q"}, call});
+  // "observation" is the tool role's other name: both render as a tool result.
+  ChatOptions none;
+  EXPECT_EQ(
+      render_glm45_text(ChatFormat::Glm47, {{"user", "q"}, {"observation", "r"}}, false, none),
+      "[gMASK]<sop><|user|>q<|observation|><tool_response>r</tool_response>");
 }
 
 TEST(Glm45Chat, StopIds) {

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "io/file/json_file.h"
 #include "io/tokenizer/glm45_chat.h"
+#include "io/tokenizer/python_json.h"
 
 namespace glm4 {
 namespace {
@@ -20,55 +21,109 @@ int32_t need_special(const Tokenizer& tok, std::string_view token, ChatFormat fo
 
 struct Builder {
   RenderedChat chat;
+  bool in_tool_result = false;  // what is added now belongs to a tool result turn
   void add(int32_t id, bool target) {
     chat.ids.push_back(id);
     chat.target.push_back(target ? 1 : 0);
+    chat.tool_result.push_back(in_tool_result ? 1 : 0);
   }
   void add(const std::vector<int32_t>& ids, bool target) {
     for (int32_t id : ids) add(id, target);
   }
 };
 
+// glm-4-9b-chat's system text for a message carrying tools: its preamble, then per function
+// "## name", the function spec as tojson(indent=4) writes it, and the call instruction (the
+// template's "\n\n## " loses a newline to trim_blocks, as transformers renders it).
+std::string glm4_tools_text(const std::vector<std::string>& tools) {
+  std::string text =
+      "\n你是一个名为 ChatGLM 的人工智能助手。你是基于智谱AI训练的语言模型 GLM-4 "
+      "模型开发的，你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ordered_json tool = parse_ordered_json(tools[i]);
+    GLM4_CHECK(tool.is_object() && tool.value("type", "") == "function" &&
+                   tool.contains("function") && tool["function"].is_object() &&
+                   tool["function"].contains("name") && tool["function"]["name"].is_string(),
+               "chat template glm4: tools[", i,
+               "] is not {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    const ordered_json& function = tool["function"];
+    text += "\n## " + function["name"].get<std::string>() + "\n\n" +
+            python_json_dumps(function, 4) + "\n在调用上述函数时，请使用 Json 格式表示调用的参数。";
+  }
+  return text;
+}
+
 // GLM-4 and ChatGLM3: role tokens, "\n", content.
 RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
                                 const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) {
+                                bool add_generation_prompt, const ChatOptions& options) {
   const bool glm4 = format == ChatFormat::Glm4;
+  GLM4_CHECK(glm4 || options.tools.empty(), "chat template ", chat_format_name(format),
+             ": this format has no tool definitions (tools are for GLM-4 and later)");
   Builder b;
   b.add(need_special(tok, "[gMASK]", format), false);
   b.add(need_special(tok, glm4 ? "<sop>" : "sop", format), false);
   const std::vector<int32_t> newline = tok.encode("\n");
+  const bool tools_on_system =
+      !options.tools.empty() && !messages.empty() && messages.front().role == "system";
+  if (!options.tools.empty()) {
+    b.add(need_special(tok, "<|system|>", format), false);
+    b.add(tok.encode(glm4_tools_text(options.tools)), false);
+  }
   bool after_assistant = false;  // the next role token ends an assistant turn
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    GLM4_CHECK(
-        m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "observation",
-        "chat template: message ", i, " has unknown role '", m.role,
-        "' (system, user, assistant, observation)");
-    b.add(need_special(tok, "<|" + m.role + "|>", format), after_assistant);
+    GLM4_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
+                   m.role == "observation" || m.role == "tool",
+               "chat template: message ", i, " has unknown role '", m.role,
+               "' (system, user, assistant, observation, tool)");
+    GLM4_CHECK(glm4 || m.tool_calls.empty(), "chat template ", chat_format_name(format),
+               ": message ", i, " has tool_calls; this format does not write them");
+    // The template writes a system turn that carries the tools only when it has content.
+    if (i == 0 && tools_on_system && m.content.empty()) continue;
     const bool assistant = m.role == "assistant";
-    // An assistant turn's "\n" is a target too: the generation prompt ends at <|assistant|>, so
-    // the model has to produce it (as in mlx-lm's prompt masking and the official recipes).
-    if (glm4) {
-      b.add(tok.encode("\n" + m.content), assistant);
-    } else {
-      b.add(newline, assistant);
-      b.add(tok.encode(m.content), assistant);
+    b.in_tool_result = false;
+    if (!assistant || !m.content.empty() || m.tool_calls.empty()) {
+      const std::string role = m.role == "tool" ? "observation" : m.role;
+      b.add(need_special(tok, "<|" + role + "|>", format), after_assistant);
+      b.in_tool_result = m.role == "tool" || m.role == "observation";
+      // An assistant turn's "\n" is a target too: the generation prompt ends at <|assistant|>,
+      // so the model has to produce it (as in mlx-lm's prompt masking and the official
+      // recipes).
+      if (glm4) {
+        b.add(tok.encode("\n" + m.content), assistant);
+      } else {
+        b.add(newline, assistant);
+        b.add(tok.encode(m.content), assistant);
+      }
+      after_assistant = assistant;
     }
-    after_assistant = assistant;
+    for (const ToolCall& call : m.tool_calls) {
+      b.add(need_special(tok, "<|assistant|>", format), after_assistant);
+      b.add(tok.encode(call.name + "\n" + call.arguments), true);
+      after_assistant = true;
+    }
   }
+  b.in_tool_result = false;
   if (add_generation_prompt) {
     b.add(need_special(tok, "<|assistant|>", format), after_assistant);
   } else if (after_assistant) {
-    b.add(need_special(tok, glm4 ? "<|endoftext|>" : "</s>", format), true);
+    const bool calls = !messages.back().tool_calls.empty();
+    b.add(need_special(tok,
+                       calls  ? "<|observation|>"
+                       : glm4 ? "<|endoftext|>"
+                              : "</s>",
+                       format),
+          true);
   }
   return std::move(b.chat);
 }
 
 // ChatGLM2: plain-text rounds.
 RenderedChat render_chatglm2(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) {
+                             bool add_generation_prompt, const ChatOptions& options) {
   const ChatFormat format = ChatFormat::ChatGlm2;
+  GLM4_CHECK(options.tools.empty(), "chat template chatglm2: this format has no tools");
   Builder b;
   b.add(need_special(tok, "[gMASK]", format), false);
   b.add(need_special(tok, "sop", format), false);
@@ -179,8 +234,9 @@ RenderedChat render_chat(const Tokenizer& tok, ChatFormat format,
                          const ChatOptions& options) {
   if (format == ChatFormat::Glm45 || format == ChatFormat::Glm47)
     return render_glm45(tok, format, messages, add_generation_prompt, options);
-  if (format == ChatFormat::ChatGlm2) return render_chatglm2(tok, messages, add_generation_prompt);
-  return render_role_tokens(tok, format, messages, add_generation_prompt);
+  if (format == ChatFormat::ChatGlm2)
+    return render_chatglm2(tok, messages, add_generation_prompt, options);
+  return render_role_tokens(tok, format, messages, add_generation_prompt, options);
 }
 
 bool reply_starts_with_newline(ChatFormat format) {

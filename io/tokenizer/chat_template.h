@@ -12,13 +12,22 @@
 
 namespace glm4 {
 
+// One function call an assistant turn makes (OpenAI's tool_calls[i]).
+struct ToolCall {
+  std::string id;  // OpenAI's call id ("call_..."); not rendered
+  std::string name;
+  std::string arguments;  // a JSON object as text, as OpenAI sends it ("" counts as {})
+};
+
 struct ChatMessage {
-  std::string role;  // system | user | assistant | observation
+  std::string role;  // system | user | assistant | tool (or observation: the same)
   std::string content;
   // An assistant turn's thinking (OpenAI-style `reasoning_content`). Only the GLM-4.5 family's
   // formats write it; unset there means "split <think>...</think> out of content", as the
   // template does. Other formats ignore it.
   std::optional<std::string> reasoning_content = std::nullopt;
+  std::vector<ToolCall> tool_calls = {};  // an assistant turn's calls, after its text
+  std::string tool_call_id = {};          // a tool result: the call it answers (not rendered)
 };
 
 // Glm45: GLM-4.5, GLM-4.5-Air, GLM-4.6 (io/tokenizer/glm45_chat.h); Glm47: GLM-4.7(-Flash);
@@ -34,6 +43,13 @@ struct ChatOptions {
   // prompt, "/nothink" after user turns for GLM-4.5/4.6); true is the templates' default.
   // Formats without thinking ignore it.
   bool enable_thinking = true;
+  // The functions the model may call: each an OpenAI tool spec ({"type": "function",
+  // "function": {"name", "description", "parameters"}}) as JSON text, keys in the order given
+  // (the templates write them as given). Glm45 / Glm47 list them under "# Tools"; Glm4 in the
+  // leading system turn, as glm-4-9b-chat's template does for a system message carrying
+  // `tools` (an empty system turn is added when the conversation has none). ChatGlm3 / ChatGlm2
+  // refuse them.
+  std::vector<std::string> tools = {};
 };
 
 // Glm4 when [gMASK], <sop> and <|user|> are single tokens (GLM-4 files and our trained
@@ -56,18 +72,25 @@ ChatFormat detect_chat_format(const Tokenizer& tokenizer, const std::filesystem:
 struct RenderedChat {
   std::vector<int32_t> ids;
   std::vector<uint8_t> target;  // target[i] = 1 where ids[i] is something the model should produce
+  // tool_result[i] = 1 where ids[i] is a tool result turn's text (after its role token, which
+  // ends the assistant's turn and is a target): what a tool answered, never trained on, even when
+  // training covers the prompt too.
+  std::vector<uint8_t> tool_result;
 };
 
-// Glm4 / ChatGlm3: [gMASK] <sop>, then per message <|role|> + "\n" + content; generation prompt
-// <|assistant|>. Targets: everything an assistant turn adds after its role token ("\n" and the
-// content, which the model must generate after the prompt's <|assistant|>) and the token that ends
-// the turn (the next role token, or the end-of-text token appended after a final assistant
-// turn). GLM-4 encodes "\n" + content as one text (as the HF chat template does);
-// ChatGLM3 encodes "\n" and content apart (as its build_single_message does).
-// ChatGlm2: [gMASK] sop + the text "[Round N]\n\n问：{q}\n\n答：{a}\n\n..."; a final assistant
-// answer is encoded apart and followed by </s>, both targets (earlier answers are prompt text, as
-// in the official fine-tuning code). Glm45 / Glm47: see glm45_chat.h. Throws glm4::Error for an
-// unknown role or a missing token.
+// Glm4 / ChatGlm3: [gMASK] <sop>, then per message <|role|> + "\n" + content (a tool result is
+// an <|observation|> turn); generation prompt <|assistant|>. Glm4 writes an assistant turn's
+// calls as glm-4-9b-chat does: each its own <|assistant|> turn, name + "\n" + arguments text,
+// after a turn with the text when there is some. Targets: everything an assistant turn adds after
+// its role token ("\n" and the content, which the model must generate after the prompt's
+// <|assistant|>) and the token that ends the turn (the next role token, or the end-of-text token
+// appended after a final assistant turn; <|observation|> instead after a final turn that calls
+// tools, as the model must stop there for the results). GLM-4 encodes "\n" + content as one text
+// (as the HF chat template does); ChatGLM3 encodes "\n" and content apart (as its
+// build_single_message does). ChatGlm2: [gMASK] sop + the text "[Round
+// N]\n\n问：{q}\n\n答：{a}\n\n..."; a final assistant answer is encoded apart and followed by </s>,
+// both targets (earlier answers are prompt text, as in the official fine-tuning code). Glm45 /
+// Glm47: see glm45_chat.h. Throws glm4::Error for an unknown role or a missing token.
 RenderedChat render_chat(const Tokenizer& tokenizer, ChatFormat format,
                          const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                          const ChatOptions& options = {});

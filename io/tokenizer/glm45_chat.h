@@ -1,6 +1,7 @@
 // The GLM-4.5 family's chat format (GLM-4.5, GLM-4.5-Air, GLM-4.6: Glm45; GLM-4.7, GLM-4.7-Flash:
-// Glm47) without tools, as its Jinja chat template renders it (tests/data/chat_templates holds
-// the templates and python3-jinja2's renderings that the tests compare against byte for byte).
+// Glm47), tools and tool calls included, as its Jinja chat template renders it
+// (tests/data/chat_templates holds the templates and python3-jinja2's renderings that the tests
+// compare against byte for byte).
 //
 // Glm45: [gMASK]<sop>, then <|system|>\n{content}; <|user|>\n{content} (+ "/nothink" when
 // thinking is off, unless the content ends with it); <|assistant|>\n<think>{reasoning}</think>
@@ -13,6 +14,11 @@
 // Reasoning is the message's reasoning_content when set, else what content holds between
 // <think> and </think> (then content is what follows the last </think>); both are stripped of
 // surrounding whitespace as Python's str.strip() does.
+// Tools (ChatOptions::tools): a <|system|> turn first, "# Tools" and one <tools> line per spec.
+// Calls: after the answer, per call <tool_call>name, <arg_key>k</arg_key><arg_value>v
+// </arg_value> per argument (strings raw, other values as JSON), </tool_call>; Glm45 puts "\n"
+// before the call and each tag. Tool results: <|observation|> once per run of tool messages,
+// each <tool_response>content</tool_response> (Glm45: "\n" inside the tags and before them).
 #pragma once
 #include <string>
 #include <vector>
@@ -21,8 +27,8 @@
 
 namespace glm4 {
 
-// The text the template writes. Throws glm4::Error for a role other than system, user or
-// assistant (tool results and tool calls are not written by this renderer yet).
+// The text the template writes. Throws glm4::Error for a role other than system, user, assistant
+// and tool (or observation), or call arguments that are not a JSON object.
 std::string render_glm45_text(ChatFormat format, const std::vector<ChatMessage>& messages,
                               bool add_generation_prompt, const ChatOptions& options);
 
@@ -34,6 +40,10 @@ std::string render_glm45_text(ChatFormat format, const std::vector<ChatMessage>&
 RenderedChat render_glm45(const Tokenizer& tokenizer, ChatFormat format,
                           const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                           const ChatOptions& options);
+
+// Text the template would write (a prompt's extension, e.g. tool_call_prefill's) as ids: its tags
+// (<think>, <tool_call>, <arg_key>, ...) by id when the tokenizer has them, the rest encoded.
+std::vector<int32_t> encode_template_text(const Tokenizer& tokenizer, std::string_view text);
 
 // Python's str.strip(): removes leading and trailing characters for which str.isspace() holds
 // (ASCII whitespace, U+001C-U+001F, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,

@@ -1,10 +1,19 @@
-"""Renders chat conversations with the GLM-4.5 family's real Jinja chat templates.
+"""Renders chat conversations with GLM's real Jinja chat templates.
 
-The C++ chat renderer (io/tokenizer/glm45_chat.cpp) must write the same bytes; this script is
-the oracle. It renders each conversation below with each template in tests/data/chat_templates
-the way transformers' apply_chat_template does (a sandboxed environment with trim_blocks and
-lstrip_blocks, `enable_thinking` passed only when the case sets it, so an unset switch is
-"undefined" to the template), and writes tests/data/chat_templates/fixtures.json.
+The C++ chat renderers (io/tokenizer/glm45_chat.cpp, chat_template.cpp) must write the same
+bytes; this script is the oracle. It renders each conversation below with each template in
+tests/data/chat_templates the way transformers' apply_chat_template does (a sandboxed
+environment with trim_blocks and lstrip_blocks, `enable_thinking` passed only when the case sets
+it, so an unset switch is "undefined" to the template), and writes
+tests/data/chat_templates/fixtures.json.
+
+Conversations are OpenAI-style (`tools` beside the messages, assistant `tool_calls` with
+`arguments` as a JSON string, `tool` results). For the GLM-4.5 family they are passed as vLLM
+passes them (arguments parsed into a mapping). glm-4-9b-chat's template reads tools from a
+message and calls from `metadata`, so for it they are first put in that layout, as GLM-4's own
+OpenAI server does: the tools on the leading system message (an empty one is inserted when there
+is none), each call its own assistant message (metadata = name, content = the arguments
+string), after the assistant's text when it has some; tool results become `observation`.
 
 Run with Debian's Jinja (python3-jinja2) from the repository root:
     /usr/bin/python3 tools/reference/chat_fixtures.py
@@ -20,7 +29,7 @@ import jinja2.sandbox
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 # format name the C++ side uses -> template file
-FORMATS = {"glm45": "GLM-4.6.jinja", "glm47": "GLM-4.7-Flash.jinja"}
+FORMATS = {"glm45": "GLM-4.6.jinja", "glm47": "GLM-4.7-Flash.jinja", "glm4": "glm-4-9b-chat.jinja"}
 
 
 def user(text):
@@ -36,6 +45,73 @@ def assistant(text, reasoning=None):
 
 def system(text):
     return {"role": "system", "content": text}
+
+
+def call(name, args, call_id):
+    # arguments as OpenAI sends them: a JSON string (Python's default separators)
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+
+
+def calls(text, *tool_calls, reasoning=None):
+    m = assistant(text, reasoning)
+    m["tool_calls"] = list(tool_calls)
+    return m
+
+
+def tool(text, call_id):
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def function(name, description, properties, required):
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required}}}
+
+
+WEATHER = function("get_weather", "Current weather of a city.",
+                   {"city": {"type": "string", "description": "City name, e.g. 上海"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   ["city"])
+SEARCH = function("search", "Search the web.",
+                  {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1},
+                   "filters": {"type": "object"}},
+                  ["query"])
+TOOLS = [WEATHER, SEARCH]
+
+# name -> (messages, tools); only glm4-family formats render these
+TOOL_CONVERSATIONS = {
+    "tools_offered": ([system("Be helpful."), user("Weather in Paris?")], TOOLS),
+    "tools_no_system": ([user("Weather in Paris?")], [WEATHER]),
+    "tool_call_only": ([user("Weather in Paris?"),
+                        calls("", call("get_weather", {"city": "Paris"}, "call_1"))], TOOLS),
+    "tool_round_trip": ([
+        system("Use tools when needed."),
+        user("Weather in Paris?"),
+        calls("", call("get_weather", {"city": "Paris", "unit": "celsius"}, "call_1"),
+              reasoning="I should call get_weather."),
+        tool('{"temperature": 21, "sky": "clear"}', "call_1"),
+        assistant("It is 21 °C and clear in Paris.", reasoning="The tool says 21."),
+    ], TOOLS),
+    "parallel_calls": ([
+        user("Weather in Paris and news about 北京?"),
+        calls("Let me check both.",
+              call("get_weather", {"city": "Paris"}, "call_a"),
+              call("search", {"query": "北京 news", "limit": 3, "filters": {"lang": "zh", "safe": True},
+                              "tags": ["a", 1, None, 2.5]}, "call_b")),
+        tool("sunny", "call_a"),
+        tool("Headline: \"tests pass\"\nsecond line", "call_b"),
+    ], TOOLS),
+    "multi_turn_tools": ([
+        user("Weather in Rome?"),
+        calls("", call("get_weather", {"city": "Rome"}, "c1"), reasoning="Call it."),
+        tool("rain", "c1"),
+        assistant("Rain in Rome.", reasoning="It rains."),
+        user("And Oslo?"),
+        calls("", call("get_weather", {"city": "Oslo"}, "c2"), reasoning="Again."),
+        tool("snow", "c2"),
+    ], TOOLS),
+}
 
 
 CONVERSATIONS = {
@@ -115,21 +191,70 @@ def environment():
     return env
 
 
+def parsed_arguments(messages):
+    """The GLM-4.5 family's templates iterate arguments as a mapping: parse the JSON strings."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [dict(tc, function=dict(
+                tc["function"], arguments=json.loads(tc["function"]["arguments"])))
+                for tc in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def glm4_layout(messages, tools):
+    """glm-4-9b-chat's layout (see the module comment)."""
+    out = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            if m["content"]:
+                out.append({"role": "assistant", "content": m["content"]})
+            for tc in m["tool_calls"]:
+                out.append({"role": "assistant", "metadata": tc["function"]["name"],
+                            "content": tc["function"]["arguments"]})
+        elif m["role"] == "tool":
+            out.append({"role": "observation", "content": m["content"]})
+        else:
+            out.append({k: v for k, v in m.items() if k != "reasoning_content"})
+    if tools:
+        if out and out[0]["role"] == "system":
+            out[0] = dict(out[0], tools=tools)
+        else:
+            out.insert(0, {"role": "system", "content": "", "tools": tools})
+    return out
+
+
+def render(template, fmt, messages, tools, gen, thinking):
+    if fmt == "glm4":
+        kwargs = {"messages": glm4_layout(messages, tools), "add_generation_prompt": gen}
+    else:
+        kwargs = {"messages": parsed_arguments(messages), "tools": tools,
+                  "add_generation_prompt": gen}
+    if thinking is not None:
+        kwargs["enable_thinking"] = thinking
+    return template.render(**kwargs)
+
+
 def main():
     env = environment()
     cases = []
     for fmt, file in FORMATS.items():
         template = env.from_string((TEMPLATES / file).read_text(encoding="utf-8"))
-        for name, messages in CONVERSATIONS.items():
+        conversations = [(n, m, None) for n, m in CONVERSATIONS.items()] if fmt != "glm4" else []
+        conversations += [(n, m, t) for n, (m, t) in TOOL_CONVERSATIONS.items()]
+        for name, messages, tools in conversations:
             for suffix, gen, thinking in VARIANTS:
-                kwargs = {"messages": messages, "tools": None, "add_generation_prompt": gen}
-                if thinking is not None:
-                    kwargs["enable_thinking"] = thinking
+                if fmt == "glm4" and thinking is not None:
+                    continue  # glm-4-9b-chat has no thinking switch
                 case = {"format": fmt, "name": f"{name}/{suffix}", "messages": messages,
                         "add_generation_prompt": gen}
+                if tools:
+                    case["tools"] = tools
                 if thinking is not None:
                     case["enable_thinking"] = thinking
-                case["text"] = template.render(**kwargs)
+                case["text"] = render(template, fmt, messages, tools, gen, thinking)
                 cases.append(case)
     out = {
         "about": "texts rendered by tools/reference/chat_fixtures.py with python3-jinja2 "
