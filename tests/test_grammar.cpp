@@ -20,8 +20,10 @@ Automaton automaton_of(const json& schema) {
 void expect_matches(const json& schema, const std::vector<std::string>& good,
                     const std::vector<std::string>& bad) {
   Automaton a = automaton_of(schema);
-  for (const std::string& t : good) EXPECT_TRUE(a.matches(t)) << schema.dump() << " should accept " << t;
-  for (const std::string& t : bad) EXPECT_FALSE(a.matches(t)) << schema.dump() << " should reject " << t;
+  for (const std::string& t : good)
+    EXPECT_TRUE(a.matches(t)) << schema.dump() << " should accept " << t;
+  for (const std::string& t : bad)
+    EXPECT_FALSE(a.matches(t)) << schema.dump() << " should reject " << t;
 }
 
 TEST(Grammar, ObjectRequiredOptionalAndOrder) {
@@ -33,7 +35,9 @@ TEST(Grammar, ObjectRequiredOptionalAndOrder) {
                   "{\n  \"name\": \"\"\n}", R"( {"name":"x"})"},
                  {R"({})", R"({"age":3})", R"({"name":"x","age":3})", R"({"name":"x",})",
                   R"({"name":"x","other":1})", R"({"name":3})", R"({"age":3.5,"name":"x"})",
-                  R"({"name":"x"} )", R"({"name":"x"})" "\n"});
+                  R"({"name":"x"} )",
+                  R"({"name":"x"})"
+                  "\n"});
 }
 
 TEST(Grammar, NestedObjectsAndArrays) {
@@ -42,13 +46,14 @@ TEST(Grammar, NestedObjectsAndArrays) {
              "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["id", "tags"]},
     "scores": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3}},
     "required": ["scores", "user"]})");
-  expect_matches(schema,
-                 {R"({"scores":[1],"user":{"id":1,"tags":[]}})",
-                  R"({"scores":[1, 2.5, -3e2],"user":{"id":-7,"tags":["a", "b"]}})"},
-                 {R"({"scores":[],"user":{"id":1,"tags":[]}})",
-                  R"({"scores":[1,2,3,4],"user":{"id":1,"tags":[]}})",
-                  R"({"scores":[1],"user":{"id":1,"tags":[1]}})",
-                  R"({"scores":[1],"user":{"id":1}})", R"({"scores":[1,],"user":{"id":1,"tags":[]}})"});
+  expect_matches(
+      schema,
+      {R"({"scores":[1],"user":{"id":1,"tags":[]}})",
+       R"({"scores":[1, 2.5, -3e2],"user":{"id":-7,"tags":["a", "b"]}})"},
+      {R"({"scores":[],"user":{"id":1,"tags":[]}})",
+       R"({"scores":[1,2,3,4],"user":{"id":1,"tags":[]}})",
+       R"({"scores":[1],"user":{"id":1,"tags":[1]}})", R"({"scores":[1],"user":{"id":1}})",
+       R"({"scores":[1,],"user":{"id":1,"tags":[]}})"});
 }
 
 TEST(Grammar, EnumConstAndTypeLists) {
@@ -72,10 +77,9 @@ TEST(Grammar, Numbers) {
 TEST(Grammar, StringEscapesAndUnicode) {
   expect_matches(json::parse(R"({"type": "string"})"),
                  {R"("")", R"("a\"b")", R"("\\\/\b\f\n\r\t")", R"("\u00e9\uD83D")",
-                  "\"\xc3\xa9t\xc3\xa9\"", "\"\xe4\xb8\xad\xe6\x96\x87\"",
-                  "\"\xf0\x9f\x98\x80\""},
-                 {R"(")", R"("a)", R"("\x")", R"("\u12")", "\"a\nb\"", "\"\xc3\"",
-                  "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf5\x80\x80\x80\"", "\"\xff\""});
+                  "\"\xc3\xa9t\xc3\xa9\"", "\"\xe4\xb8\xad\xe6\x96\x87\"", "\"\xf0\x9f\x98\x80\""},
+                 {R"(")", R"("a)", R"("\x")", R"("\u12")", "\"a\nb\"", "\"\xc3\"", "\"\xc0\xaf\"",
+                  "\"\xed\xa0\x80\"", "\"\xf5\x80\x80\x80\"", "\"\xff\""});
   expect_matches(json::parse(R"({"type": "string", "minLength": 2, "maxLength": 3})"),
                  {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\""}, {R"("a")", R"("abcd")"});
 }
@@ -116,7 +120,9 @@ TEST(Grammar, WhitespaceIsBounded) {
 TEST(Grammar, PrefixesStayAliveUntilComplete) {
   Automaton a = automaton_of(json::parse(R"({"type": "object", "properties":
       {"name": {"type": "string"}}, "required": ["name"]})"));
-  const std::string text = R"({"name":"h\u00e9)" "\xc3\xa9" R"("})";
+  const std::string text = R"({"name":"h\u00e9)"
+                           "\xc3\xa9"
+                           R"("})";
   int32_t s = a.start();
   for (size_t i = 0; i < text.size(); ++i) {
     EXPECT_FALSE(a.accepting(s)) << "after " << i << " bytes";
@@ -138,7 +144,8 @@ void expect_schema_error(const json& schema, const std::string& message) {
 
 TEST(Grammar, UnsupportedSchemasNameThePath) {
   expect_schema_error(
-      json::parse(R"({"type": "object", "properties": {"age": {"type": "string", "pattern": "x"}}})"),
+      json::parse(
+          R"({"type": "object", "properties": {"age": {"type": "string", "pattern": "x"}}})"),
       R"(response_format.json_schema.schema.properties.age: "pattern" is not supported)");
   expect_schema_error(json::parse(R"({"type": "array", "items": {"type": "strin"}})"),
                       R"(response_format.json_schema.schema.items.type: unknown type "strin")");

@@ -62,17 +62,20 @@ void expect_masks_match(const JsonSchemaGrammar& g, const std::shared_ptr<const 
 
 TEST(GrammarMask, SmallVocabularyEqualsBruteForce) {
   const std::vector<std::optional<std::string>> vocab = {
-      std::nullopt, "{", "}", "\"", "\"a", "a", "ab", ":", " ", "1", "12", "\xc3", "\xa9",
-      "\xc3\xa9\"", "true", "tr", "ue", ",", ",\"", "null", "\n", "\n  ", "\"}", "e", "-",
-      "0", "\\", "\\u00", "\xe2\x82", "\xac", "\"name\":", "age", "color", "red", "\"red\"",
-      "fal", "se", "ok", std::nullopt};
+      std::nullopt, "{",   "}",       "\"",    "\"a",      "a",          "ab",        ":",
+      " ",          "1",   "12",      "\xc3",  "\xa9",     "\xc3\xa9\"", "true",      "tr",
+      "ue",         ",",   ",\"",     "null",  "\n",       "\n  ",       "\"}",       "e",
+      "-",          "0",   "\\",      "\\u00", "\xe2\x82", "\xac",       "\"name\":", "age",
+      "color",      "red", "\"red\"", "fal",   "se",       "ok",         std::nullopt};
   std::vector<std::optional<std::string>> all = vocab;  // and every byte a test text needs
-  for (char c : std::string("{}[]:,\"\\ -.0123456789abcdefghijklmnopqrstuvwxyz")) all.push_back(std::string(1, c));
+  for (char c : std::string("{}[]:,\"\\ -.0123456789abcdefghijklmnopqrstuvwxyz"))
+    all.push_back(std::string(1, c));
   auto trie = std::make_shared<const TokenTrie>(all);
   const std::vector<int32_t> end_ids = {0, 38};
   const JsonSchemaGrammar g = compile_json_schema(kSchema, "schema");
-  const std::string text =
-      R"({"age": -12, "color":"red", "name":"\u00e9)" "\xc3\xa9\xe2\x82\xac" R"(", "ok":false})";
+  const std::string text = R"({"age": -12, "color":"red", "name":"\u00e9)"
+                           "\xc3\xa9\xe2\x82\xac"
+                           R"(", "ok":false})";
   expect_masks_match(g, trie, text, end_ids, 1);
   expect_masks_match(json_object_grammar(), trie, R"({"a": [1, {"b": null}], "c": "x"})", end_ids,
                      1);
@@ -84,7 +87,9 @@ TEST(GrammarMask, EmbeddedTokenizerEqualsBruteForce) {
   EXPECT_EQ(trie->vocab_size(), tokenizer->vocab_size());
   EXPECT_FALSE(trie->is_text(*tokenizer->special_id("<|user|>")));
   const std::vector<int32_t> end_ids = stop_ids(*tokenizer, ChatFormat::Glm4);
-  const std::string text = R"({"age": 31, "color": "blue", "name": "Zo\u00eb)" "\xc3\xa9" R"(", "ok": true})";
+  const std::string text = R"({"age": 31, "color": "blue", "name": "Zo\u00eb)"
+                           "\xc3\xa9"
+                           R"(", "ok": true})";
   expect_masks_match(compile_json_schema(kSchema, "schema"), trie, text, end_ids, 5);
 }
 
@@ -101,8 +106,8 @@ TEST(GrammarMask, AcceptRejectsWhatTheMaskForbids) {
   std::vector<float> logits(4, 1.0f);
   c.mask(logits);  // only the end token is left
   EXPECT_EQ(logits, (std::vector<float>{-INFINITY, -INFINITY, -INFINITY, 1.0f}));
-  GrammarConstraint dead(compile_json_schema(json::parse(R"({"const": "q"})"), "s").grammar,
-                         trie, {3});
+  GrammarConstraint dead(compile_json_schema(json::parse(R"({"const": "q"})"), "s").grammar, trie,
+                         {3});
   EXPECT_THROW(dead.mask(logits), Error);  // no token can start "q"
 }
 
