@@ -16,7 +16,8 @@ using json = nlohmann::json;
 
 class Compiler {
  public:
-  Compiler(const json& root, std::string root_path) : root_(root), root_path_(std::move(root_path)) {}
+  Compiler(const json& root, std::string root_path)
+      : root_(root), root_path_(std::move(root_path)) {}
 
   Grammar finish(int32_t value) {
     const int32_t top = b_.new_rule();
@@ -152,11 +153,13 @@ int32_t Compiler::any_object() {
   any_object_ = b_.new_rule();
   const Sym w = ws();
   const int32_t member = b_.new_rule(), rest = b_.new_rule();
-  b_.add(member, cat({{rule_ref(string(0, -1)), w}, b_.literal(":"), {w, rule_ref(any_value()), w}}));
+  b_.add(member,
+         cat({{rule_ref(string(0, -1)), w}, b_.literal(":"), {w, rule_ref(any_value()), w}}));
   b_.add(rest, {});
   b_.add(rest, {b_.byte_range(',', ','), w, rule_ref(member), rule_ref(rest)});
   b_.add(any_object_, cat({b_.literal("{"), {w}, b_.literal("}")}));
-  b_.add(any_object_, cat({b_.literal("{"), {w, rule_ref(member), rule_ref(rest)}, b_.literal("}")}));
+  b_.add(any_object_,
+         cat({b_.literal("{"), {w, rule_ref(member), rule_ref(rest)}, b_.literal("}")}));
   return any_object_;
 }
 
@@ -180,12 +183,12 @@ int32_t Compiler::value(const json& s, const std::string& path) {
     return any_value();
   }
   if (!s.is_object()) bad(path, std::string("expected a schema object, got ") + s.type_name());
-  static const char* kKnown[] = {"type",      "properties", "required",  "additionalProperties",
-                                 "enum",      "const",      "items",     "anyOf",
-                                 "oneOf",     "minItems",   "maxItems",  "minLength",
-                                 "maxLength", "$ref",       "$defs",     "definitions",
+  static const char* kKnown[] = {"type",      "properties",  "required", "additionalProperties",
+                                 "enum",      "const",       "items",    "anyOf",
+                                 "oneOf",     "minItems",    "maxItems", "minLength",
+                                 "maxLength", "$ref",        "$defs",    "definitions",
                                  "title",     "description", "default",  "examples",
-                                 "$schema",   "$id",        "$comment"};
+                                 "$schema",   "$id",         "$comment"};
   for (const auto& [key, v] : s.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
@@ -205,7 +208,8 @@ int32_t Compiler::value(const json& s, const std::string& path) {
     if (it == s.end()) continue;
     const std::string p = path + "." + key;
     if (!it->is_array() || it->empty()) bad(p, "expected a non-empty array of schemas");
-    if (s.contains("type")) bad(path, std::string("\"type\" beside \"") + key + "\" is not supported");
+    if (s.contains("type"))
+      bad(path, std::string("\"type\" beside \"") + key + "\" is not supported");
     const int32_t r = b_.new_rule();
     for (size_t i = 0; i < it->size(); ++i)
       b_.add(r, {rule_ref(value((*it)[i], str_cat(p, "[", i, "]")))});
@@ -295,7 +299,10 @@ int32_t Compiler::object(const json& s, const std::string& path) {
     for (int first = 0; first < 2; ++first) {
       const int32_t r = b_.new_rule();
       std::vector<Sym> lead = first ? std::vector<Sym>{} : std::vector<Sym>{comma, w};
-      b_.add(r, cat({lead, b_.literal(json(name).dump()), {w}, b_.literal(":"),
+      b_.add(r, cat({lead,
+                     b_.literal(json(name).dump()),
+                     {w},
+                     b_.literal(":"),
                      {w, rule_ref(v), w, rule_ref(tails[k + 1][0])}}));
       if (!req) b_.add(r, {rule_ref(tails[k + 1][size_t(first)])});
       tails[k][size_t(first)] = r;
@@ -324,7 +331,8 @@ int32_t Compiler::array(const json& s, const std::string& path) {
 
 int32_t Compiler::ref(const std::string& target, const std::string& path) {
   if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-  if (target.empty() || target[0] != '#') bad(path, "only local references (\"#/...\") are supported");
+  if (target.empty() || target[0] != '#')
+    bad(path, "only local references (\"#/...\") are supported");
   const json* node = nullptr;
   try {
     const json::json_pointer ptr(target.substr(1));

@@ -25,7 +25,7 @@
 
 namespace glm4::grammar {
 
-constexpr int kMaxIndent = 16;      // spaces after a newline between JSON tokens
+constexpr int kMaxIndent = 16;         // spaces after a newline between JSON tokens
 constexpr int kMaxRepeatBound = 1000;  // largest minItems / maxItems / minLength / maxLength
 
 struct JsonSchemaGrammar {
