@@ -73,7 +73,7 @@ void Generator::append(std::span<const int32_t> tokens) {
 
 std::optional<int32_t> Generator::next() {
   GLM4_CHECK(started_, "[generate] next() before start()");
-  if (done_ || drawn_ >= config_.max_tokens) {
+  if (done_ || drawn_ >= config_.max_tokens || (constraint_ && constraint_->finished())) {
     done_ = true;
     return std::nullopt;
   }

@@ -61,7 +61,8 @@ class Generator {
   // Constrains every token drawn from now on to `constraint` (null: no constraint): its mask is
   // applied to the logits before sampling (greedy or not) and the drawn token advances it.
   // start() and append() reset it to its start, so each reply is one value of its grammar; its
-  // end ids should be this generator's stop_ids.
+  // end ids should be this generator's stop_ids. A finished constraint (nothing may follow) ends
+  // the reply as a stop id would, with no stop_token().
   void set_constraint(std::shared_ptr<grammar::GrammarConstraint> constraint) {
     constraint_ = std::move(constraint);
   }

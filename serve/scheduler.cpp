@@ -284,6 +284,8 @@ bool Scheduler::draw(Slot& s, const float* logits) {
   std::string reason;
   if (s.budget <= 0) {
     reason = "length";
+  } else if (s.constraint && s.constraint->finished()) {  // the value is closed: nothing may follow
+    reason = "stop";
   } else {
     std::span<const float> row(logits, size_t(vocab));
     if (s.constraint) {

@@ -146,11 +146,37 @@ TEST(GrammarMask, EmbeddedModelWritesSchemaValidJsonAtTemperatureOne) {
     gen.start(prompt);
     std::vector<int32_t> ids;
     while (auto t = gen.next()) ids.push_back(*t);
-    if (!gen.stop_token()) continue;  // ran out of tokens inside a string or number
+    if (ids.size() >= size_t(config.max_tokens)) continue;  // out of tokens inside a string
+    EXPECT_FALSE(gen.stop_token());  // the closed object ended the reply: no end token drawn
     ++finished;
     expect_valid(tokenizer->decode(ids, true));
   }
   EXPECT_GE(finished, 3);
+}
+
+TEST(GrammarMask, AFinishedValueEndsTheReplyWithoutStopIds) {
+  NoGradGuard no_grad;
+  auto tokenizer = load_tokenizer(testing::kModel);
+  auto model = load_model(testing::kModel);
+  GenerationConfig config;  // no stop ids: only the closed value can end the reply
+  config.max_tokens = 50;
+  config.sampling.temperature = 1.0f;
+  Generator gen(*model, config);
+  gen.set_constraint(std::make_shared<GrammarConstraint>(
+      compile_json_schema(json::parse(R"({"enum": [[1, 2], "ok"]})"), "s").grammar,
+      std::make_shared<const TokenTrie>(*tokenizer), std::vector<int32_t>{}));
+  for (uint64_t seed : {1, 2, 3}) {
+    gen.start(std::vector<int32_t>{5, 7});
+    std::vector<int32_t> ids;
+    while (auto t = gen.next()) ids.push_back(*t);
+    EXPECT_LT(ids.size(), 50u);
+    EXPECT_FALSE(gen.stop_token());
+    const std::string text = tokenizer->decode(ids, true);
+    const size_t start = text.find_first_not_of(" \n");
+    ASSERT_NE(start, std::string::npos) << text;
+    EXPECT_TRUE(text.substr(start) == "[1,2]" || text.substr(start) == "\"ok\"") << text;
+    (void)seed;
+  }
 }
 
 }  // namespace

@@ -72,10 +72,10 @@ TEST(ResponseFormat, BadFormatsAndSchemasAreNamed) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(parse_request("{" + kMessages + R"(, "response_format": {"type": "text"}})",
-                          Endpoint::Chat)
-                .grammar,
-            nullptr);
+  EXPECT_EQ(
+      parse_request("{" + kMessages + R"(, "response_format": {"type": "text"}})", Endpoint::Chat)
+          .grammar,
+      nullptr);
 }
 
 Served& with_trie(bool trie) {

@@ -34,6 +34,8 @@ class GrammarConstraint {
   int32_t state() const { return state_; }
   void set_state(int32_t state) { state_ = state; }
   bool complete() const { return automaton_.accepting(state_); }
+  // Complete, and nothing may follow (a closed object): the reply is over even without an end id.
+  bool finished() const { return complete() && !automaton_.can_continue(state_); }
 
   // Sets every disallowed logit to -inf (ids past the tokenizer's vocabulary too). Throws
   // glm4::Error when no token is allowed.
