@@ -10,7 +10,9 @@
 namespace glm4::grammar {
 
 namespace {
-constexpr size_t kMaxCachedMasks = 4096;
+// Cached masks per constraint at most: 16 MB of bits (850 states of a 151k vocabulary), and at
+// least 64 states for small vocabularies.
+constexpr size_t kMaskCacheBytes = size_t(16) << 20;
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
@@ -56,7 +58,8 @@ void GrammarConstraint::compute(int32_t state, std::vector<uint64_t>& bits) {
 const std::vector<uint64_t>& GrammarConstraint::allowed() {
   auto it = masks_.find(state_);
   if (it != masks_.end()) return it->second;
-  if (masks_.size() >= kMaxCachedMasks) masks_.clear();
+  const size_t mask_bytes = (size_t(trie_->vocab_size()) + 63) / 64 * 8;
+  if (masks_.size() >= std::max<size_t>(64, kMaskCacheBytes / mask_bytes)) masks_.clear();
   std::vector<uint64_t>& bits = masks_[state_];
   compute(state_, bits);
   return bits;
