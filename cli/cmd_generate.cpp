@@ -50,7 +50,7 @@ std::shared_ptr<grammar::GrammarConstraint> schema_constraint(const ModelSession
   check_input_file(f.json_schema, "--json-schema");
   GLM4_CHECK(s.tokenizer, "--json-schema needs the model's tokenizer");
   std::ifstream in(f.json_schema);
-  nlohmann::json schema = nlohmann::json::parse(in, nullptr, false);
+  const auto schema = nlohmann::ordered_json::parse(in, nullptr, false);  // properties in order
   GLM4_CHECK(!schema.is_discarded(), "--json-schema ", f.json_schema, ": not valid JSON");
   grammar::JsonSchemaGrammar g;
   try {

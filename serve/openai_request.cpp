@@ -138,7 +138,7 @@ void parse_prompt(const json& body, ParsedRequest& r) {
 
 // response_format: {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
 // "schema", "strict"}}.
-void parse_response_format(const json& body, ParsedRequest& r) {
+void parse_response_format(const json& body, std::string_view text, ParsedRequest& r) {
   const json* f = field(body, "response_format");
   if (!f) return;
   if (!f->is_object()) bad("response_format", "expected an object");
@@ -162,8 +162,12 @@ void parse_response_format(const json& body, ParsedRequest& r) {
   const json* schema = field(*js, "schema");
   if (!schema) bad("response_format.json_schema.schema", "is required");
   const std::string path = "response_format.json_schema.schema";
+  // Parsed again keeping the order of keys: properties are written in the order declared.
+  const auto ordered = nlohmann::ordered_json::parse(text, nullptr, false);
   try {
-    r.grammar = grammar::compile_json_schema(*schema, path).grammar;
+    r.grammar = grammar::compile_json_schema(
+                    ordered.at("response_format").at("json_schema").at("schema"), path)
+                    .grammar;
   } catch (const Error& e) {
     throw ApiError(400, e.what(), path, "invalid_value");
   }
@@ -241,7 +245,7 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
     r.seed_given = true;
   }
   parse_stop(body, r);
-  parse_response_format(body, r);
+  parse_response_format(body, text, r);
   if (const json* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) bad("stream_options", "expected an object");

@@ -40,6 +40,14 @@ TEST(Grammar, ObjectRequiredOptionalAndOrder) {
                   "\n"});
 }
 
+TEST(Grammar, AnOrderedSchemaKeepsTheDeclaredOrder) {
+  const auto schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties":
+      {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}}, "required": ["alpha", "zeta"]})");
+  Automaton a(compile_json_schema(schema, "schema").grammar);
+  EXPECT_TRUE(a.matches(R"({"zeta":1,"alpha":2})"));
+  EXPECT_FALSE(a.matches(R"({"alpha":2,"zeta":1})"));
+}
+
 TEST(Grammar, NestedObjectsAndArrays) {
   const json schema = json::parse(R"({"type": "object", "properties": {
     "user": {"type": "object", "properties": {"id": {"type": "integer"},

@@ -72,6 +72,15 @@ TEST(ResponseFormat, BadFormatsAndSchemasAreNamed) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   }
+  // The properties come in the order the request declares them.
+  const ParsedRequest ordered = parse_request(
+      "{" + kMessages + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "o",
+      "schema": {"type": "object", "properties": {"b": {"type": "null"}, "a": {"type": "null"}},
+      "required": ["a", "b"]}}}})",
+      Endpoint::Chat);
+  grammar::Automaton a(ordered.grammar);
+  EXPECT_TRUE(a.matches(R"({"b": null, "a": null})"));
+  EXPECT_FALSE(a.matches(R"({"a": null, "b": null})"));
   EXPECT_EQ(
       parse_request("{" + kMessages + R"(, "response_format": {"type": "text"}})", Endpoint::Chat)
           .grammar,

@@ -13,7 +13,7 @@ namespace {
 // Cached masks per constraint at most: 16 MB of bits (850 states of a 151k vocabulary), and at
 // least 64 states for small vocabularies.
 constexpr size_t kMaskCacheBytes = size_t(16) << 20;
-}
+}  // namespace
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
                                      std::shared_ptr<const TokenTrie> trie,

@@ -4,6 +4,7 @@
 #include "infer/grammar/json_schema.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "base/check.h"
@@ -14,8 +15,10 @@ namespace glm4::grammar {
 namespace {
 using json = nlohmann::json;
 
+template <class Json>
 class Compiler {
  public:
+  using json = Json;
   Compiler(const json& root, std::string root_path)
       : root_(root), root_path_(std::move(root_path)) {}
 
@@ -53,7 +56,8 @@ class Compiler {
   std::map<std::string, int32_t> refs_;
 };
 
-Sym Compiler::ws() {
+template <class Json>
+Sym Compiler<Json>::ws() {
   if (ws_ != kEnd) return ws_;
   const int32_t r = b_.new_rule();
   b_.add(r, {});
@@ -62,7 +66,8 @@ Sym Compiler::ws() {
   return ws_ = rule_ref(r);
 }
 
-Sym Compiler::string_char() {
+template <class Json>
+Sym Compiler<Json>::string_char() {
   if (char_ != kEnd) return char_;
   const int32_t r = b_.new_rule();
   ByteSet plain;
@@ -90,7 +95,8 @@ Sym Compiler::string_char() {
   return char_ = rule_ref(r);
 }
 
-int32_t Compiler::string(int min, int max) {
+template <class Json>
+int32_t Compiler<Json>::string(int min, int max) {
   auto [it, added] = strings_.try_emplace({min, max}, -1);
   if (!added) return it->second;
   const int32_t r = b_.new_rule();
@@ -99,7 +105,8 @@ int32_t Compiler::string(int min, int max) {
   return it->second = r;
 }
 
-int32_t Compiler::number(bool integer) {
+template <class Json>
+int32_t Compiler<Json>::number(bool integer) {
   int32_t& cached = integer ? integer_ : number_;
   if (cached >= 0) return cached;
   const Sym digit = b_.byte_range('0', '9');
@@ -131,7 +138,8 @@ int32_t Compiler::number(bool integer) {
   return cached = r;
 }
 
-int32_t Compiler::any_value() {
+template <class Json>
+int32_t Compiler<Json>::any_value() {
   if (any_ >= 0) return any_;
   any_ = b_.new_rule();  // before the parts: objects and arrays refer back to it
   const Sym w = ws(), comma = b_.byte_range(',', ',');
@@ -148,7 +156,8 @@ int32_t Compiler::any_value() {
   return any_;
 }
 
-int32_t Compiler::any_object() {
+template <class Json>
+int32_t Compiler<Json>::any_object() {
   if (any_object_ >= 0) return any_object_;
   any_object_ = b_.new_rule();
   const Sym w = ws();
@@ -163,23 +172,27 @@ int32_t Compiler::any_object() {
   return any_object_;
 }
 
-int32_t Compiler::literals(const std::vector<json>& values) {
+template <class Json>
+int32_t Compiler<Json>::literals(const std::vector<json>& values) {
   const int32_t r = b_.new_rule();
   for (const json& v : values) b_.add(r, b_.literal(v.dump()));
   return r;
 }
 
-int Compiler::bound(const json& s, const char* key, int fallback, const std::string& path) {
+template <class Json>
+int Compiler<Json>::bound(const json& s, const char* key, int fallback, const std::string& path) {
   auto it = s.find(key);
   if (it == s.end()) return fallback;
-  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxRepeatBound)
+  if (!it->is_number_integer() || it->template get<int64_t>() < 0 ||
+      it->template get<int64_t>() > kMaxRepeatBound)
     bad(path + "." + key, str_cat("expected an integer in [0, ", kMaxRepeatBound, "]"));
-  return int(it->get<int64_t>());
+  return int(it->template get<int64_t>());
 }
 
-int32_t Compiler::value(const json& s, const std::string& path) {
+template <class Json>
+int32_t Compiler<Json>::value(const json& s, const std::string& path) {
   if (s.is_boolean()) {
-    if (!s.get<bool>()) bad(path, "the schema false accepts no value");
+    if (!s.template get<bool>()) bad(path, "the schema false accepts no value");
     return any_value();
   }
   if (!s.is_object()) bad(path, std::string("expected a schema object, got ") + s.type_name());
@@ -196,7 +209,7 @@ int32_t Compiler::value(const json& s, const std::string& path) {
   }
   if (auto it = s.find("$ref"); it != s.end()) {
     if (!it->is_string()) bad(path + ".$ref", "expected a string");
-    return ref(it->get<std::string>(), path + ".$ref");
+    return ref(it->template get<std::string>(), path + ".$ref");
   }
   if (auto it = s.find("const"); it != s.end()) return literals({*it});
   if (auto it = s.find("enum"); it != s.end()) {
@@ -221,17 +234,18 @@ int32_t Compiler::value(const json& s, const std::string& path) {
     if (s.contains("items")) return array(s, path);
     return any_value();
   }
-  if (t->is_string()) return typed(s, t->get<std::string>(), path);
+  if (t->is_string()) return typed(s, t->template get<std::string>(), path);
   if (!t->is_array() || t->empty()) bad(path + ".type", "expected a type name or a list of them");
   const int32_t r = b_.new_rule();
   for (const json& one : *t) {
     if (!one.is_string()) bad(path + ".type", "expected a type name or a list of them");
-    b_.add(r, {rule_ref(typed(s, one.get<std::string>(), path))});
+    b_.add(r, {rule_ref(typed(s, one.template get<std::string>(), path))});
   }
   return r;
 }
 
-int32_t Compiler::typed(const json& s, const std::string& type, const std::string& path) {
+template <class Json>
+int32_t Compiler<Json>::typed(const json& s, const std::string& type, const std::string& path) {
   if (type == "object") return object(s, path);
   if (type == "array") return array(s, path);
   if (type == "string") {
@@ -253,8 +267,9 @@ int32_t Compiler::typed(const json& s, const std::string& type, const std::strin
   return r;
 }
 
-int32_t Compiler::object(const json& s, const std::string& path) {
-  const json empty = json::object();
+template <class Json>
+int32_t Compiler<Json>::object(const json& s, const std::string& path) {
+  const json empty = Json::object();
   auto pit = s.find("properties");
   const json& props = pit == s.end() ? empty : *pit;
   if (!props.is_object()) bad(path + ".properties", "expected an object");
@@ -263,16 +278,16 @@ int32_t Compiler::object(const json& s, const std::string& path) {
     if (!it->is_array()) bad(path + ".required", "expected an array of property names");
     for (const json& n : *it) {
       if (!n.is_string()) bad(path + ".required", "expected an array of property names");
-      if (!props.contains(n.get<std::string>()))
-        bad(path + ".required", "\"" + n.get<std::string>() + "\" is not in properties");
-      required.push_back(n.get<std::string>());
+      if (!props.contains(n.template get<std::string>()))
+        bad(path + ".required", "\"" + n.template get<std::string>() + "\" is not in properties");
+      required.push_back(n.template get<std::string>());
     }
   }
   // Extra keys: their value rule, or -1 for none.
   int32_t extra = pit == s.end() ? any_value() : -1;
   if (auto it = s.find("additionalProperties"); it != s.end()) {
     if (it->is_boolean())
-      extra = it->get<bool>() ? any_value() : -1;
+      extra = it->template get<bool>() ? any_value() : -1;
     else
       extra = value(*it, path + ".additionalProperties");
   }
@@ -313,7 +328,8 @@ int32_t Compiler::object(const json& s, const std::string& path) {
   return r;
 }
 
-int32_t Compiler::array(const json& s, const std::string& path) {
+template <class Json>
+int32_t Compiler<Json>::array(const json& s, const std::string& path) {
   auto it = s.find("items");
   const int32_t item = it == s.end() ? any_value() : value(*it, path + ".items");
   const int min = bound(s, "minItems", 0, path), max = bound(s, "maxItems", -1, path);
@@ -329,15 +345,16 @@ int32_t Compiler::array(const json& s, const std::string& path) {
   return r;
 }
 
-int32_t Compiler::ref(const std::string& target, const std::string& path) {
+template <class Json>
+int32_t Compiler<Json>::ref(const std::string& target, const std::string& path) {
   if (auto it = refs_.find(target); it != refs_.end()) return it->second;
   if (target.empty() || target[0] != '#')
     bad(path, "only local references (\"#/...\") are supported");
   const json* node = nullptr;
   try {
-    const json::json_pointer ptr(target.substr(1));
+    const typename Json::json_pointer ptr(target.substr(1));
     if (root_.contains(ptr)) node = &root_.at(ptr);
-  } catch (const json::exception&) {
+  } catch (const nlohmann::json::exception&) {
   }
   if (!node) bad(path, "\"" + target + "\" does not name a schema in this document");
   const int32_t r = b_.new_rule();  // registered first: a schema may refer to itself
@@ -348,7 +365,8 @@ int32_t Compiler::ref(const std::string& target, const std::string& path) {
   return r;
 }
 
-JsonSchemaGrammar finish(Compiler& c, int32_t value, const std::string& path) {
+template <class Json>
+JsonSchemaGrammar finish(Compiler<Json>& c, int32_t value, const std::string& path) {
   auto g = std::make_shared<const Grammar>(c.finish(value));
   try {
     Automaton check(g);  // a reference loop that consumes nothing fails here, not mid-reply
@@ -360,14 +378,21 @@ JsonSchemaGrammar finish(Compiler& c, int32_t value, const std::string& path) {
 }  // namespace
 
 JsonSchemaGrammar compile_json_schema(const nlohmann::json& schema, const std::string& path) {
-  Compiler c(schema, path);
+  Compiler<nlohmann::json> c(schema, path);
+  const int32_t v = c.value(schema, path);
+  return finish(c, v, path);
+}
+
+JsonSchemaGrammar compile_json_schema(const nlohmann::ordered_json& schema,
+                                      const std::string& path) {
+  Compiler<nlohmann::ordered_json> c(schema, path);
   const int32_t v = c.value(schema, path);
   return finish(c, v, path);
 }
 
 JsonSchemaGrammar json_object_grammar() {
   static const json kEmpty = json::object();
-  Compiler c(kEmpty, "json_object");
+  Compiler<nlohmann::json> c(kEmpty, "json_object");
   const int32_t v = c.any_object();
   return finish(c, v, "json_object");
 }

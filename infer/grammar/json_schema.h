@@ -10,8 +10,10 @@
 // (title, description, default, examples, $schema, $id, $comment) are ignored. Anything else
 // fails with the schema path and the keyword.
 //
-// Properties are written in the order the json object iterates them (nlohmann::json sorts keys),
-// required ones always, optional ones may be left out; extra keys (when allowed) come after.
+// Properties are written in the order the schema object iterates them: as declared (the order
+// OpenAI's structured outputs keep) for an nlohmann::ordered_json schema, sorted for an
+// nlohmann::json one; required ones always, optional ones may be left out; extra keys (when
+// allowed) come after, and may repeat a declared name (their values are then not checked).
 //
 // Whitespace is bounded: between tokens of the JSON text at most one space, or one newline and up
 // to 16 spaces, and the same before the value; nothing after it. Unbounded whitespace would let a
@@ -36,6 +38,10 @@ struct JsonSchemaGrammar {
 // supported, a wrong type of keyword value or an unresolvable $ref throws glm4::Error such as
 // `response_format.json_schema.schema.properties.age: "pattern" is not supported`.
 JsonSchemaGrammar compile_json_schema(const nlohmann::json& schema, const std::string& path);
+// The same keeping the properties' declared order (the server and generate --json-schema parse
+// schemas so).
+JsonSchemaGrammar compile_json_schema(const nlohmann::ordered_json& schema,
+                                      const std::string& path);
 
 // Any JSON object (response_format {"type": "json_object"}).
 JsonSchemaGrammar json_object_grammar();
