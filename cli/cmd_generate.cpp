@@ -11,6 +11,7 @@
 #include "cli/model_session.h"
 #include "cli/reply_display.h"
 #include "infer/generator.h"
+#include "infer/grammar/json_schema.h"
 #include "io/tokenizer/stream_decoder.h"
 
 namespace glm4::cli {
@@ -18,7 +19,7 @@ namespace glm4::cli {
 namespace {
 struct GenerateFlags {
   ModelFlags model;
-  std::string prompt, tokens, prompts_file;
+  std::string prompt, tokens, prompts_file, json_schema;
   bool chat = false, json = false;
   AdapterFlags adapter;
   SamplingFlags sampling;
@@ -41,6 +42,25 @@ void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
                "peak memory %.0f MB\n",
                (long long)st.prompt_tokens, st.prefill_tokens_per_second(),
                (long long)st.generated_tokens, st.decode_tokens_per_second(), peak_rss_mb());
+}
+
+// --json-schema FILE: a constraint for the reply (infer/grammar), its errors naming the file.
+std::shared_ptr<grammar::GrammarConstraint> schema_constraint(const ModelSession& s,
+                                                              const GenerateFlags& f,
+                                                              const GenerationConfig& cfg) {
+  check_input_file(f.json_schema, "--json-schema");
+  GLM4_CHECK(s.tokenizer, "--json-schema needs the model's tokenizer");
+  std::ifstream in(f.json_schema);
+  const auto schema = nlohmann::ordered_json::parse(in, nullptr, false);  // properties in order
+  GLM4_CHECK(!schema.is_discarded(), "--json-schema ", f.json_schema, ": not valid JSON");
+  grammar::JsonSchemaGrammar g;
+  try {
+    g = grammar::compile_json_schema(schema, "schema");
+  } catch (const Error& e) {
+    fail("--json-schema ", f.json_schema, ": ", e.what());
+  }
+  return std::make_shared<grammar::GrammarConstraint>(
+      g.grammar, std::make_shared<const grammar::TokenTrie>(*s.tokenizer), cfg.stop_ids);
 }
 
 void run_generate(const GenerateFlags& f) {
@@ -94,6 +114,7 @@ void run_generate(const GenerateFlags& f) {
       !f.tokens.empty() ? parse_token_list(f.tokens, "--tokens", s.model->config.vocab_size)
                         : prompt_ids(s, f.prompt, f);
   Generator gen(*s.model, cfg);
+  if (!f.json_schema.empty()) gen.set_constraint(schema_constraint(s, f, cfg));
   gen.start(prompt);
   std::vector<int32_t> ids;
   std::unique_ptr<StreamDecoder> stream;
@@ -163,6 +184,10 @@ void add_generate_command(CLI::App& parent, std::vector<Command>& out) {
   auto* pf = app->add_option("--prompts-file", f->prompts_file,
                              "One prompt a line (text or {\"prompt\":...}); batched; each answer "
                              "follows its number and prompt ([1] ...; --json: index, prompt)");
+  auto* js = app->add_option("--json-schema", f->json_schema,
+                             "Constrain the reply to JSON that follows this JSON schema (a file; "
+                             "the subset of OpenAI's structured outputs)");
+  js->excludes(pf);
   p->excludes(t)->excludes(pf);
   t->excludes(pf);
   app->add_flag("--chat", f->chat, "Wrap the prompt in the model's chat template");

@@ -93,6 +93,7 @@ void run_serve(const ServeFlags& f) {
   served.base_name = f.model_name.empty() ? default_model_name(f.model.dir) : f.model_name;
   served.eos_ids = s.stop_ids(false);
   served.chat_stop_ids = s.stop_ids(true);
+  served.token_trie = std::make_shared<const grammar::TokenTrie>(*s.tokenizer);  // response_format
   served.created = int64_t(std::time(nullptr));
   const serve::SamplingDefaults defaults = serve::load_sampling_defaults(f.model.dir);
   served.sampling_defaults = defaults.sampling;

@@ -40,6 +40,7 @@ void Generator::start(std::span<const int32_t> prompt) {
   position_ = 0;
   stats_ = Stats();
   sampler_ = Sampler(config_.sampling);
+  if (constraint_) constraint_->reset();
   started_ = false;
   auto t0 = std::chrono::steady_clock::now();
   feed(prompt);
@@ -67,11 +68,12 @@ void Generator::append(std::span<const int32_t> tokens) {
   drawn_ = 0;
   done_ = false;
   stop_token_.reset();
+  if (constraint_) constraint_->reset();
 }
 
 std::optional<int32_t> Generator::next() {
   GLM4_CHECK(started_, "[generate] next() before start()");
-  if (done_ || drawn_ >= config_.max_tokens) {
+  if (done_ || drawn_ >= config_.max_tokens || (constraint_ && constraint_->finished())) {
     done_ = true;
     return std::nullopt;
   }
@@ -81,7 +83,15 @@ std::optional<int32_t> Generator::next() {
     feed({&token, 1});
     pending_.reset();
   }
-  int32_t token = sampler_.sample(logits_, history_);
+  int32_t token;
+  if (constraint_) {
+    masked_.assign(logits_.begin(), logits_.end());
+    constraint_->mask(masked_);
+    token = sampler_.sample(masked_, history_);
+    constraint_->accept(token);
+  } else {
+    token = sampler_.sample(logits_, history_);
+  }
   ++drawn_;
   stats_.decode_seconds += seconds_since(t0);
   if (std::find(config_.stop_ids.begin(), config_.stop_ids.end(), token) !=

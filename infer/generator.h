@@ -3,10 +3,12 @@
 // generation of several prompts together (each with its own cache).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "infer/grammar/constraint.h"
 #include "infer/sampler.h"
 #include "model/glm4_model.h"
 #include "model/kv_cache.h"
@@ -56,6 +58,14 @@ class Generator {
   // Continues the context (a multi-turn chat): feeds the last returned token and `tokens` after
   // what the cache holds, without recomputing earlier turns, and re-arms next().
   void append(std::span<const int32_t> tokens);
+  // Constrains every token drawn from now on to `constraint` (null: no constraint): its mask is
+  // applied to the logits before sampling (greedy or not) and the drawn token advances it.
+  // start() and append() reset it to its start, so each reply is one value of its grammar; its
+  // end ids should be this generator's stop_ids. A finished constraint (nothing may follow) ends
+  // the reply as a stop id would, with no stop_token().
+  void set_constraint(std::shared_ptr<grammar::GrammarConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
 
   // The logits [vocab] the most recent token was drawn from; right after start()/append(), the
   // logits of the last position fed.
@@ -74,6 +84,8 @@ class Generator {
   const Glm4Model& model_;
   GenerationConfig config_;
   Sampler sampler_;
+  std::shared_ptr<grammar::GrammarConstraint> constraint_;
+  std::vector<float> masked_;  // [vocab] logits under the constraint
   KvCache cache_;
   std::vector<float> logits_;  // [vocab]
   std::vector<int32_t> history_;

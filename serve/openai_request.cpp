@@ -139,6 +139,43 @@ void parse_prompt(const json& body, ParsedRequest& r) {
   bad("prompt", "expected a string or an array of token ids (one prompt: n = 1)");
 }
 
+// response_format: {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict"}}.
+void parse_response_format(const json& body, std::string_view text, ParsedRequest& r) {
+  const json* f = field(body, "response_format");
+  if (!f) return;
+  if (!f->is_object()) bad("response_format", "expected an object");
+  const json* type = field(*f, "type");
+  if (!type || !type->is_string())
+    bad("response_format.type", "expected \"text\", \"json_object\" or \"json_schema\"");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return;
+  if (t == "json_object") {
+    r.grammar = grammar::json_object_grammar().grammar;
+    return;
+  }
+  if (t != "json_schema")
+    bad("response_format.type", "unknown type \"" + t + "\" (text, json_object, json_schema)");
+  const json* js = field(*f, "json_schema");
+  if (!js || !js->is_object()) bad("response_format.json_schema", "expected an object");
+  if (const json* name = field(*js, "name"); name && !name->is_string())
+    bad("response_format.json_schema.name", "expected a string");
+  if (const json* strict = field(*js, "strict"))
+    boolean(*strict, "response_format.json_schema.strict");
+  const json* schema = field(*js, "schema");
+  if (!schema) bad("response_format.json_schema.schema", "is required");
+  const std::string path = "response_format.json_schema.schema";
+  // Parsed again keeping the order of keys: properties are written in the order declared.
+  const auto ordered = nlohmann::ordered_json::parse(text, nullptr, false);
+  try {
+    r.grammar = grammar::compile_json_schema(
+                    ordered.at("response_format").at("json_schema").at("schema"), path)
+                    .grammar;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), path, "invalid_value");
+  }
+}
+
 void parse_stop(const json& body, ParsedRequest& r) {
   const json* s = field(body, "stop");
   if (!s) return;
@@ -213,6 +250,7 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
     r.seed_given = true;
   }
   parse_stop(body, r);
+  parse_response_format(body, text, r);
   if (const json* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) bad("stream_options", "expected an object");
@@ -306,6 +344,11 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   if (!r.seed_given) out.sampling.seed = fallback_seed;
   out.stop = r.stop;
   out.top_logprobs = r.top_logprobs;
+  if (r.grammar) {
+    out.grammar = r.grammar;
+    out.token_trie =
+        served.token_trie ? served.token_trie : std::make_shared<const grammar::TokenTrie>(tok);
+  }
   return out;
 }
 

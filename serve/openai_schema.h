@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "infer/grammar/json_schema.h"
+#include "infer/grammar/token_trie.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "serve/openai_tools.h"
@@ -51,10 +53,13 @@ struct ParsedRequest {
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
   int top_logprobs = -1;  // -1: no logprobs
+  // response_format json_object / json_schema, compiled; null for text (or none).
+  std::shared_ptr<const glm4::grammar::Grammar> grammar;
 };
 
 // Throws ApiError (400) for malformed JSON, a body that is not an object, a missing required
-// field, or a field of the wrong type or out of range; unknown fields are ignored.
+// field, or a field of the wrong type or out of range, or a response_format schema that cannot be
+// compiled (the message names the schema path); unknown fields are ignored.
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint);
 
 // What the server serves: one base model and adapters registered at start by name.
@@ -71,6 +76,8 @@ struct ServedModels {
   // repetition_penalty: OpenAI's defaults (temperature 1, top_p 1) unless the model's
   // generation_config.json says otherwise (serve/sampling_defaults.h).
   SamplerConfig sampling_defaults{1.0f, 0, 1.0f};
+  // The tokenizer's vocabulary trie for response_format; built per request when null.
+  std::shared_ptr<const glm4::grammar::TokenTrie> token_trie;
 
   // -1 for the base (or an empty name), the adapter's slot, or nullopt for an unknown name.
   std::optional<int32_t> slot_of(const std::string& name) const;

@@ -14,6 +14,7 @@
 #include "autograd/storage_pool.h"
 #include "base/check.h"
 #include "infer/cached_forward.h"
+#include "infer/grammar/constraint.h"
 #include "io/tokenizer/stream_decoder.h"
 #include "model/kv_cache.h"
 #include "serve/stop_text.h"
@@ -57,6 +58,8 @@ struct Scheduler::Slot {
   std::unique_ptr<StreamDecoder> decoder;
   ReplyText reply;  // before the stop strings: a stop "\n" does not match the dropped one
   StopText stop_text;
+  std::unique_ptr<grammar::GrammarConstraint> constraint;  // response_format
+  std::vector<float> masked;                               // [vocab] logits under it
 };
 
 namespace {
@@ -155,6 +158,9 @@ std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request,
   slot->budget =
       context > 0 ? std::min(r.max_tokens, context - int64_t(r.prompt.size())) : r.max_tokens;
   if (tokenizer_) slot->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
+  if (r.grammar)
+    slot->constraint =
+        std::make_unique<grammar::GrammarConstraint>(r.grammar, r.token_trie, r.stop_ids);
   return slot;
 }
 
@@ -278,9 +284,17 @@ bool Scheduler::draw(Slot& s, const float* logits) {
   std::string reason;
   if (s.budget <= 0) {
     reason = "length";
+  } else if (s.constraint && s.constraint->finished()) {  // the value is closed: nothing may follow
+    reason = "stop";
   } else {
-    const int32_t token =
-        s.sampler.sample(std::span<const float>(logits, size_t(vocab)), s.history);
+    std::span<const float> row(logits, size_t(vocab));
+    if (s.constraint) {
+      s.masked.assign(row.begin(), row.end());
+      s.constraint->mask(s.masked);
+      row = s.masked;
+    }
+    const int32_t token = s.sampler.sample(row, s.history);
+    if (s.constraint) s.constraint->accept(token);
     ++s.drawn;
     if (std::find(r.stop_ids.begin(), r.stop_ids.end(), token) != r.stop_ids.end()) {
       reason = "stop";

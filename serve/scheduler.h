@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "infer/grammar/grammar.h"
+#include "infer/grammar/token_trie.h"
 #include "infer/sampler.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
@@ -33,6 +35,10 @@ struct SlotRequest {
   // A chat reply whose template ends the prompt with <|assistant|>: the "\n" the model writes
   // first is not part of the text (io/tokenizer/chat_template.h, ReplyText).
   bool strip_leading_newline = false;
+  // response_format: every token drawn keeps the reply a prefix of this grammar's language, and
+  // the stop ids are allowed only once it is complete (null: unconstrained). Both or neither.
+  std::shared_ptr<const glm4::grammar::Grammar> grammar;
+  std::shared_ptr<const glm4::grammar::TokenTrie> token_trie;
 };
 
 struct TopLogprob {

@@ -63,6 +63,13 @@ std::string ByteLevelTokenizer::decode(std::span<const int32_t> ids, bool skip_s
   return utf8::repair(bytes);
 }
 
+std::optional<std::string> ByteLevelTokenizer::token_bytes(int32_t id) const {
+  if (specials_.text_of(id)) return std::nullopt;
+  if (bpe_.has_id(id)) return bpe_.bytes_of(id);
+  if (const std::string* a = plain_added_.text_of(id)) return *a;
+  return std::nullopt;
+}
+
 std::optional<int32_t> ByteLevelTokenizer::special_id(std::string_view token) const {
   return specials_.id_of(token);
 }

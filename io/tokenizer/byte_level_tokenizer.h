@@ -19,6 +19,7 @@ class ByteLevelTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> special_id(std::string_view token) const override;
   std::string_view kind() const override { return kind_; }
+  std::optional<std::string> token_bytes(int32_t id) const override;
 
  private:
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;

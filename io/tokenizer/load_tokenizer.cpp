@@ -4,6 +4,12 @@
 
 namespace glm4 {
 
+std::optional<std::string> Tokenizer::token_bytes(int32_t id) const {
+  std::string text = decode({&id, 1}, true);
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir) {
   GLM4_CHECK(std::filesystem::is_directory(model_dir), "tokenizer: ", model_dir.string(),
              " is not a directory");

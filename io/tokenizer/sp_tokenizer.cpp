@@ -96,6 +96,26 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   std::string_view kind() const override { return "sentencepiece"; }
 
+  // A piece's text with U+2581 as a space; byte-fallback pieces ("<0xAB>") are their byte.
+  std::optional<std::string> token_bytes(int32_t id) const override {
+    if (id < 0 || id >= n_pieces_ || inner_.text_of(id) || sp_.IsControl(id) || sp_.IsUnknown(id) ||
+        sp_.IsUnused(id))
+      return std::nullopt;
+    const std::string piece = sp_.IdToPiece(id);
+    if (sp_.IsByte(id)) return std::string(1, char(std::stoi(piece.substr(3, 2), nullptr, 16)));
+    std::string out;
+    for (size_t i = 0; i < piece.size(); ++i) {
+      if (piece.compare(i, 3, "\xe2\x96\x81") == 0) {
+        out += ' ';
+        i += 2;
+      } else {
+        out += piece[i];
+      }
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+  }
+
  private:
   void sp_encode(std::string_view text, std::vector<int32_t>& out) const {
     std::vector<int> ids;

@@ -35,6 +35,11 @@ class Tokenizer {
   // "</s>", "<unk>" where they exist. ChatGLM2/3 name their start token "sop", not "<sop>".
   virtual std::optional<int32_t> special_id(std::string_view token) const = 0;
   virtual std::string_view kind() const = 0;  // "bpe-json", "tiktoken", "sentencepiece"
+  // The bytes token `id` adds to generated text, unrepaired (a token may hold part of a UTF-8
+  // character), or nullopt for a token that is not text (special, control, unknown). Constrained
+  // decoding builds its vocabulary trie from these. The default decodes the token alone
+  // (skipping specials), which is exact for tokens of whole characters.
+  virtual std::optional<std::string> token_bytes(int32_t id) const;
 };
 
 // Loads the tokenizer of a model directory (see the top of this file). Throws glm4::Error naming
