@@ -45,13 +45,15 @@ MlaAttention::MlaAttention(const ModelConfig& c)
 
 Tensor MlaAttention::forward(const Tensor& x, const ForwardContext& ctx, CachedRows* rows) const {
   const int64_t B = ctx.batch, T = ctx.seq, qk = nope_dim + rope_dim;
-  Tensor q = q_proj ? q_proj->forward(x, ctx)
-                    : q_b_proj->forward(q_a_layernorm->forward(q_a_proj->forward(x, ctx)), ctx);
+  // The two products of x share one parallel loop in decode steps (forward_each).
+  const Linear* const of_x[] = {q_proj ? &*q_proj : &*q_a_proj, &kv_a_proj_with_mqa};
+  std::vector<Tensor> from_x = forward_each(of_x, x, ctx);
+  Tensor q = q_proj ? from_x[0] : q_b_proj->forward(q_a_layernorm->forward(from_x[0]), ctx);
   q = ops::reshape(q, {B, T, heads, qk});
   Tensor q_rot =
       ops::rope(ops::slice(q, 3, nope_dim, qk), ctx.positions, rope_dim, rope_theta, rope_style);
   q = ops::concat({ops::slice(q, 3, 0, nope_dim), q_rot}, 3);  // [B, T, H, nope + rope]
-  Tensor compressed = kv_a_proj_with_mqa.forward(x, ctx);      // [B, T, kv_lora + rope]
+  const Tensor& compressed = from_x[1];                        // [B, T, kv_lora + rope]
   Tensor latent = kv_a_layernorm.forward(ops::slice(compressed, 2, 0, kv_lora_rank));
   Tensor k_rot = ops::rope(
       ops::reshape(ops::slice(compressed, 2, kv_lora_rank, cache_width()), {B, T, 1, rope_dim}),

@@ -16,7 +16,9 @@ namespace glm4 {
 namespace {
 bool plain(const Linear& l) { return l.frozen_only() && l.bias.shape.empty(); }
 
-bool plain(const SwigluMlp& m) { return plain(m.gate_proj) && plain(m.up_proj) && plain(m.down_proj); }
+bool plain(const SwigluMlp& m) {
+  return plain(m.gate_proj) && plain(m.up_proj) && plain(m.down_proj);
+}
 
 // One SwiGLU's three products over `tokens` rows of `x`, and where they go.
 struct ExpertRun {
@@ -31,7 +33,8 @@ void swiglu_in_place(std::vector<float>& gate, const std::vector<float>& up) {
   const int64_t n = int64_t(gate.size());
   std::vector<float> sig(gate.size());
   kernels::sigmoid(gate.data(), sig.data(), n);
-  for (int64_t i = 0; i < n; ++i) gate[size_t(i)] = sig[size_t(i)] * gate[size_t(i)] * up[size_t(i)];
+  for (int64_t i = 0; i < n; ++i)
+    gate[size_t(i)] = sig[size_t(i)] * gate[size_t(i)] * up[size_t(i)];
 }
 
 void run_experts(std::vector<ExpertRun>& runs, int64_t hidden, const ComputeChoice& compute) {

@@ -93,7 +93,8 @@ TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
       const int64_t rows = p.shape.size() == 2 ? p.shape[0] : 1;
       const int64_t cols = p.shape.back();
       std::vector<float> v = randn(size_t(rows * cols), uint32_t(rng()), 0.1f);
-      p.assign(Weight::from_f32(v.data(), rows, cols, p.shape.size() == 2 ? DType::BF16 : DType::F32));
+      p.assign(
+          Weight::from_f32(v.data(), rows, cols, p.shape.size() == 2 ? DType::BF16 : DType::F32));
     });
   }
   const Linear* const ptrs[] = {&layers[0], &layers[1], &layers[2]};
@@ -159,8 +160,7 @@ TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
         ASSERT_EQ(batched.shape(), graph.shape());
         const std::vector<float> a(graph.data(), graph.data() + graph.numel());
         const std::vector<float> b(batched.data(), batched.data() + batched.numel());
-        EXPECT_EQ(a, b) << "form " << form << ", " << tokens << " tokens, "
-                        << compute.describe();
+        EXPECT_EQ(a, b) << "form " << form << ", " << tokens << " tokens, " << compute.describe();
       }
 }
 

@@ -27,15 +27,15 @@ struct RowProduct {
 };
 
 int64_t weight_row_bytes(const Weight& W) {
-  const int64_t bytes = W.is_quantized() ? int64_t(W.quant().bytes()) / std::max<int64_t>(1, W.rows())
-                                         : W.cols() * int64_t(dtype_size(W.dtype()));
+  const int64_t bytes = W.is_quantized()
+                            ? int64_t(W.quant().bytes()) / std::max<int64_t>(1, W.rows())
+                            : W.cols() * int64_t(dtype_size(W.dtype()));
   return std::max<int64_t>(1, bytes);
 }
 
 // The row-range form of p's kernel, or an empty function when linear_forward runs it otherwise.
 // Prepared inputs are kept in `inputs` until the loop ends.
-std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p,
-                                               const ComputeChoice& compute,
+std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const ComputeChoice& compute,
                                                std::vector<std::shared_ptr<void>>& inputs) {
   const Weight& W = *p.W;
   const int64_t M = p.M, K = W.cols(), N = W.rows();

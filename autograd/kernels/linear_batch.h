@@ -25,7 +25,6 @@ struct LinearProduct {
 // whose kernel has a row-range form (decode sizes: bf16 on the bf16 units, int8 decode of 4- and
 // 8-bit weights and their fp32 decode, fp32 / f16 / bf16 small-M) share the one parallel loop;
 // the others (prefill sizes) run one after another with their own. Returns how many shared it.
-int64_t linear_forward_batch(std::span<const LinearProduct> products,
-                             const ComputeChoice& compute);
+int64_t linear_forward_batch(std::span<const LinearProduct> products, const ComputeChoice& compute);
 
 }  // namespace glm4
