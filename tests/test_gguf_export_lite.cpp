@@ -29,36 +29,35 @@ std::string lite_dir(const std::string& name) {
 // Two layers (the first dense), q through a 32 bottleneck, kv_lora 64, heads of 32 + 16 / 32:
 // rows of 32 or 64 values, so q8_0 applies to every matrix but the router.
 std::unique_ptr<Glm4Model> qlora_model() {
-  const nlohmann::json j = {
-      {"architectures", {"Glm4MoeLiteForCausalLM"}},
-      {"model_type", "glm4_moe_lite"},
-      {"vocab_size", 64},
-      {"hidden_size", 64},
-      {"intermediate_size", 96},
-      {"moe_intermediate_size", 32},
-      {"num_hidden_layers", 2},
-      {"num_attention_heads", 2},
-      {"num_key_value_heads", 2},
-      {"q_lora_rank", 32},
-      {"kv_lora_rank", 64},
-      {"qk_nope_head_dim", 32},
-      {"qk_rope_head_dim", 16},
-      {"v_head_dim", 32},
-      {"rope_theta", 1e6},
-      {"rms_norm_eps", 1e-5},
-      {"attention_bias", false},
-      {"max_position_embeddings", 512},
-      {"n_routed_experts", 4},
-      {"n_shared_experts", 1},
-      {"num_experts_per_tok", 2},
-      {"n_group", 1},
-      {"topk_group", 1},
-      {"norm_topk_prob", true},
-      {"routed_scaling_factor", 1.8},
-      {"first_k_dense_replace", 1},
-      {"num_nextn_predict_layers", 1},
-      {"eos_token_id", {1}},
-      {"pad_token_id", 0}};
+  const nlohmann::json j = {{"architectures", {"Glm4MoeLiteForCausalLM"}},
+                            {"model_type", "glm4_moe_lite"},
+                            {"vocab_size", 64},
+                            {"hidden_size", 64},
+                            {"intermediate_size", 96},
+                            {"moe_intermediate_size", 32},
+                            {"num_hidden_layers", 2},
+                            {"num_attention_heads", 2},
+                            {"num_key_value_heads", 2},
+                            {"q_lora_rank", 32},
+                            {"kv_lora_rank", 64},
+                            {"qk_nope_head_dim", 32},
+                            {"qk_rope_head_dim", 16},
+                            {"v_head_dim", 32},
+                            {"rope_theta", 1e6},
+                            {"rms_norm_eps", 1e-5},
+                            {"attention_bias", false},
+                            {"max_position_embeddings", 512},
+                            {"n_routed_experts", 4},
+                            {"n_shared_experts", 1},
+                            {"num_experts_per_tok", 2},
+                            {"n_group", 1},
+                            {"topk_group", 1},
+                            {"norm_topk_prob", true},
+                            {"routed_scaling_factor", 1.8},
+                            {"first_k_dense_replace", 1},
+                            {"num_nextn_predict_layers", 1},
+                            {"eos_token_id", {1}},
+                            {"pad_token_id", 0}};
   auto model = std::make_unique<Glm4Model>(parse_model_config(j, "config.json"));
   init_random(*model, 7);
   return model;
@@ -83,10 +82,9 @@ TEST(GgufExportLite, QLoraModelKeysNamesDimsAndValues) {
   for (const auto& t : f->tensors()) names.insert(t.name);
   for (int i = 0; i < 2; ++i) {
     std::vector<std::string> per = {
-        "attn_norm.weight",     "attn_q_a.weight",      "attn_q_a_norm.weight",
-        "attn_q_b.weight",      "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight",
-        "attn_k_b.weight",      "attn_v_b.weight",      "attn_output.weight",
-        "ffn_norm.weight"};
+        "attn_norm.weight",     "attn_q_a.weight",       "attn_q_a_norm.weight", "attn_q_b.weight",
+        "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_k_b.weight",      "attn_v_b.weight",
+        "attn_output.weight",   "ffn_norm.weight"};
     if (i == 0) {
       per.insert(per.end(), {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"});
     } else {
@@ -153,8 +151,7 @@ TEST(GgufExportLite, QLoraModelKeysNamesDimsAndValues) {
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate.weight", "ffn_gate_inp.weight"},
       {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"}};
-  for (const auto& [src, dst] : one)
-    EXPECT_EQ(f->tensor(b + dst).to_f32(), w.at(a + src)) << dst;
+  for (const auto& [src, dst] : one) EXPECT_EQ(f->tensor(b + dst).to_f32(), w.at(a + src)) << dst;
   const std::vector<float> up = f->tensor(b + "ffn_up_exps.weight").to_f32();
   const std::vector<float>& up2 = w.at(a + "mlp.experts.2.up_proj.weight");
   EXPECT_EQ(std::vector<float>(up.begin() + 2 * 32 * 64, up.begin() + 3 * 32 * 64), up2);
@@ -271,7 +268,9 @@ TEST(GgufLoraExportLite, OutputAndMlpAdaptersWrittenLatentProjectionsRefused) {
     const GgufLoraModule m =
         random_module(std::string("model.layers.0.self_attn.") + p, 4, 32, 32, 5);
     expect_error(
-        [&] { export_gguf_lora(c, {mods[0], m}, 2.0, "ad", dir / "x.gguf", GgmlType::F32); },
+        [&] {
+          export_gguf_lora(c, {mods[0], m}, 2.0, "ad", dir / "x.gguf", GgmlType::F32);
+        },
         std::string("gguf-lora export: llama.cpp's deepseek2 (glm4_moe_lite) applies no LoRA to ") +
             p + " ('model.layers.0.self_attn." + p + "')");
   }
