@@ -1,6 +1,5 @@
-// glm4_moe_lite as llama.cpp's deepseek2: the per-layer GGUF names, kv_b_proj split into the
-// per-head attn_k_b (transposed) and attn_v_b that llama.cpp's absorbed latent attention wants,
-// and the rotary rows of rotate-half models reordered into llama.cpp's interleaved pairs.
+// glm4_moe_lite as llama.cpp's deepseek2: per-layer GGUF names, kv_b_proj split into attn_k_b
+// (transposed) / attn_v_b, and rotate-half rotary rows reordered into deepseek2's adjacent pairs.
 #pragma once
 #include <string>
 #include <vector>

@@ -1,7 +1,5 @@
-// GGUF export of glm4_moe_lite (GLM-4.7-Flash) as llama.cpp's deepseek2: the keys, the tensor
-// names and ggml dims of a q-lora model and of tiny_lite_plain (q_proj, rotate-half RoPE), every
-// value read back, kv_b_proj split into attn_k_b (transposed) / attn_v_b, rotate-half rows
-// reordered into pairs, biases refused, and the adapters llama.cpp can and cannot apply.
+// GGUF export of glm4_moe_lite as llama.cpp's deepseek2: keys, names, dims and values read back
+// (the kv_b_proj split, rotate-half row order), biases refused, which adapters can stay adapters.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
