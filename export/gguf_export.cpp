@@ -58,17 +58,12 @@ void glm4_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type) {
   head_and_rope_keys(c, w, a, type);
 }
 
-// Glm4MoeModel.set_gguf_parameters: TextModel's keys (expert and group counts among them), then
-// the rope dimension count and the MoE keys. The MTP layers are not exported (glm4 never loads
-// them), so block_count is num_hidden_layers and nextn_predict_layers 0.
-void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
-                     std::vector<std::string>& notes) {
-  const std::string a = "glm4moe.";
-  text_model_keys(c, w, a);
+// TextModel's expert and expert group counts. llama.cpp asserts expert_group_used_count <
+// expert_group_count when there are groups; keeping every group is the same choice as one group.
+void expert_count_keys(const ModelConfig& c, GgufWriter& w, const std::string& a,
+                       std::vector<std::string>& notes) {
   set_u32(w, a + "expert_count", c.n_routed_experts);
   set_u32(w, a + "expert_used_count", c.num_experts_per_tok);
-  // llama.cpp asserts expert_group_used_count < expert_group_count when there are groups; keeping
-  // every group is the same choice as one group.
   int64_t groups = c.n_group, groups_used = c.topk_group;
   if (groups > 1 && groups_used >= groups) {
     notes.push_back(str_cat("topk_group ", c.topk_group, " keeps all ", c.n_group,
@@ -78,6 +73,16 @@ void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
   }
   set_u32(w, a + "expert_group_count", groups);
   set_u32(w, a + "expert_group_used_count", groups_used);
+}
+
+// Glm4MoeModel.set_gguf_parameters: TextModel's keys (expert and group counts among them), then
+// the rope dimension count and the MoE keys. The MTP layers are not exported (glm4 never loads
+// them), so block_count is num_hidden_layers and nextn_predict_layers 0.
+void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
+                     std::vector<std::string>& notes) {
+  const std::string a = "glm4moe.";
+  text_model_keys(c, w, a);
+  expert_count_keys(c, w, a, notes);
   head_and_rope_keys(c, w, a, type);
   set_u32(w, a + "expert_feed_forward_length", c.moe_intermediate_size);
   set_u32(w, a + "expert_shared_count", c.n_shared_experts);
@@ -90,6 +95,57 @@ void glm4moe_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
     notes.push_back(str_cat("the model's ", c.num_nextn_predict_layers,
                             " MTP (nextn) layer(s) are not exported (glm4 does not load them; "
                             "llama.cpp only needs them for speculative decoding)"));
+  }
+}
+
+// DeepseekV2Model.set_gguf_parameters for Glm4MoeLiteModel: latent attention as MQA with one kv
+// head of kv_lora + rope (values kv_lora), the per-head sizes under the _mla keys. Beyond the
+// converter: expert_gating_func (llama.cpp assumes softmax unless 47/48 layers and vocab
+// 154880), q_lora_rank 0 for a q_proj model (the key is required outside llama.cpp's "lite" layer
+// counts) and nextn_predict_layers 0 (the MTP layers are left out, as for glm4moe).
+void deepseek2_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
+                       std::vector<std::string>& notes) {
+  const std::string a = "deepseek2.";
+  set_u32(w, a + "block_count", c.num_hidden_layers);
+  set_u32(w, a + "context_length", c.max_position_embeddings);
+  set_u32(w, a + "embedding_length", c.hidden_size);
+  set_u32(w, a + "feed_forward_length", c.intermediate_size);
+  set_u32(w, a + "attention.head_count", c.num_attention_heads);
+  set_u32(w, a + "attention.head_count_kv", 1);
+  w.set(a + "rope.freq_base", GgufValue::of_f32(float(c.rope_theta)));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(float(c.rms_norm_eps)));
+  expert_count_keys(c, w, a, notes);
+  set_u32(w, "general.file_type", llama_file_type(type));
+  set_u32(w, a + "leading_dense_block_count", c.first_k_dense_replace);
+  set_u32(w, a + "vocab_size", c.vocab_size);
+  set_u32(w, a + "attention.q_lora_rank", c.q_lora_rank);
+  set_u32(w, a + "attention.kv_lora_rank", c.kv_lora_rank);
+  set_u32(w, a + "attention.key_length", c.kv_lora_rank + c.qk_rope_head_dim);
+  set_u32(w, a + "attention.value_length", c.kv_lora_rank);
+  set_u32(w, a + "attention.key_length_mla", c.qk_nope_head_dim + c.qk_rope_head_dim);
+  set_u32(w, a + "attention.value_length_mla", c.v_head_dim);
+  set_u32(w, a + "expert_feed_forward_length", c.moe_intermediate_size);
+  set_u32(w, a + "expert_shared_count", c.n_shared_experts);
+  w.set(a + "expert_weights_scale", GgufValue::of_f32(float(c.routed_scaling_factor)));
+  w.set(a + "expert_weights_norm", GgufValue::of_bool(c.norm_topk_prob));
+  set_u32(w, a + "rope.dimension_count", c.qk_rope_head_dim);
+  set_u32(w, a + "expert_gating_func", 2);  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
+  set_u32(w, a + "nextn_predict_layers", 0);
+  if (c.num_nextn_predict_layers > 0) {
+    notes.push_back(str_cat("the model's ", c.num_nextn_predict_layers,
+                            " MTP (nextn) layer(s) are not exported (glm4 does not load them; "
+                            "llama.cpp only needs them for speculative decoding)"));
+  }
+  if (float(c.rms_norm_eps) != 1e-6f) {
+    notes.push_back(str_cat("llama.cpp's deepseek2 normalises q_a / kv_a with rms_norm_eps ",
+                            c.rms_norm_eps, "; glm4 (as transformers) uses 1e-6 there"));
+  }
+  const int64_t layers = c.num_hidden_layers;
+  if (c.q_lora_rank > 0 &&
+      (layers == 26 || layers == 27 || (layers == 48 && c.vocab_size == 128256))) {
+    notes.push_back(str_cat("llama.cpp takes a deepseek2 model of ", layers,
+                            " layers for a DeepSeek-V2-Lite without q_lora_rank and will look for "
+                            "attn_q instead of attn_q_a / attn_q_b: it will not load this file"));
   }
 }
 
@@ -133,12 +189,17 @@ void chatglm_hparams(const ModelConfig& c, GgufWriter& w, GgmlType type,
 // The tensor's bytes as `type`: its sources (ChatGLM's q|k|v, glm4_moe's experts, or one
 // tensor) converted to fp32 and encoded one at a time, so a stack of experts never sits in memory
 // as fp32 whole. Every source is whole rows, and a row is whole blocks, so the bytes just append.
-std::vector<uint8_t> encode_sources(const GgufTensorPlan& t, GgmlType type,
+std::vector<uint8_t> encode_sources(const ModelConfig& c, const GgufTensorPlan& t, GgmlType type,
                                     const std::map<std::string, Param*>& params) {
   std::vector<uint8_t> out;
   for (const std::string& src : t.sources) {
     const Tensor v = params.at(src)->to_f32();
-    ggml_encode(type, v.data(), v.numel(), out);
+    if (t.reshape == GgufReshape::None) {
+      ggml_encode(type, v.data(), v.numel(), out);
+    } else {
+      const std::vector<float> r = gguf_reshape(c, t.reshape, v.data(), v.numel());
+      ggml_encode(type, r.data(), int64_t(r.size()), out);
+    }
   }
   return out;
 }
@@ -183,8 +244,6 @@ GgmlType gguf_tensor_type(const std::string& name, const std::vector<int64_t>& s
 GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path& model_dir,
                                    const std::filesystem::path& out, GgmlType type) {
   const ModelConfig& c = model.config;
-  GLM4_CHECK(!has_latent_attention(c),
-             "gguf export: glm4_moe_lite (llama.cpp's deepseek2) is not supported yet");
   GgufExportResult result;
   result.arch = gguf_arch_name(c);
 
@@ -211,18 +270,22 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
     glm4_hparams(c, w, type);
   } else if (c.family == ModelConfig::Family::Glm4Moe) {
     glm4moe_hparams(c, w, type, result.notes);
+  } else if (c.family == ModelConfig::Family::Glm4MoeLite) {
+    deepseek2_hparams(c, w, type, result.notes);
   } else {
     chatglm_hparams(c, w, type, result.notes);
   }
   set_u32(w, "general.quantization_version", kGgmlQuantVersion);
 
-  const GgufVocabStyle style = c.family == ModelConfig::Family::Glm4      ? GgufVocabStyle::Glm4
-                               : c.family == ModelConfig::Family::Glm4Moe ? GgufVocabStyle::Glm4Moe
-                                                                          : GgufVocabStyle::ChatGlm;
+  const bool lite = c.family == ModelConfig::Family::Glm4MoeLite;
+  const GgufVocabStyle style = c.family == ModelConfig::Family::Glm4 ? GgufVocabStyle::Glm4
+                               : c.family == ModelConfig::Family::Glm4Moe || lite
+                                   ? GgufVocabStyle::Glm4Moe
+                                   : GgufVocabStyle::ChatGlm;
   const GgufVocab vocab = build_gguf_vocab(model_dir, style, c.vocab_size);
   add_vocab_metadata(vocab, w);
   // Without a token list llama.cpp takes the vocabulary size from here (it adds dummy tokens).
-  if (vocab.model == "none") set_u32(w, result.arch + ".vocab_size", c.vocab_size);
+  if (vocab.model == "none" && !lite) set_u32(w, result.arch + ".vocab_size", c.vocab_size);
   result.notes.insert(result.notes.end(), vocab.notes.begin(), vocab.notes.end());
 
   for (const GgufTensorPlan& t : plan) {
@@ -235,7 +298,7 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
                                      " (as llama.cpp's converter does)"));
     }
     std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
-    w.add_tensor(t.name, ne, tt, [t, tt, &params] { return encode_sources(t, tt, params); });
+    w.add_tensor(t.name, ne, tt, [&c, t, tt, &params] { return encode_sources(c, t, tt, params); });
   }
   result.tensors = int64_t(w.tensor_count());
   w.write(out);

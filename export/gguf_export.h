@@ -24,7 +24,8 @@ struct GgufExportResult {
 // multiple of 32 values cannot be q8_0/q4_0 and is written F16 (the converter's fallback), with
 // a note. q4_0 applies to every matrix, token_embd and output included (llama-quantize --pure).
 // The tokenizer comes from `model_dir`. Throws naming the tensor, key or file at fault, and for
-// a chatglm model whose heads * head_dim != hidden (llama.cpp's chatglm cannot load it).
+// a chatglm model whose heads * head_dim != hidden (llama.cpp's chatglm cannot load it) or a
+// glm4_moe_lite model with attention biases (llama.cpp's deepseek2 has none).
 GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path& model_dir,
                                    const std::filesystem::path& out, GgmlType type);
 

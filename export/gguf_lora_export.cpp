@@ -46,7 +46,8 @@ int64_t module_out(const ModelConfig& c, const std::string& module) {
 }
 
 int64_t module_in(const ModelConfig& c, const std::string& module) {
-  if (module.find("o_proj") != std::string::npos) return c.num_attention_heads * c.head_dim;
+  if (module.find("o_proj") != std::string::npos)
+    return c.num_attention_heads * (has_latent_attention(c) ? c.v_head_dim : c.head_dim);
   if (module.find("down_proj") != std::string::npos) return mlp_width(c, module);
   return c.hidden_size;
 }
@@ -118,8 +119,22 @@ GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
              "gguf-lora export: --type ", ggml_type_name(type),
              " is not supported for adapters (f32, f16, bf16)");
   GLM4_CHECK(!modules.empty(), "gguf-lora export: the adapter has no modules");
-  GLM4_CHECK(!has_latent_attention(c),
-             "gguf-lora export: glm4_moe_lite (llama.cpp's deepseek2) is not supported yet");
+  if (has_latent_attention(c)) {
+    // llama.cpp's deepseek2 graph multiplies these with ggml_mul_mat, not build_lora_mm: an
+    // adapter on them would load and do nothing. kv_b_proj is also split into attn_k_b / attn_v_b
+    // (k_b transposed), which an adapter of rank r could follow only as two adapters of rank r.
+    for (const GgufLoraModule& m : modules) {
+      for (const char* p : {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"}) {
+        const std::string s = std::string(".") + p;
+        GLM4_CHECK(m.module.size() < s.size() ||
+                       m.module.compare(m.module.size() - s.size(), s.size(), s) != 0,
+                   "gguf-lora export: llama.cpp's deepseek2 (glm4_moe_lite) applies no LoRA to ", p,
+                   " ('", m.module,
+                   "'); only o_proj and the MLPs can stay adapters: merge the adapter instead "
+                   "(glm4 export gguf --adapter)");
+      }
+    }
+  }
   const int64_t rank = modules.front().rank;
   GgufLoraExportResult result;
   result.alpha = scale * double(rank);

@@ -34,7 +34,8 @@ struct GgufLoraExportResult {
 // llama.cpp's divisor cancels). glm4_moe's per-expert adapters of one projection become one
 // stacked pair (A {in, R, experts}, B {R, out, experts}; R the largest rank, smaller ones and
 // experts without an adapter zero padded), which llama.cpp applies per chosen expert. Throws
-// naming the module whose shapes do not fit config `c`.
+// naming the module whose shapes do not fit config `c`, and for glm4_moe_lite (deepseek2) naming
+// an adapter on q / q_a / q_b / kv_a / kv_b, which llama.cpp would load and never apply.
 GgufLoraExportResult export_gguf_lora(const ModelConfig& c,
                                       const std::vector<GgufLoraModule>& modules, double scale,
                                       const std::string& name, const std::filesystem::path& out,

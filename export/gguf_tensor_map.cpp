@@ -69,6 +69,13 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part, P
   GLM4_CHECK(split_layer(name, &layer, &rest), "gguf export: no GGUF name for tensor '", name, "'");
   const std::string blk = "blk." + std::to_string(layer) + ".";
   const bool chatglm = c.family == ModelConfig::Family::ChatGlm;
+  if (c.family == ModelConfig::Family::Glm4MoeLite) {
+    if (std::string g = deepseek2_layer_name(rest, name); !g.empty()) return blk + g;
+    if (rest.rfind("mlp.", 0) == 0) {
+      if (std::string g = map_moe_layer(rest, part, how); !g.empty()) return blk + g;
+    }
+    fail("gguf export: no deepseek2 GGUF name for tensor '", name, "'");
+  }
   if (c.family == ModelConfig::Family::Glm4Moe) {
     if (std::string g = map_moe_layer(rest, part, how); !g.empty()) return blk + g;
   }
@@ -93,6 +100,39 @@ std::string map_name(const ModelConfig& c, const std::string& name, int* part, P
     }
   }
   fail("gguf export: no GGUF name for tensor '", name, "'");
+}
+
+// deepseek2: kv_b_proj becomes attn_k_b [H, kv_lora, nope] and attn_v_b [H, v, kv_lora] in its
+// place (DeepseekV2Model.modify_tensors); with rotate-half RoPE the rotary rows of q and kv_a are
+// reordered into the adjacent pairs llama.cpp's deepseek2 rotates.
+void deepseek2_reshapes(const ModelConfig& c, std::vector<GgufTensorPlan>& plan) {
+  const std::string kvb = "attn_kv_b.weight";
+  std::vector<GgufTensorPlan> out;
+  for (GgufTensorPlan& t : plan) {
+    const auto ends = [&](const std::string& s) {
+      return t.name.size() >= s.size() &&
+             t.name.compare(t.name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends(kvb)) {
+      const std::string blk = t.name.substr(0, t.name.size() - kvb.size());
+      const int64_t H = c.num_attention_heads;
+      out.push_back({blk + "attn_k_b.weight",
+                     {H, c.kv_lora_rank, c.qk_nope_head_dim},
+                     t.sources,
+                     GgufReshape::KvbKeys});
+      out.push_back({blk + "attn_v_b.weight",
+                     {H, c.v_head_dim, c.kv_lora_rank},
+                     t.sources,
+                     GgufReshape::KvbValues});
+      continue;
+    }
+    if (c.rope_style == RopeStyle::RotateHalf) {
+      if (ends("attn_q.weight") || ends("attn_q_b.weight")) t.reshape = GgufReshape::RopeRowsQ;
+      if (ends("attn_kv_a_mqa.weight")) t.reshape = GgufReshape::RopeRowsKv;
+    }
+    out.push_back(std::move(t));
+  }
+  plan = std::move(out);
 }
 
 }  // namespace
@@ -162,6 +202,7 @@ std::vector<GgufTensorPlan> gguf_tensor_plan(
     GLM4_CHECK(int64_t(p.size()) == c.n_routed_experts, "gguf export: ", t.name, " stacks ",
                p.size(), " experts, the config has n_routed_experts = ", c.n_routed_experts);
   }
+  if (c.family == ModelConfig::Family::Glm4MoeLite) deepseek2_reshapes(c, plan);
   return plan;
 }
 

@@ -9,21 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "export/gguf_mla.h"
 #include "model/config.h"
 
 namespace glm4 {
 
-// "glm4" for the glm4 family, "glm4moe" for glm4_moe; "chatglm" for glm (the converter registers
-// GlmForCausalLM with its ChatGLM class) and chatglm.
+// "glm4" for the glm4 family, "glm4moe" for glm4_moe, "deepseek2" for glm4_moe_lite; "chatglm" for
+// glm (the converter registers GlmForCausalLM with its ChatGLM class) and chatglm.
 const char* gguf_arch_name(const ModelConfig& c);
 
 // One GGUF tensor: the rows of `sources` (our names, in order) stacked into `shape` (row-major,
 // [rows, cols] or [n]); for glm4_moe's routed experts, expert e's [out, in] weight as slice e of
-// [experts, out, in] (sources in expert order).
+// [experts, out, in] (sources in expert order). glm4_moe_lite's (deepseek2) attn_k_b / attn_v_b
+// and rotate-half q / kv_a rows are `reshape`d from their one source.
 struct GgufTensorPlan {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<std::string> sources;
+  GgufReshape reshape = GgufReshape::None;
 };
 
 // Every tensor of a model of config `c` in the converter's order; `our_names` are the names

@@ -1,7 +1,7 @@
 // Loading and creating glm4_moe_lite checkpoints: the latent attention keys and shapes, the
 // strict key check naming a missing one, glm4 init's random model read back the same, the
-// router masking dropped groups to -inf (where glm4_moe's 0.0 would pick them), the chat format,
-// and GGUF export refusing the family (not written yet) instead of writing a wrong file.
+// router masking dropped groups to -inf (where glm4_moe's 0.0 would pick them) and the chat
+// format. (GGUF export of the family: test_gguf_export_lite.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +9,6 @@
 #include <map>
 
 #include "autograd/node.h"
-#include "export/gguf_export.h"
 #include "io/safetensors.h"
 #include "io/tokenizer/chat_template.h"
 #include "model/glm4_model.h"
@@ -115,15 +114,6 @@ TEST(MoeLiteLoad, ModelTypeChoosesTheGlm47ChatFormat) {
   testing::TempDir tmp;
   fs::copy_file(lite_dir("tiny_lite") + "/config.json", tmp / "config.json");
   EXPECT_EQ(chat_format_of_model_dir(tmp.path()), ChatFormat::Glm47);
-}
-
-TEST(MoeLiteLoad, GgufExportIsRefusedPlainly) {
-  auto model = load_model(lite_dir("tiny_lite"));
-  testing::TempDir tmp;
-  testing::expect_error(
-      [&] { export_gguf_model(*model, lite_dir("tiny_lite"), tmp / "x.gguf", GgmlType::F32); },
-      "gguf export: glm4_moe_lite (llama.cpp's deepseek2) is not supported yet");
-  EXPECT_FALSE(fs::exists(tmp / "x.gguf"));
 }
 
 }  // namespace
