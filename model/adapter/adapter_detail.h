@@ -3,10 +3,12 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "io/safetensors.h"
 #include "model/adapter/adapter_files.h"
 
 namespace glm4::adapter_detail {
@@ -47,6 +49,19 @@ void read_tensors(AdapterFile& a, const std::filesystem::path& path, const KeyPa
 // real parent. Throws naming the file and field.
 std::vector<std::string> canonical_targets(const std::vector<std::string>& names,
                                            const std::string& file, const char* field);
+
+// mlx-lm's LoRASwitchLinear on glm4_moe's stacked experts: module paths
+// model.layers.N.mlp.switch_mlp.X stand for every routed expert model.layers.N.mlp.experts.E.X.
+// Why the MLX layout refuses a kv_b_proj adapter.
+extern const char* const kNoMlxKvB;
+bool is_switch_module(const std::string& module);
+// model.layers.N.mlp.experts.E.X -> (model.layers.N.mlp.switch_mlp.X, E); false for other paths.
+bool split_expert_path(const std::string& path, std::string* switch_module, int64_t* expert);
+// Splits a stacked lora_a [E, r, in] or lora_b [E, out, r] of switch module `module` into the
+// experts' modules of `a` (shapes only without with_tensors); `seen` gets each expert's part bit.
+void read_switch_tensor(AdapterFile& a, const TensorInfo& t, const std::string& module,
+                        AdapterPart part, bool with_tensors, const std::string& fname,
+                        std::map<std::string, int>& seen);
 
 AdapterFile read_peft(const std::filesystem::path& dir, bool with_tensors);
 AdapterFile read_mlx(const std::filesystem::path& dir, bool with_tensors);

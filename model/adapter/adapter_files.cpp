@@ -35,6 +35,11 @@ const char* adapter_weights_file(const std::string& format) {
 
 std::string adapter_tensor_key(const std::string& format, const std::string& module,
                                AdapterPart part, bool chatglm) {
+  std::string stacked;
+  int64_t expert;
+  if (format == "mlx" && adapter_detail::split_expert_path(module, &stacked, &expert))
+    return stacked + (part == AdapterPart::A ? ".lora_a[" : ".lora_b[") + std::to_string(expert) +
+           "]";  // one expert of mlx-lm's stacked tensor
   if (format == "mlx")
     return module + (part == AdapterPart::A   ? ".lora_a"
                      : part == AdapterPart::B ? ".lora_b"
@@ -267,6 +272,10 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
       continue;
     }
     t.float_dtype();  // throws naming the tensor for non-float dtypes
+    if (is_switch_module(module)) {
+      read_switch_tensor(a, t, module, part, with_tensors, fname, seen);
+      continue;
+    }
     AdapterModule& m = a.modules[module];
     if (part == AdapterPart::Magnitude) {
       GLM4_CHECK(dora, fname, ": ", t.name, " is a DoRA magnitude but ",

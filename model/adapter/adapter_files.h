@@ -36,6 +36,9 @@ struct AdapterFile {
   bool chatglm = false;
   // Rows of q, k and v in a fused query_key_value (from the model or its config.json), when known.
   std::vector<int64_t> qkv_rows;
+  // glm4_moe's routed experts per MoE layer (from the model or its config.json), else -1: the
+  // MLX layout stacks every expert of a layer into one tensor.
+  int64_t num_experts = -1;
 
   std::set<int64_t> layers_present() const;
 };

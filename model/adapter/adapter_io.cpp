@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "model/adapter/adapter_detail.h"
 #include "model/adapter/adapter_files.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
@@ -59,12 +60,11 @@ std::string last_component(const fs::path& p) {
 void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format) {
   check_adapter_format(format);
   if (is_moe_family(c)) {
-    resolve_lora_targets(lora.targets, true, has_latent_attention(c));
+    const std::vector<std::string> targets =
+        resolve_lora_targets(lora.targets, true, has_latent_attention(c));
     GLM4_CHECK(
-        format == "peft",
-        "--adapter-format mlx: mlx-lm's adapter layout for glm4_moe (LoRA on the ",
-        "stacked switch_mlp experts) is not supported yet; use --adapter-format peft (PEFT's ",
-        "per-expert layout)");
+        format != "mlx" || std::find(targets.begin(), targets.end(), "kv_b_proj") == targets.end(),
+        "--adapter-format mlx: LoRA target kv_b_proj: ", adapter_detail::kNoMlxKvB);
     return;
   }
   std::vector<std::string> targets = resolve_lora_targets(lora.targets);
@@ -94,6 +94,7 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
   a.chatglm = model.config.family == ModelConfig::Family::ChatGlm;
+  if (moe) a.num_experts = model.config.n_routed_experts;
   if (a.chatglm) a.qkv_rows = qkv_rows_of(model.config);
   std::set<std::string> names;
   model.visit_linears([&](const LinearSite& site, Linear& lin) {
@@ -167,8 +168,6 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
   const std::string wfile = (dir / adapter_weights_file(info.format)).string();
   const int64_t L = int64_t(model.layers.size());
   const bool moe = is_moe_family(model.config);
-  GLM4_CHECK(!moe || info.format == "peft", wfile,
-             ": mlx-lm's adapter layout for glm4_moe is not supported yet");
   GLM4_CHECK(moe || !std::any_of(a.modules.begin(), a.modules.end(),
                                  [](const auto& m) { return is_moe_module_path(m.first); }),
              wfile,
@@ -241,7 +240,10 @@ std::string load_into(Glm4Model& model, const fs::path& dir, const fs::path& mod
     const AdapterModule& m = it->second;
     bool mlx = info.format == "mlx";
     auto check = [&](AdapterPart part, Shape found, Shape expected) {
-      if (mlx && found.size() == 2) {  // report in the file's own orientation
+      std::string stacked;
+      int64_t e;
+      // Report in the file's own orientation (mlx-lm's stacked experts have PEFT's).
+      if (mlx && found.size() == 2 && !adapter_detail::split_expert_path(path, &stacked, &e)) {
         std::swap(found[0], found[1]);
         std::swap(expected[0], expected[1]);
       }
@@ -365,6 +367,12 @@ void convert_adapter(const fs::path& in_dir, const fs::path& out_dir, const std:
     for (int64_t layer : a.layers_present())
       GLM4_CHECK(layer < a.total_layers, "adapter ", in_dir, ": holds LoRA tensors for layer ",
                  layer, " but the base model ", base, " has ", a.total_layers, " layers");
+    if (is_moe_family(config)) {
+      GLM4_CHECK(a.num_experts < 0 || a.num_experts == config.n_routed_experts, "adapter ", in_dir,
+                 ": stacks ", a.num_experts, " experts but the base model ", base, " has ",
+                 config.n_routed_experts);
+      a.num_experts = config.n_routed_experts;
+    }
     if (a.info.base_model_name_or_path.empty()) a.info.base_model_name_or_path = base.string();
   }
   a.info.format = to_format;

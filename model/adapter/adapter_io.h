@@ -32,8 +32,9 @@ struct AdapterInfo {
 std::string check_adapter_format(const std::string& format);
 
 // Throws, naming the target, when adapters with these targets cannot be saved in `format` for a
-// model of config `c`: query_key_value on a model that is not ChatGLM, or separate q/k/v
-// adapters on a ChatGLM model in PEFT layout (PEFT adapts its fused q|k|v with one A).
+// model of config `c`: query_key_value on a model that is not ChatGLM, separate q/k/v
+// adapters on a ChatGLM model in PEFT layout (PEFT adapts its fused q|k|v with one A), or
+// glm4_moe_lite's kv_b_proj in MLX layout (mlx-lm splits it into modules its LoRA cannot adapt).
 void check_adapter_layout(const ModelConfig& c, const LoraConfig& lora, const std::string& format);
 
 // Writes DIR/adapter_model.safetensors + adapter_config.json (PEFT) or DIR/adapters.safetensors +
@@ -73,7 +74,9 @@ std::string load_resident_adapter(Glm4Model& model, const std::filesystem::path&
 // query_key_value into q/k/v needs its head counts: from `base_model_dir`/config.json, else from
 // base_model_name_or_path when that is a local model directory, else it throws saying so. An MLX
 // adapter of a ChatGLM model (our model_type field, or a ChatGLM `base_model_dir`) becomes PEFT's
-// ChatGLM keys, its q/k/v joined into query_key_value (they must share A).
+// ChatGLM keys, its q/k/v joined into query_key_value (they must share A). glm4_moe's routed
+// experts are stacked per layer in the MLX layout, as deep as `base_model_dir`'s
+// n_routed_experts (else the highest expert present), absent experts zero.
 void convert_adapter(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
                      const std::string& to_format,
                      const std::filesystem::path& base_model_dir = {});
