@@ -33,7 +33,7 @@ TEST(ToolCallGrammar, Glm4NamedArgumentsFollowTheSchema) {
           R"({"city": "P", "unit": "k"})", R"({"city": "P", "other": 1})", R"({"city": "P")",
           R"(get_weather
 {"city": "P"})",
-          "[]", R"({"city": "P"} x)"});
+          "[]", R"({"city": "P"} x)", R"( {"city": "P"})", "\n{\"city\": \"P\"}"});
 }
 
 TEST(ToolCallGrammar, Glm4WithoutParametersTakesAnyObject) {
@@ -64,7 +64,8 @@ TEST(ToolCallGrammar, Glm45PairsFollowTheSchema) {
           city + "<arg_key>unit</arg_key>\n<arg_value>k</arg_value>\n</tool_call>",
           city + "<arg_key>other</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
           "<arg_key>city</arg_key>\n<arg_value>a</arg_value>b</arg_value>\n</tool_call>",
-          "<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>"});
+          "<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+          city + "<arg_key>days</arg_key>\n<arg_value> 3</arg_value>\n</tool_call>"});
 }
 
 TEST(ToolCallGrammar, Glm47PairsHaveNoNewlinesAndAFreeName) {

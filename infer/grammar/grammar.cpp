@@ -70,7 +70,7 @@ int32_t GrammarBuilder::embed(const Grammar& g) {
       }
       add(base + int32_t(r), std::move(seq));
     }
-  return base + g.root;
+  return base;
 }
 
 Grammar GrammarBuilder::build(int32_t root) const {

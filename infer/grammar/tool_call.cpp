@@ -35,6 +35,11 @@ int32_t raw_until(GrammarBuilder& b, const std::string& close) {
   return rules[0];
 }
 
+// A compiled schema's value without the whitespace before it: the templates write none there.
+int32_t json_value(GrammarBuilder& b, const JsonSchemaGrammar& g) {
+  return b.embed(*g.grammar) + g.value;
+}
+
 bool is_string_schema(const ordered_json& s) {
   if (!s.is_object()) return false;
   const auto type = s.find("type");
@@ -54,8 +59,8 @@ std::vector<Sym> arg_value(GrammarBuilder& b, const ordered_json& schema, const 
       if (v.is_string()) b.add(r, b.literal(v.get<std::string>() + "</arg_value>"));
     return {rule_ref(r)};
   }
-  const JsonSchemaGrammar value = compile_json_schema(schema, path);
-  return cat({{rule_ref(b.embed(*value.grammar))}, b.literal("</arg_value>")});
+  return cat(
+      {{rule_ref(json_value(b, compile_json_schema(schema, path)))}, b.literal("</arg_value>")});
 }
 
 // Glm45 / Glm47: the pairs of `parameters` and "</tool_call>".
@@ -112,11 +117,11 @@ int32_t arguments(GrammarBuilder& b, ChatFormat format, const ordered_json& func
   if (format == ChatFormat::Glm4) {
     if (parameters) {
       try {
-        return b.embed(*compile_json_schema(*parameters, path).grammar);
+        return json_value(b, compile_json_schema(*parameters, path));
       } catch (const Error&) {  // a keyword the compiler does not support: any object
       }
     }
-    return b.embed(*json_object_grammar().grammar);
+    return json_value(b, json_object_grammar());
   }
   const std::string nl = format == ChatFormat::Glm47 ? "" : "\n";
   // Built apart first so that a schema the compiler refuses leaves no half-built rules behind.
