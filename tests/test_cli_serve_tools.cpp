@@ -62,8 +62,8 @@ TEST(ServeTools, ForcedCallArgumentsFollowTheToolSchema) {
   }
 }
 
-TEST(ServeTools, ReasoningSplitOffGlm47RepliesStreamedAndNot) {
-  TempDir tmp;
+// The embedded model given GLM-4.7-Flash's chat template, in `tmp`.
+fs::path glm47_model(const TempDir& tmp) {
   const fs::path dir = tmp / "glm47-tiny";
   fs::create_directories(dir);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.model",
@@ -71,7 +71,23 @@ TEST(ServeTools, ReasoningSplitOffGlm47RepliesStreamedAndNot) {
     fs::create_symlink(fs::absolute(fs::path(kModel) / f), dir / f);
   fs::copy_file(fs::path(GLM4_TEST_DATA) / "chat_templates" / "GLM-4.7-Flash.jinja",
                 dir / "chat_template.jinja");
-  ServerProcess server({"--model", dir.string(), "--compute", "f32"});
+  return dir;
+}
+
+TEST(ServeTools, ForcedCallPairsFollowTheToolSchemaGlm47) {
+  TempDir tmp;
+  ServerProcess server({"--model", glm47_model(tmp).string(), "--compute", "f32"});
+  ASSERT_TRUE(server.listening()) << server.log();
+  const json results = run_client(server, "glm47-tiny", "pairs");
+  ASSERT_TRUE(results.is_object());
+  ASSERT_EQ(results.value("calls", json::array()).size(), 4u) << results.dump();
+  for (const json& c : results["calls"])
+    EXPECT_TRUE(json::parse(c["arguments"].get<std::string>()).is_object()) << c.dump();
+}
+
+TEST(ServeTools, ReasoningSplitOffGlm47RepliesStreamedAndNot) {
+  TempDir tmp;
+  ServerProcess server({"--model", glm47_model(tmp).string(), "--compute", "f32"});
   ASSERT_TRUE(server.listening()) << server.log();
   const json results = run_client(server, "glm47-tiny", "reasoning");
   ASSERT_TRUE(results.is_object());

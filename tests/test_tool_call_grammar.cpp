@@ -68,6 +68,17 @@ TEST(ToolCallGrammar, Glm45PairsFollowTheSchema) {
           city + "<arg_key>days</arg_key>\n<arg_value> 3</arg_value>\n</tool_call>"});
 }
 
+TEST(ToolCallGrammar, Glm45BoundedStringsCountCharacters) {
+  const std::string tool = R"({"type": "function", "function": {"name": "f", "parameters":
+    {"type": "object", "properties": {"s": {"type": "string", "minLength": 1, "maxLength": 3}},
+    "required": ["s"]}}})";
+  auto call = [](const std::string& v) {
+    return "<arg_key>s</arg_key>\n<arg_value>" + v + "</arg_value>\n</tool_call>";
+  };
+  expect(ChatFormat::Glm45, {tool}, "f", {call("a"), call("abc"), call("\xc3\xa9t\xc3\xa9")},
+         {call(""), call("abcd"), call("a<b"), call("\xc3")});
+}
+
 TEST(ToolCallGrammar, Glm47PairsHaveNoNewlinesAndAFreeName) {
   expect(ChatFormat::Glm47, {kTime, kWeather}, "",
          {"get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",

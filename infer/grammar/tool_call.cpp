@@ -40,6 +40,20 @@ int32_t json_value(GrammarBuilder& b, const JsonSchemaGrammar& g) {
   return b.embed(*g.grammar) + g.value;
 }
 
+// One UTF-8 character other than '<' (so a bounded value never holds "</arg_value>").
+int32_t utf8_char_but_lt(GrammarBuilder& b) {
+  const int32_t r = b.new_rule();
+  ByteSet ascii;
+  for (int c = 0; c < 0x80; ++c) ascii.set(size_t(c));
+  ascii.reset('<');
+  const Sym cont = b.byte_range(0x80, 0xBF);
+  b.add(r, {b.set(ascii)});
+  b.add(r, {b.byte_range(0xC2, 0xDF), cont});
+  b.add(r, {b.byte_range(0xE0, 0xEF), cont, cont});
+  b.add(r, {b.byte_range(0xF0, 0xF4), cont, cont, cont});
+  return r;
+}
+
 bool is_string_schema(const ordered_json& s) {
   if (!s.is_object()) return false;
   const auto type = s.find("type");
@@ -53,7 +67,18 @@ bool is_string_schema(const ordered_json& s) {
 std::vector<Sym> arg_value(GrammarBuilder& b, const ordered_json& schema, const std::string& path) {
   if (is_string_schema(schema)) {
     const auto e = schema.find("enum");
-    if (e == schema.end() || !e->is_array()) return {rule_ref(raw_until(b, "</arg_value>"))};
+    if (e == schema.end() || !e->is_array()) {
+      const auto min = schema.find("minLength"), max = schema.find("maxLength");
+      const bool bounded = (min != schema.end() && min->is_number_unsigned()) ||
+                           (max != schema.end() && max->is_number_unsigned());
+      if (!bounded) return {rule_ref(raw_until(b, "</arg_value>"))};
+      const int lo = min != schema.end() && min->is_number_unsigned() ? min->get<int>() : 0;
+      const int hi = max != schema.end() && max->is_number_unsigned() ? max->get<int>() : -1;
+      GLM4_CHECK(lo <= kMaxRepeatBound && hi <= kMaxRepeatBound && (hi < 0 || lo <= hi), path,
+                 ": minLength / maxLength out of range");
+      return cat({{rule_ref(b.repeat({rule_ref(utf8_char_but_lt(b))}, lo, hi))},
+                  b.literal("</arg_value>")});
+    }
     const int32_t r = b.new_rule();
     for (const ordered_json& v : *e)
       if (v.is_string()) b.add(r, b.literal(v.get<std::string>() + "</arg_value>"));

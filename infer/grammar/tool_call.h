@@ -20,7 +20,8 @@ namespace glm4::grammar {
 // Glm45 / Glm47: [name ["\n"]] then <arg_key>k</arg_key>[\n]<arg_value>v</arg_value>[\n] per
 // argument and "</tool_call>": keys the schema's properties in their declared order (required
 // ones present, optional ones may be left out, no others), a string property's value raw text
-// (not containing "</arg_value>"; one of its enum when it has one), any other the JSON of its
+// (not containing "</arg_value>"; one of its enum when it has one; with minLength / maxLength,
+// that many characters, none of them '<'), any other the JSON of its
 // property schema. Without properties: any keys and raw values.
 // A tool whose schema uses what compile_json_schema does not support gets the schema-free form
 // (any JSON object / any pairs): the call stays well formed, the schema is not enforced.

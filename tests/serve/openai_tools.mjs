@@ -1,5 +1,5 @@
 // Tools and reasoning through the official OpenAI client (tests/package.json pins it), run by
-// tests/test_cli_serve_tools.cpp: node openai_tools.mjs tools|arguments|reasoning, with GLM4_URL (.../v1) and
+// tests/test_cli_serve_tools.cpp: node openai_tools.mjs tools|arguments|pairs|reasoning, with GLM4_URL (.../v1) and
 // GLM4_BASE (the served model's name). Prints one JSON line of results; exits 1 on a failure.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -167,14 +167,24 @@ function checkArguments(tools, name, text) {
   return args;
 }
 
-async function argumentsPhase() {
+const namedForecast = { type: 'function', function: { name: 'get_forecast' } };
+
+// GLM-4: a named tool, required with one and with two tools. GLM-4.5 family (pairs): a named
+// tool and required with one (the name left open), arguments as <arg_key> / <arg_value> pairs.
+async function argumentsPhase(pairs) {
   const user = [{ role: 'user', content: 'Weather in Paris for two days?' }];
   const seen = [];
-  for (const [tools, choice] of [
-    [[clock, forecast], { type: 'function', function: { name: 'get_forecast' } }],
-    [[forecast], 'required'],
-    [[clock, calendar], 'required'],
-  ]) {
+  const cases = pairs
+    ? [
+        [[forecast], namedForecast],
+        [[forecast, clock], 'required'],
+      ]
+    : [
+        [[clock, forecast], namedForecast],
+        [[forecast], 'required'],
+        [[clock, calendar], 'required'],
+      ];
+  for (const [tools, choice] of cases) {
     for (const seed of [1, 2]) {
       const body = ask(user, { tools, tool_choice: choice, max_tokens: 160, temperature: 1, seed });
       const whole = await client.chat.completions.create(body);
@@ -219,7 +229,8 @@ const phase = process.argv[2];
 try {
   if (phase === 'tools') await tools();
   else if (phase === 'reasoning') await reasoning();
-  else if (phase === 'arguments') await argumentsPhase();
+  else if (phase === 'arguments') await argumentsPhase(false);
+  else if (phase === 'pairs') await argumentsPhase(true);
   else throw new Error(`unknown phase ${phase}`);
   console.log(JSON.stringify(results));
 } catch (e) {
