@@ -291,6 +291,7 @@ std::optional<int32_t> ServedModels::slot_of(const std::string& name) const {
 SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& served,
                                uint64_t fallback_seed) {
   SlotRequest out;
+  std::shared_ptr<const grammar::Grammar> constraint = r.grammar;
   std::optional<int32_t> slot = served.slot_of(r.model);
   if (!slot) {
     std::string known = served.base_name;
@@ -309,6 +310,7 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
     }
     const std::vector<int32_t> prefill = encode_template_text(tok, reading.prefill);
     out.prompt.insert(out.prompt.end(), prefill.begin(), prefill.end());
+    if (reading.grammar) constraint = reading.grammar;  // a forced call: the reply is the call
     out.stop_ids = served.chat_stop_ids;
     // A parsed reply drops its leading whitespace itself (and Glm4's "\n" tells answers from
     // calls there).
@@ -344,8 +346,8 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   if (!r.seed_given) out.sampling.seed = fallback_seed;
   out.stop = r.stop;
   out.top_logprobs = r.top_logprobs;
-  if (r.grammar) {
-    out.grammar = r.grammar;
+  if (constraint) {
+    out.grammar = constraint;
     out.token_trie =
         served.token_trie ? served.token_trie : std::make_shared<const grammar::TokenTrie>(tok);
   }

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "base/check.h"
+#include "infer/grammar/tool_call.h"
 #include "io/tokenizer/python_json.h"
 #include "serve/openai_schema.h"
 
@@ -144,8 +145,11 @@ ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const Too
     r.forced_name = json::parse(tools.tools[0])["function"]["name"].get<std::string>();
   if (r.options.forced_call)
     r.prefill = tool_call_prefill(format, chat.enable_thinking, r.forced_name);
-  // Glm4 "required" among several tools: nothing to open; the model may still answer in text.
+  // Glm4 "required" among several tools: nothing to open; the grammar starts the reply with one
+  // of the names, which the parser reads as a call.
   if (r.prefill.empty()) r.options.forced_call = false;
+  if (calls && (tools.choice == ToolChoice::Named || tools.choice == ToolChoice::Required))
+    r.grammar = grammar::tool_call_grammar(format, tools.tools, r.forced_name);
   return r;
 }
 

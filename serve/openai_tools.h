@@ -3,11 +3,13 @@
 // model's <think> and call syntax parsed, io/tokenizer/reply_parser.h) and shown, whole
 // (message.tool_calls, reasoning_content) or streamed (delta.tool_calls, delta.reasoning_content).
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "infer/grammar/grammar.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/reply_parser.h"
 
@@ -37,6 +39,9 @@ struct ReplyReading {
   ReplyParserOptions options;
   std::string prefill;      // appended to the prompt (tool_choice required / named)
   std::string forced_name;  // tool_choice naming a function: the call the prefill opened
+  // tool_choice required / named: the rest of the call after the prefill (its name when open,
+  // arguments of the tool's parameters schema, its end; infer/grammar/tool_call.h).
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const ToolRequest& tools);
 

@@ -3,6 +3,7 @@
 // the message and the stream deltas OpenAI clients expect, with finish_reason tool_calls.
 #include <gtest/gtest.h>
 
+#include "infer/grammar/automaton.h"
 #include "serve/openai_schema.h"
 #include "tests/support/repo_paths.h"
 
@@ -66,6 +67,22 @@ TEST(ServeToolSchema, ForcedCallPrefillAndReading) {
   EXPECT_EQ(g45.prefill, "\n<think></think>\n<tool_call>get_weather\n");
   const ReplyReading g4 = reply_reading(ChatFormat::Glm4, ChatOptions{}, t);
   EXPECT_EQ(g4.prefill, "get_weather\n");
+  // The rest of a forced call is constrained: the arguments of the tool's schema, then the end.
+  ASSERT_TRUE(g4.grammar && g45.grammar);
+  EXPECT_TRUE(grammar::Automaton(g4.grammar).matches(R"({"city": "x", "days": 2})"));
+  EXPECT_FALSE(grammar::Automaton(g4.grammar).matches(R"({"city": 2})"));
+  EXPECT_TRUE(grammar::Automaton(g45.grammar)
+                  .matches("<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"));
+  // GLM-4 "required" among two tools: nothing opened, the name is one of the tools'.
+  t.choice = ToolChoice::Required;
+  t.tools.push_back(R"({"type": "function", "function": {"name": "now"}})");
+  const ReplyReading any = reply_reading(ChatFormat::Glm4, ChatOptions{}, t);
+  EXPECT_EQ(any.prefill, "");
+  ASSERT_TRUE(any.grammar);
+  EXPECT_TRUE(grammar::Automaton(any.grammar).matches("now\n{}"));
+  EXPECT_FALSE(grammar::Automaton(any.grammar).matches("The weather is fine."));
+  t.choice = ToolChoice::Auto;
+  EXPECT_FALSE(reply_reading(ChatFormat::Glm4, ChatOptions{}, t).grammar);
   // "none": tools in the prompt, calls not read; GLM-4 without tools: plain text.
   t.choice = ToolChoice::None;
   EXPECT_FALSE(reply_reading(ChatFormat::Glm4, ChatOptions{}, t).parse);

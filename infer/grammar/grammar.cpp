@@ -58,6 +58,21 @@ int32_t GrammarBuilder::repeat(const std::vector<Sym>& seq, int min, int max) {
   return out;
 }
 
+int32_t GrammarBuilder::embed(const Grammar& g) {
+  const int32_t base = int32_t(rules_.size());
+  for (size_t r = 0; r < g.starts.size(); ++r) new_rule();
+  for (size_t r = 0; r < g.starts.size(); ++r)
+    for (int32_t pos : g.starts[r]) {
+      std::vector<Sym> seq;
+      for (size_t i = size_t(pos); g.symbols[i] != kEnd; ++i) {
+        const Sym s = g.symbols[i];
+        seq.push_back(s >= 0 ? set(g.sets[size_t(s)]) : rule_ref(base + rule_of(s)));
+      }
+      add(base + int32_t(r), std::move(seq));
+    }
+  return base;
+}
+
 Grammar GrammarBuilder::build(int32_t root) const {
   Grammar g;
   g.sets = sets_;

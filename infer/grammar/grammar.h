@@ -34,6 +34,9 @@ class GrammarBuilder {
   std::vector<Sym> literal(std::string_view text);
   // A rule matching `seq` between min and max times in a row (max < 0: no upper bound).
   int32_t repeat(const std::vector<Sym>& seq, int min, int max);
+  // Adds the rules of a built grammar (a compiled JSON schema, say): its rule r becomes rule
+  // embed(g) + r here.
+  int32_t embed(const Grammar& g);
   Grammar build(int32_t root) const;
 
  private:

@@ -373,7 +373,7 @@ JsonSchemaGrammar finish(Compiler<Json>& c, int32_t value, const std::string& pa
   } catch (const Error& e) {
     fail(path, ": ", e.what());
   }
-  return {g};
+  return {g, value};
 }
 }  // namespace
 

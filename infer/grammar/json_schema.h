@@ -32,6 +32,7 @@ constexpr int kMaxRepeatBound = 1000;  // largest minItems / maxItems / minLengt
 
 struct JsonSchemaGrammar {
   std::shared_ptr<const Grammar> grammar;  // root: whitespace, then one value of the schema
+  int32_t value = 0;  // the rule of the value alone, without the whitespace before it
 };
 
 // `path` names the schema in errors ("response_format.json_schema.schema"); a keyword that is not

@@ -1,5 +1,5 @@
 // Tools and reasoning through the official OpenAI client (tests/package.json pins it), run by
-// tests/test_serve_tools.cpp: node openai_tools.mjs tools|reasoning, with GLM4_URL (.../v1) and
+// tests/test_cli_serve_tools.cpp: node openai_tools.mjs tools|arguments|pairs|reasoning, with GLM4_URL (.../v1) and
 // GLM4_BASE (the served model's name). Prints one JSON line of results; exits 1 on a failure.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -119,6 +119,92 @@ async function tools() {
   results.answer = answer.choices[0].message.content;
 }
 
+// A forced call's arguments follow the tool's parameters schema (constrained decoding): they
+// JSON-parse, have the required keys and the declared types, streamed and not.
+const forecast = {
+  type: 'function',
+  function: {
+    name: 'get_forecast',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', enum: [1, 2, 3] }, hourly: { type: 'boolean' } },
+      required: ['city', 'days'],
+    },
+  },
+};
+const clock = {
+  type: 'function',
+  function: {
+    name: 'get_time',
+    parameters: { type: 'object', properties: { zone: { type: 'string', enum: ['utc', 'cet'] } }, required: ['zone'] },
+  },
+};
+const calendar = {
+  type: 'function',
+  function: {
+    name: 'get_date',
+    parameters: { type: 'object', properties: { offset: { type: 'integer', enum: [0, 1] } }, required: ['offset'] },
+  },
+};
+
+// The arguments JSON-parse and follow the tool's schema: required keys, no others, the types,
+// enums and maxLength declared.
+function checkArguments(tools, name, text) {
+  const tool = tools.find((t) => t.function.name === name);
+  assert.ok(tool, `a call to ${name}, not one of the tools`);
+  const { properties, required } = tool.function.parameters;
+  const args = JSON.parse(text);
+  assert.ok(typeof args === 'object' && args !== null && !Array.isArray(args), text);
+  for (const k of required) assert.ok(k in args, `${k} missing in ${text}`);
+  for (const [k, v] of Object.entries(args)) {
+    const p = properties[k];
+    assert.ok(p, `unknown key ${k} in ${text}`);
+    assert.equal(typeof v, p.type === 'integer' ? 'number' : p.type, text);
+    if (p.type === 'integer') assert.ok(Number.isInteger(v), text);
+    if (p.enum) assert.ok(p.enum.includes(v), text);
+    if (p.maxLength) assert.ok(v.length <= p.maxLength, text);
+  }
+  return args;
+}
+
+const namedForecast = { type: 'function', function: { name: 'get_forecast' } };
+
+// GLM-4: a named tool, required with one and with two tools. GLM-4.5 family (pairs): a named
+// tool and required with one (the name left open), arguments as <arg_key> / <arg_value> pairs.
+async function argumentsPhase(pairs) {
+  const user = [{ role: 'user', content: 'Weather in Paris for two days?' }];
+  const seen = [];
+  const cases = pairs
+    ? [
+        [[forecast], namedForecast],
+        [[forecast, clock], 'required'],
+      ]
+    : [
+        [[clock, forecast], namedForecast],
+        [[forecast], 'required'],
+        [[clock, calendar], 'required'],
+      ];
+  for (const [tools, choice] of cases) {
+    for (const seed of [1, 2]) {
+      const body = ask(user, { tools, tool_choice: choice, max_tokens: 160, temperature: 1, seed });
+      const whole = await client.chat.completions.create(body);
+      const msg = whole.choices[0].message;
+      assert.equal(whole.choices[0].finish_reason, 'tool_calls', JSON.stringify(msg));
+      assert.equal(msg.tool_calls.length, 1, JSON.stringify(msg));
+      const call = msg.tool_calls[0].function;
+      if (typeof choice === 'object') assert.equal(call.name, 'get_forecast');
+      checkArguments(tools, call.name, call.arguments);
+      const streamed = await collect(await client.chat.completions.create({ ...body, stream: true }));
+      assert.equal(streamed.finish, 'tool_calls');
+      assert.equal(streamed.calls.length, 1);
+      assert.equal(streamed.calls[0].name, call.name);
+      assert.equal(streamed.calls[0].arguments, call.arguments);
+      seen.push({ name: call.name, arguments: call.arguments });
+    }
+  }
+  results.calls = seen;
+}
+
 async function reasoning() {
   const user = [{ role: 'user', content: 'Is 91 prime?' }];
   // GLM-4.7's prompt ends inside <think>: what the model writes until </think> is reasoning.
@@ -143,6 +229,8 @@ const phase = process.argv[2];
 try {
   if (phase === 'tools') await tools();
   else if (phase === 'reasoning') await reasoning();
+  else if (phase === 'arguments') await argumentsPhase(false);
+  else if (phase === 'pairs') await argumentsPhase(true);
   else throw new Error(`unknown phase ${phase}`);
   console.log(JSON.stringify(results));
 } catch (e) {
