@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/lora.h"
+#include "tests/support/moe_batch_fixture.h"
 
 namespace glm4 {
 namespace {
@@ -23,54 +24,13 @@ std::string dir_of(const std::string& name) {
   return std::string(GLM4_TEST_DATA) + "/moe_lite/" + name;
 }
 
-struct Fixture {
-  std::vector<int32_t> ids, lengths;
-  int64_t B = 0, T = 0;
-  std::shared_ptr<SafetensorsFile> file;
-};
+using Fixture = testing::BatchFixture;
+using testing::BatchRun;
+using testing::max_abs_error;
+using testing::run_batch;
 
 Fixture read_fixture(const std::string& name, const std::string& prefix = "") {
-  Fixture f;
-  f.file = SafetensorsFile::open(dir_of(name) + "/fixture.safetensors");
-  const TensorInfo& ids = f.file->at(prefix + "input_ids");
-  f.B = ids.shape[0];
-  f.T = ids.shape[1];
-  for (int64_t v : read_int(ids)) f.ids.push_back(int32_t(v));
-  for (int64_t v : read_int(f.file->at(prefix + "lengths"))) f.lengths.push_back(int32_t(v));
-  return f;
-}
-
-double max_abs_error(const float* a, const std::vector<float>& b, const Fixture& f, int64_t width) {
-  double worst = 0;
-  for (int64_t bi = 0; bi < f.B; ++bi)
-    for (int64_t t = 0; t < f.lengths[size_t(bi)]; ++t)
-      for (int64_t j = 0; j < width; ++j) {
-        const size_t i = size_t((bi * f.T + t) * width + j);
-        worst = std::max(worst, double(std::abs(a[i] - b[i])));
-      }
-  return worst;
-}
-
-struct BatchRun {
-  std::vector<Tensor> layers;
-  std::vector<RouterTrace> routes;
-  Tensor hidden, logits;
-};
-
-BatchRun run_batch(const Glm4Model& model, const Fixture& f) {
-  NoGradGuard no_grad;
-  BatchRun r;
-  ForwardContext ctx;
-  ctx.batch = f.B;
-  ctx.seq = f.T;
-  for (int64_t b = 0; b < f.B; ++b)
-    for (int64_t t = 0; t < f.T; ++t) ctx.positions.push_back(int32_t(t));
-  ctx.mask.kv_end = f.lengths;
-  ctx.layer_outputs = &r.layers;
-  ctx.router_traces = &r.routes;
-  r.hidden = model.forward_hidden(f.ids, ctx);
-  r.logits = model.logits(r.hidden, ctx);
-  return r;
+  return testing::read_batch_fixture(dir_of(name) + "/fixture.safetensors", prefix);
 }
 
 class MoeLiteParity : public ::testing::TestWithParam<std::string> {};
