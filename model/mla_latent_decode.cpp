@@ -8,12 +8,24 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/kernels/simd.h"
 #include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4 {
 
 namespace {
+// sum_i a[i] b[i], in vector lanes (a plain loop's serial sum does not vectorise).
+float dot(const float* a, const float* b, int64_t n) {
+  simd::VecF acc = simd::zero();
+  int64_t i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes)
+    acc = simd::fma(simd::load(a + i), simd::load(b + i), acc);
+  float s = simd::hsum(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 // Rows [first, first + n) of kv_b, widened to fp32: out [n, cols].
 void rows_f32(const Param& w, int64_t first, int64_t n, float* out) {
   const int64_t cols = w.shape[1];
@@ -58,10 +70,7 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
         float best = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < visible; ++j) {
           const float* kj = cd + j * W;
-          float dot = 0.0f;
-          for (int64_t c = 0; c < C; ++c) dot += q_lat[size_t(c)] * kj[c];
-          for (int64_t r = 0; r < R; ++r) dot += qt[N + r] * kj[C + r];
-          p[size_t(j)] = dot * scale;
+          p[size_t(j)] = (dot(q_lat.data(), kj, C) + dot(qt + N, kj + C, R)) * scale;
           best = std::max(best, p[size_t(j)]);
         }
         float total = 0.0f;
@@ -75,9 +84,7 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
         float* ot = od + (t * H + h) * V;
         for (int64_t v = 0; v < V; ++v) {
           const float* row = wv.data() + v * C;
-          float acc = 0.0f;
-          for (int64_t c = 0; c < C; ++c) acc += o_lat[size_t(c)] * row[c];
-          ot[v] = acc;
+          ot[v] = dot(o_lat.data(), row, C);
         }
       }
     }
