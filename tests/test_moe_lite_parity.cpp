@@ -11,7 +11,6 @@
 
 #include "autograd/node.h"
 #include "infer/cached_forward.h"
-#include "infer/generator.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/lora.h"
@@ -92,17 +91,8 @@ TEST_P(MoeLiteParity, RouterChoicesMatchTheReference) {
 // gives the reference's ids, which it computed by full recomputation.
 TEST_P(MoeLiteParity, GreedyIdsThroughTheLatentCacheMatchTheReference) {
   auto model = load_model(dir_of(GetParam()));
-  const Fixture f = read_fixture(GetParam());
-  std::vector<int32_t> prompt, want;
-  for (int64_t v : read_int(f.file->at("greedy_prompt"))) prompt.push_back(int32_t(v));
-  for (int64_t v : read_int(f.file->at("greedy_ids"))) want.push_back(int32_t(v));
-  GenerationConfig cfg;
-  cfg.max_tokens = int(want.size());
-  Generator gen(*model, cfg);
-  gen.start(prompt);
-  std::vector<int32_t> got;
-  while (auto t = gen.next()) got.push_back(*t);
-  EXPECT_EQ(got, want);
+  const testing::GreedyRun r = testing::run_greedy(*model, read_fixture(GetParam()));
+  EXPECT_EQ(r.got, r.want);
   KvCache cache = make_cache(*model);
   EXPECT_TRUE(cache.keys_only());
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "infer/generator.h"
 
 namespace glm4::testing {
 
@@ -49,6 +50,19 @@ BatchRun run_batch(const Glm4Model& model, const BatchFixture& f) {
   ctx.router_traces = &r.routes;
   r.hidden = model.forward_hidden(f.ids, ctx);
   r.logits = model.logits(r.hidden, ctx);
+  return r;
+}
+
+GreedyRun run_greedy(const Glm4Model& model, const BatchFixture& f) {
+  GreedyRun r;
+  std::vector<int32_t> prompt;
+  for (int64_t v : read_int(f.file->at("greedy_prompt"))) prompt.push_back(int32_t(v));
+  for (int64_t v : read_int(f.file->at("greedy_ids"))) r.want.push_back(int32_t(v));
+  GenerationConfig cfg;
+  cfg.max_tokens = int(r.want.size());
+  Generator gen(model, cfg);
+  gen.start(prompt);
+  while (auto t = gen.next()) r.got.push_back(*t);
   return r;
 }
 

@@ -36,4 +36,11 @@ struct BatchRun {
 // The model over the whole batch without gradients.
 BatchRun run_batch(const Glm4Model& model, const BatchFixture& f);
 
+// Greedy decoding of the fixture's greedy_prompt through the model's KV cache (Generator), and
+// the reference's greedy_ids it should give.
+struct GreedyRun {
+  std::vector<int32_t> got, want;
+};
+GreedyRun run_greedy(const Glm4Model& model, const BatchFixture& f);
+
 }  // namespace glm4::testing
