@@ -214,15 +214,27 @@ TEST(ReplyParser, Glm40414CallsAndAnswers) {
   // The prefill of a forced call is the template's "name \n".
   EXPECT_EQ(tool_call_prefill(ChatFormat::Glm40414, true, "f"), "f \n");
   EXPECT_EQ(tool_call_prefill(ChatFormat::Glm40414, true, ""), "");
+  // A forced call: the streamed arguments add up to the reply's, whitespace at the ends left out,
+  // whether the object closes or the reply breaks off inside it.
   ReplyParserOptions forced = glm(ChatFormat::Glm40414);
   forced.forced_call = true;
-  ReplyParser q(forced);
-  q.begin_call("get_weather");
-  q.push("{\"city\": \"Lima\"}");
-  q.finish();
-  ASSERT_EQ(q.reply().calls.size(), 1u);
-  EXPECT_EQ(q.reply().calls[0].arguments, "{\"city\": \"Lima\"}");
-  EXPECT_FALSE(q.reply().malformed_call);
+  for (const std::vector<std::string>& pieces :
+       {std::vector<std::string>{" {\"city\":", " \"Lima\"", "}"},
+        std::vector<std::string>{"{\"city\"", "\n  ", "  "}}) {
+    ReplyParser q(forced);
+    std::string streamed;
+    auto take = [&](const ReplyDelta& d) {
+      for (const ToolCallDelta& c : d.calls) streamed += c.arguments;
+    };
+    take(q.begin_call("get_weather"));
+    for (const std::string& piece : pieces) take(q.push(piece));
+    take(q.finish());
+    ASSERT_EQ(q.reply().calls.size(), 1u);
+    const bool closed = pieces.back() == "}";
+    EXPECT_EQ(q.reply().calls[0].arguments, closed ? "{\"city\": \"Lima\"}" : "{\"city\"");
+    EXPECT_EQ(streamed, q.reply().calls[0].arguments);
+    EXPECT_EQ(q.reply().malformed_call, !closed);
+  }
 }
 
 TEST(ReplyParser, PrefillOpensTheCall) {

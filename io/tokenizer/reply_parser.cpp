@@ -325,14 +325,24 @@ void ReplyParser::run(ReplyDelta& out, bool at_end) {
       }
       case State::Glm4Args: {
         const size_t end = args_end_.find(buf_);
-        const std::string piece = buf_.substr(0, end);
-        call_raw_ += piece;
-        reply_.calls.back().arguments += piece;
-        if (!piece.empty()) out.calls.push_back({int(reply_.calls.size()) - 1, "", piece});
+        call_raw_ += buf_.substr(0, end);
+        // Whitespace at either end is not the arguments': trailing whitespace is held until more
+        // follows, so that the deltas add up to the arguments even when the reply breaks off.
+        std::string piece = std::exchange(held_space_, "") + buf_.substr(0, end);
         buf_.erase(0, end);
+        std::string& args = reply_.calls.back().arguments;
+        size_t lead = 0;
+        while (args.empty() && lead < piece.size() && is_space(piece[lead])) ++lead;
+        piece.erase(0, lead);
+        size_t keep = piece.size();
+        while (keep > 0 && is_space(piece[keep - 1])) --keep;
+        held_space_ = piece.substr(keep);
+        piece.resize(keep);
+        args += piece;
+        if (!piece.empty()) out.calls.push_back({int(reply_.calls.size()) - 1, "", piece});
         if (end == std::string::npos) return;
         // The object closed: the call is complete; the model may go on with another.
-        reply_.calls.back().arguments = std::string(trim(reply_.calls.back().arguments));
+        held_space_.clear();
         call_raw_.clear();
         state_ = State::Glm4Next;
         continue;
