@@ -217,10 +217,17 @@ ChatFormat detect_chat_format(const Tokenizer& tok) {
 
 std::optional<ChatFormat> chat_format_of_template(std::string_view jinja) {
   const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
-  if (!has("[gMASK]<sop>") || !has("<|assistant|>") || !has("reasoning_content"))
+  if (!has("[gMASK]<sop>") || !has("<|assistant|>")) return std::nullopt;
+  if (has("reasoning_content")) {
+    if (has("/nothink")) return ChatFormat::Glm45;  // GLM-4.5 / 4.6's non-thinking user suffix
+    if (has("</think>")) return ChatFormat::Glm47;
     return std::nullopt;
-  if (has("/nothink")) return ChatFormat::Glm45;  // GLM-4.5 / 4.6's non-thinking user suffix
-  if (has("</think>")) return ChatFormat::Glm47;
+  }
+  if (!has("# 可用工具") || has("think")) return std::nullopt;
+  // GLM-4-0414: the call's name and a space before the arguments' line.
+  if (has("<|assistant|>{{ meta }} \n")) return ChatFormat::Glm40414;
+  if (has("你是一个名为 ChatGLM 的人工智能助手") && has("{{ item['metadata'] }}"))
+    return ChatFormat::Glm4;  // glm-4-9b-chat
   return std::nullopt;
 }
 
@@ -251,7 +258,9 @@ std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& 
       if (config.is_object() && config.value("model_type", "") == "glm4_moe")
         return ChatFormat::Glm45;
       if (config.is_object() && config.value("model_type", "") == "glm4_moe_lite")
-        return ChatFormat::Glm47;                 // GLM-4.7-Flash
+        return ChatFormat::Glm47;  // GLM-4.7-Flash
+      if (config.is_object() && config.value("model_type", "") == "glm4")
+        return ChatFormat::Glm40414;              // Glm4ForCausalLM: GLM-4-0414
     } catch (const Error&) {                      // the model loader reports a broken config.json
     } catch (const nlohmann::json::exception&) {  // model_type not a string
     }

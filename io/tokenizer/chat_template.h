@@ -62,13 +62,15 @@ struct ChatOptions {
 ChatFormat detect_chat_format(const Tokenizer& tokenizer);
 
 // The format a model directory asks for, when it says: its chat template text
-// (chat_template.jinja, else tokenizer_config.json's "chat_template") if it is one of the GLM-4.5
-// family's (Glm45 or Glm47); else config.json's model_type "glm4_moe" gives Glm45 and
-// "glm4_moe_lite" (GLM-4.7-Flash) Glm47 (a template
-// this does not know, a modified one say, does not override the model type). nullopt otherwise (a
-// missing or unreadable file is not an error here).
+// (chat_template.jinja, else tokenizer_config.json's "chat_template") if it is one this knows
+// (chat_format_of_template); else config.json's model_type: "glm4_moe" gives Glm45,
+// "glm4_moe_lite" (GLM-4.7-Flash) Glm47, "glm4" (Glm4ForCausalLM: GLM-4-0414) Glm40414 (a
+// template this does not know, a modified one say, does not override the model type). nullopt
+// otherwise, "chatglm" (glm-4-9b-chat) included (a missing or unreadable file is not an error
+// here).
 std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& model_dir);
-// Glm45 or Glm47 when the Jinja text is the GLM-4.5 family's template, else nullopt.
+// Glm45 or Glm47 when the Jinja text is the GLM-4.5 family's template, Glm40414 when it is
+// GLM-4-0414's, Glm4 when it is glm-4-9b-chat's, else nullopt.
 std::optional<ChatFormat> chat_format_of_template(std::string_view jinja);
 
 // chat_format_of_model_dir when it answers, else detect_chat_format(tokenizer).
