@@ -1,6 +1,6 @@
 // Chat-template rendering with the real GLM-4 (tiktoken), ChatGLM3 and ChatGLM2 tokenizers of
-// tests/data (the GLM-4.5 family's formats with the GLM-4 one). Input: one byte choosing the
-// format (and the generation prompt and thinking switch), then messages as
+// tests/data (the GLM-4.5 family's and GLM-4-0414's formats with the GLM-4 one). Input: one byte
+// choosing the format (and the generation prompt and thinking switch), then messages as
 // role \x01 content \x01 role \x01 content ... (any bytes: unknown roles, invalid UTF-8, literal
 // special tokens).
 #include <memory>
@@ -19,6 +19,7 @@ const glm4::Tokenizer& tokenizer_for(glm4::ChatFormat format) {
   static const std::unique_ptr<glm4::Tokenizer> chatglm2 = glm4::load_tokenizer(data / "chatglm2");
   switch (format) {
     case glm4::ChatFormat::Glm4:
+    case glm4::ChatFormat::Glm40414:
     case glm4::ChatFormat::Glm45:
     case glm4::ChatFormat::Glm47:
       return *glm4_tok;
@@ -33,7 +34,7 @@ const glm4::Tokenizer& tokenizer_for(glm4::ChatFormat format) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto format = glm4::ChatFormat(data[0] % 5);
+  const auto format = glm4::ChatFormat(data[0] % 6);
   glm4::ChatOptions options;
   options.enable_thinking = (data[0] & 0x40) == 0;
   const bool generation_prompt = (data[0] & 0x80) != 0;

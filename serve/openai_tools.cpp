@@ -130,7 +130,7 @@ ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const Too
   ReplyReading r;
   const bool glm45 = format == ChatFormat::Glm45 || format == ChatFormat::Glm47;
   const bool calls = !tools.tools.empty() && tools.choice != ToolChoice::None &&
-                     (glm45 || format == ChatFormat::Glm4);
+                     (glm45 || calls_by_name_line(format));
   r.parse = glm45 || calls;
   r.options.format = format;
   r.options.enable_thinking = chat.enable_thinking;
@@ -140,7 +140,7 @@ ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const Too
       calls && (tools.choice == ToolChoice::Named || tools.choice == ToolChoice::Required);
   if (calls && tools.choice == ToolChoice::Named) r.forced_name = tools.name;
   // Glm4 opens a call only with its name: "required" with one tool is that tool.
-  if (calls && tools.choice == ToolChoice::Required && format == ChatFormat::Glm4 &&
+  if (calls && tools.choice == ToolChoice::Required && calls_by_name_line(format) &&
       tools.tools.size() == 1)
     r.forced_name = json::parse(tools.tools[0])["function"]["name"].get<std::string>();
   if (r.options.forced_call)

@@ -1,8 +1,9 @@
 // `glm4 serve` with tools and reasoning, end to end with the official OpenAI client
 // (tests/serve/openai_tools.mjs) on the embedded model: a full tool round trip with a named
-// tool_choice, streamed and not (GLM-4's format), forced calls' arguments that follow the tool's
-// parameters schema (a named tool, "required" with one and with two tools), and reasoning_content
-// split off a GLM-4.7 reply (the same model given GLM-4.7-Flash's chat template), streamed and not.
+// tool_choice, streamed and not (GLM-4-0414's format: the model's config says glm4), forced
+// calls' arguments that follow the tool's parameters schema (a named tool, "required" with one and
+// with two tools), and reasoning_content split off a GLM-4.7 reply (the same model given
+// GLM-4.7-Flash's chat template), streamed and not.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -47,7 +47,7 @@ TEST(CliTools, GenerateReadsTheReplyAndPutsToolsInThePrompt) {
   ASSERT_EQ(r.status, 0) << r.output;
   const json a = json::parse(plain.output.substr(plain.output.find('{')));
   const json b = json::parse(r.output.substr(r.output.find('{')));
-  // The tool list is in the prompt (glm-4-9b-chat's system turn).
+  // The tool list is in the prompt (GLM-4-0414's tool turn: the model's config says glm4).
   EXPECT_GT(b["prompt_ids"].size(), a["prompt_ids"].size() + 20);
   ASSERT_TRUE(b.contains("content") && b.contains("tool_calls")) << b.dump();
   EXPECT_TRUE(b["tool_calls"].is_array());
@@ -68,6 +68,36 @@ TEST(CliTools, GenerateReadsTheReplyAndPutsToolsInThePrompt) {
                             (tmp / "none.json").string()});
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("--tools: cannot open"), std::string::npos) << missing.output;
+}
+
+// A tool-calling record as training renders it for the embedded model (config model_type "glm4",
+// so GLM-4-0414's format): the tool turn, the call as "name \n" + arguments carrying loss, the
+// tool's answer not, with or without --mask-prompt.
+TEST(CliTools, TokenizeDataShowsGlm40414ToolTurns) {
+  TempDir tmp;
+  const std::string data = (tmp / "tools.jsonl").string();
+  std::ofstream(data)
+      << R"({"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": )"
+      << R"({}}}], "messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", )"
+      << R"("content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather", )"
+      << R"("arguments": "{\"city\": \"Paris\"}"}}]}, {"role": "tool", "content": "sunny"}, )"
+      << R"({"role": "assistant", "content": "Sunny."}]})"
+      << "\n";
+  Result r = cli({"tokenize", "--model", kModel, "--data", data, "--mask-prompt"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[gMASK]<sop><|system|>\\n# 可用工具\\n\\n## get_weather\\n\\n{"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("ChatGLM"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("<|assistant|>[[get_weather \\n{\"city\": \"Paris\"}<|observation|>]]"
+                          "\\nsunny<|assistant|>[[\\nSunny.<|endoftext|>]]"),
+            std::string::npos)
+      << r.output;
+  // Training on the prompt too: still never on what the tool answered.
+  Result all = cli({"tokenize", "--model", kModel, "--data", data});
+  ASSERT_EQ(all.status, 0) << all.output;
+  EXPECT_NE(all.output.find("<|observation|>]]\\nsunny[[<|assistant|>"), std::string::npos)
+      << all.output;
 }
 
 // The same model given GLM-4.7-Flash's template thinks first: the reply shows "[thinking] ".

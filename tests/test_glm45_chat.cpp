@@ -1,7 +1,8 @@
 // The GLM-4.5 family's chat format against the real templates: every conversation of
 // tests/data/chat_templates/fixtures.json (rendered by python3-jinja2) must come out byte for
-// byte, and as the ids the GLM-4 tokenizer gives the fixture text; the training targets cover
-// exactly the assistant turns and their ends; glm4_moe models get the format.
+// byte, and as the ids the GLM-4 tokenizer gives the fixture text (GLM-4-0414's and
+// glm-4-9b-chat's cases too); the training targets cover exactly the assistant turns and their
+// ends; glm4_moe models get the format.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,9 +35,10 @@ const std::vector<Case>& fixture_cases() {
     for (const auto& c : j.at("cases")) {
       Case k;
       const std::string format = c.at("format");
-      k.format = format == "glm45"   ? ChatFormat::Glm45
-                 : format == "glm47" ? ChatFormat::Glm47
-                                     : ChatFormat::Glm4;
+      k.format = format == "glm45"       ? ChatFormat::Glm45
+                 : format == "glm47"     ? ChatFormat::Glm47
+                 : format == "glm4-0414" ? ChatFormat::Glm40414
+                                         : ChatFormat::Glm4;
       k.name = format + " " + c.at("name").get<std::string>();
       for (const auto& m : c.at("messages")) {
         ChatMessage msg{m.at("role"), m.at("content")};
@@ -72,9 +74,9 @@ std::vector<int32_t> record_end(const Tokenizer& tok, const Case& c) {
 }
 
 TEST(Glm45Chat, TextMatchesJinjaByteForByte) {
-  ASSERT_EQ(fixture_cases().size(), 222u);
+  ASSERT_EQ(fixture_cases().size(), 276u);
   for (const Case& c : fixture_cases()) {
-    if (c.format == ChatFormat::Glm4) continue;  // Glm4 renders ids only: the next test
+    if (calls_by_name_line(c.format)) continue;  // GLM-4 renders ids only: the next test
     EXPECT_EQ(render_glm45_text(c.format, c.messages, c.add_generation_prompt, c.options), c.text)
         << c.name;
   }
@@ -91,7 +93,7 @@ TEST(Glm45Chat, IdsMatchTheEncodedFixtureText) {
     for (int32_t id : record_end(tok, c)) want.push_back(id);
     EXPECT_EQ(chat.ids, want) << c.name;
     EXPECT_EQ(chat.target.size(), chat.ids.size()) << c.name;
-    if (c.format == ChatFormat::Glm4) {  // rendered as ids only: their text is the fixture's
+    if (calls_by_name_line(c.format)) {  // rendered as ids only: their text is the fixture's
       const size_t n = chat.ids.size() - record_end(tok, c).size();
       EXPECT_EQ(tok.decode(std::span(chat.ids.data(), n), false), c.text) << c.name;
     }
@@ -147,9 +149,12 @@ TEST(Glm45Chat, ThinkTagsAreSingleIdsWhenTheVocabularyHasThem) {
   const WithThinkTokens tok(shared_tokenizer("glm4-json"));
   int checked = 0;
   for (const Case& c : fixture_cases()) {
-    // The one case whose kept content holds literal tags: glm4 encodes message content as text
-    // (never as special tokens), where encoding the rendered text would give the tags' ids.
+    // The cases whose kept content holds literal tags (GLM-4-0414 keeps all content): glm4
+    // encodes message content as text (never as special tokens), where encoding the rendered
+    // text would give the tags' ids.
     if (c.name.find("empty_reasoning_string") != std::string::npos) continue;
+    if (c.format == ChatFormat::Glm40414 && c.name.find("think_in_content") != std::string::npos)
+      continue;
     const RenderedChat chat =
         render_chat(tok, c.format, c.messages, c.add_generation_prompt, c.options);
     std::vector<int32_t> want = tok.encode(c.text, /*allow_special=*/true);
@@ -157,7 +162,7 @@ TEST(Glm45Chat, ThinkTagsAreSingleIdsWhenTheVocabularyHasThem) {
     EXPECT_EQ(chat.ids, want) << c.name;
     ++checked;
   }
-  EXPECT_EQ(checked, 212);
+  EXPECT_EQ(checked, 262);
   const RenderedChat chat = render_chat(tok, ChatFormat::Glm45, {{"user", "q"}}, true, {false});
   EXPECT_EQ(std::vector<int32_t>(chat.ids.end() - 2, chat.ids.end()),
             (std::vector<int32_t>{*tok.special_id("<think>"), *tok.special_id("</think>")}));

@@ -176,6 +176,67 @@ TEST(ReplyParser, Glm4CallsAndAnswers) {
   EXPECT_EQ(cut.reply.content, "get_weather\n{\"city\": \"Par");
 }
 
+// GLM-4-0414: "name \n{json}" (the template's form) or "name\n{json}"; further calls follow the
+// closed object (their <|assistant|> is not in the decoded text); the same at any chunking.
+TEST(ReplyParser, Glm40414CallsAndAnswers) {
+  const std::string two =
+      "get_weather \n{\"city\": \"Paris\", \"code\": \"}{\\\"\"}get_weather\n{\"city\": "
+      "\"Oslo\"}\n";
+  for (size_t step : {0, 1, 2, 5}) {
+    const Parsed r = parse(two, step, glm(ChatFormat::Glm40414));
+    ASSERT_EQ(r.reply.calls.size(), 2u) << step;
+    EXPECT_EQ(r.reply.calls[0].name, "get_weather");
+    EXPECT_EQ(r.reply.calls[0].arguments, "{\"city\": \"Paris\", \"code\": \"}{\\\"\"}");
+    EXPECT_EQ(r.reply.calls[1].arguments, "{\"city\": \"Oslo\"}");
+    EXPECT_EQ(r.arguments[1], "{\"city\": \"Oslo\"}") << step;
+    EXPECT_EQ(r.reply.content, "");
+    EXPECT_FALSE(r.reply.truncated_call);
+  }
+  const Parsed answer = parse("\nIt is sunny.", 1, glm(ChatFormat::Glm40414));
+  EXPECT_TRUE(answer.reply.calls.empty());
+  EXPECT_EQ(answer.content, "It is sunny.");
+  // A first line that is not a name is answer text as soon as that shows, not at its end.
+  ReplyParser p(glm(ChatFormat::Glm40414));
+  EXPECT_EQ(p.push("Sure, ").content, "Sure,");
+  // Not one of the tools: an answer.
+  EXPECT_EQ(parse("get_time \n{}", 1, glm(ChatFormat::Glm40414)).reply.content, "get_time \n{}");
+  // A second call cut short: the first stands, the second's text is the answer.
+  const Parsed cut =
+      parse("get_weather \n{\"city\": \"Rome\"}get_weather \n{\"ci", 3, glm(ChatFormat::Glm40414));
+  ASSERT_EQ(cut.reply.calls.size(), 1u);
+  EXPECT_EQ(cut.reply.calls[0].arguments, "{\"city\": \"Rome\"}");
+  EXPECT_TRUE(cut.reply.truncated_call);
+  EXPECT_EQ(cut.reply.content, "get_weather \n{\"ci");
+  // Answer text after a call is kept as the answer.
+  const Parsed after = parse("get_weather \n{}\n\nDone.\n", 1, glm(ChatFormat::Glm40414));
+  ASSERT_EQ(after.reply.calls.size(), 1u);
+  EXPECT_EQ(after.reply.content, "Done.");
+  // The prefill of a forced call is the template's "name \n".
+  EXPECT_EQ(tool_call_prefill(ChatFormat::Glm40414, true, "f"), "f \n");
+  EXPECT_EQ(tool_call_prefill(ChatFormat::Glm40414, true, ""), "");
+  // A forced call: the streamed arguments add up to the reply's, whitespace at the ends left out,
+  // whether the object closes or the reply breaks off inside it.
+  ReplyParserOptions forced = glm(ChatFormat::Glm40414);
+  forced.forced_call = true;
+  for (const std::vector<std::string>& pieces :
+       {std::vector<std::string>{" {\"city\":", " \"Lima\"", "}"},
+        std::vector<std::string>{"{\"city\"", "\n  ", "  "}}) {
+    ReplyParser q(forced);
+    std::string streamed;
+    auto take = [&](const ReplyDelta& d) {
+      for (const ToolCallDelta& c : d.calls) streamed += c.arguments;
+    };
+    take(q.begin_call("get_weather"));
+    for (const std::string& piece : pieces) take(q.push(piece));
+    take(q.finish());
+    ASSERT_EQ(q.reply().calls.size(), 1u);
+    const bool closed = pieces.back() == "}";
+    EXPECT_EQ(q.reply().calls[0].arguments, closed ? "{\"city\": \"Lima\"}" : "{\"city\"");
+    EXPECT_EQ(streamed, q.reply().calls[0].arguments);
+    EXPECT_EQ(q.reply().malformed_call, !closed);
+  }
+}
+
 TEST(ReplyParser, PrefillOpensTheCall) {
   EXPECT_EQ(tool_call_prefill(ChatFormat::Glm45, true, "get_weather"),
             "\n<think></think>\n<tool_call>get_weather\n");

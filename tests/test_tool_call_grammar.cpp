@@ -1,6 +1,6 @@
-// Forced tool calls' grammars: Glm4's JSON arguments and Glm45 / Glm47's <arg_key> / <arg_value>
-// pairs accept the arguments the tool's parameters schema allows and reject the others; a free
-// name is one of the tools'.
+// Forced tool calls' grammars: GLM-4's JSON arguments (Glm4, Glm40414) and Glm45 / Glm47's
+// <arg_key> / <arg_value> pairs accept the arguments the tool's parameters schema allows and
+// reject the others; a free name is one of the tools'.
 #include <gtest/gtest.h>
 
 #include "base/check.h"
@@ -48,6 +48,14 @@ TEST(ToolCallGrammar, Glm4FreeNameIsOneOfTheTools) {
          {"get_time\n{}", "get_weather\n{\"city\": \"Rome\"}"},
          {"get_weather\n{}", "get_date\n{}", "get_time{}", "{\"city\": \"Rome\"}",
           "get_time\n{}\nget_time\n{}"});
+}
+
+TEST(ToolCallGrammar, Glm40414WritesTheNameWithItsSpace) {
+  expect(ChatFormat::Glm40414, {kTime, kWeather}, "",
+         {"get_time \n{}", "get_weather \n{\"city\": \"Rome\"}"},
+         {"get_time\n{}", "get_weather \n{}", "get_time {}"});
+  expect(ChatFormat::Glm40414, {kTime, kWeather}, "get_weather", {R"({"city": "Paris"})"},
+         {R"({})", "get_weather \n{\"city\": \"P\"}"});
 }
 
 TEST(ToolCallGrammar, Glm45PairsFollowTheSchema) {

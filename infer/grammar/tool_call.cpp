@@ -1,4 +1,4 @@
-// Tool-call grammars: the call's name among the tools, Glm4's JSON arguments and Glm45 / Glm47's
+// Tool-call grammars: the call's name among the tools, GLM-4's JSON arguments and Glm45 / Glm47's
 // <arg_key> / <arg_value> pairs, built from the tools' parameters schemas.
 #include "infer/grammar/tool_call.h"
 
@@ -139,7 +139,7 @@ int32_t arguments(GrammarBuilder& b, ChatFormat format, const ordered_json& func
                   const std::string& path) {
   const auto p = function.find("parameters");
   const ordered_json* parameters = p != function.end() && !p->is_null() ? &*p : nullptr;
-  if (format == ChatFormat::Glm4) {
+  if (calls_by_name_line(format)) {
     if (parameters) {
       try {
         return json_value(b, compile_json_schema(*parameters, path));
@@ -165,11 +165,13 @@ std::shared_ptr<const Grammar> tool_call_grammar(ChatFormat format,
                                                  const std::vector<std::string>& tools,
                                                  const std::string& name) {
   GLM4_CHECK(
-      format == ChatFormat::Glm4 || format == ChatFormat::Glm45 || format == ChatFormat::Glm47,
+      calls_by_name_line(format) || format == ChatFormat::Glm45 || format == ChatFormat::Glm47,
       "[grammar] the ", chat_format_name(format), " chat format has no tool calls");
   GrammarBuilder b;
   const int32_t root = b.new_rule();
-  const std::string after_name = format == ChatFormat::Glm47 ? "" : "\n";
+  const std::string after_name = format == ChatFormat::Glm47      ? ""
+                                 : format == ChatFormat::Glm40414 ? " \n"
+                                                                  : "\n";
   int found = 0;
   for (size_t i = 0; i < tools.size(); ++i) {
     const ordered_json tool = ordered_json::parse(tools[i]);

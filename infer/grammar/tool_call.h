@@ -15,8 +15,9 @@ namespace glm4::grammar {
 // "parameters"}}), already checked. `name`: the call the prefill opened; empty when the name is
 // free (then it is one of the tools', and its arguments follow that tool's schema).
 //
-// Glm4 (GLM-4-0414, glm-4-9b-chat): [name "\n"] then one JSON object of the parameters schema
-// (compile_json_schema; any object when there is none); the call ends with the object.
+// Glm4 (glm-4-9b-chat) / Glm40414 (GLM-4-0414): [name "\n" / name " \n"] then one JSON object of
+// the parameters schema (compile_json_schema; any object when there is none); the call ends with
+// the object.
 // Glm45 / Glm47: [name ["\n"]] then <arg_key>k</arg_key>[\n]<arg_value>v</arg_value>[\n] per
 // argument and "</tool_call>": keys the schema's properties in their declared order (required
 // ones present, optional ones may be left out, no others), a string property's value raw text

@@ -53,11 +53,32 @@ std::string glm4_tools_text(const std::vector<std::string>& tools) {
   return text;
 }
 
-// GLM-4 and ChatGLM3: role tokens, "\n", content.
+// GLM-4-0414's tool turn: no preamble; per tool its function object (`tool.function`, or the tool
+// itself when it has none) under "## name" as tojson(indent=4) writes it. trim_blocks leaves one
+// "\n" before each "## ", so the first tool follows "# 可用工具\n" with a blank line.
+std::string glm4_0414_tools_text(const std::vector<std::string>& tools) {
+  std::string text = "\n# 可用工具\n";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ordered_json tool = parse_ordered_json(tools[i]);
+    const bool wrapped = tool.is_object() && tool.contains("function") &&
+                         tool["function"].is_object() && !tool["function"].empty();
+    const ordered_json& function = wrapped ? tool["function"] : tool;
+    GLM4_CHECK(function.is_object() && function.contains("name") && function["name"].is_string(),
+               "chat template glm4-0414: tools[", i,
+               "] is neither {\"type\": \"function\", \"function\": {\"name\": ...}} nor a "
+               "function {\"name\": ...}");
+    text += "\n## " + function["name"].get<std::string>() + "\n\n" +
+            python_json_dumps(function, 4) + "\n在调用上述函数时，请使用 Json 格式表示调用的参数。";
+  }
+  return text;
+}
+
+// GLM-4 (both formats) and ChatGLM3: role tokens, "\n", content.
 RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
                                 const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt, const ChatOptions& options) {
-  const bool glm4 = format == ChatFormat::Glm4;
+  const bool g0414 = format == ChatFormat::Glm40414;
+  const bool glm4 = format == ChatFormat::Glm4 || g0414;
   GLM4_CHECK(glm4 || options.tools.empty(), "chat template ", chat_format_name(format),
              ": this format has no tool definitions (tools are for GLM-4 and later)");
   Builder b;
@@ -65,13 +86,20 @@ RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
   b.add(need_special(tok, glm4 ? "<sop>" : "sop", format), false);
   const std::vector<int32_t> newline = tok.encode("\n");
   const bool tools_on_system =
-      !options.tools.empty() && !messages.empty() && messages.front().role == "system";
+      !g0414 && !options.tools.empty() && !messages.empty() && messages.front().role == "system";
   if (!options.tools.empty()) {
     b.add(need_special(tok, "<|system|>", format), false);
-    b.add(tok.encode(glm4_tools_text(options.tools)), false);
+    b.add(tok.encode(g0414 ? glm4_0414_tools_text(options.tools) : glm4_tools_text(options.tools)),
+          false);
   }
+  // The order the turns are written in: GLM-4-0414's template writes every system message first.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (!g0414 || messages[i].role == "system") order.push_back(i);
+  for (size_t i = 0; g0414 && i < messages.size(); ++i)
+    if (messages[i].role != "system") order.push_back(i);
   bool after_assistant = false;  // the next role token ends an assistant turn
-  for (size_t i = 0; i < messages.size(); ++i) {
+  for (size_t i : order) {
     const ChatMessage& m = messages[i];
     GLM4_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
                    m.role == "observation" || m.role == "tool",
@@ -100,7 +128,7 @@ RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
     }
     for (const ToolCall& call : m.tool_calls) {
       b.add(need_special(tok, "<|assistant|>", format), after_assistant);
-      b.add(tok.encode(call.name + "\n" + call.arguments), true);
+      b.add(tok.encode(call.name + (g0414 ? " \n" : "\n") + call.arguments), true);
       after_assistant = true;
     }
   }
@@ -108,7 +136,7 @@ RenderedChat render_role_tokens(const Tokenizer& tok, ChatFormat format,
   if (add_generation_prompt) {
     b.add(need_special(tok, "<|assistant|>", format), after_assistant);
   } else if (after_assistant) {
-    const bool calls = !messages.back().tool_calls.empty();
+    const bool calls = !messages[order.back()].tool_calls.empty();
     b.add(need_special(tok,
                        calls  ? "<|observation|>"
                        : glm4 ? "<|endoftext|>"
@@ -167,8 +195,14 @@ const char* chat_format_name(ChatFormat format) {
       return "glm45";
     case ChatFormat::Glm47:
       return "glm47";
+    case ChatFormat::Glm40414:
+      return "glm4-0414";
   }
   return "?";
+}
+
+bool calls_by_name_line(ChatFormat format) {
+  return format == ChatFormat::Glm4 || format == ChatFormat::Glm40414;
 }
 
 ChatFormat detect_chat_format(const Tokenizer& tok) {
@@ -183,10 +217,17 @@ ChatFormat detect_chat_format(const Tokenizer& tok) {
 
 std::optional<ChatFormat> chat_format_of_template(std::string_view jinja) {
   const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
-  if (!has("[gMASK]<sop>") || !has("<|assistant|>") || !has("reasoning_content"))
+  if (!has("[gMASK]<sop>") || !has("<|assistant|>")) return std::nullopt;
+  if (has("reasoning_content")) {
+    if (has("/nothink")) return ChatFormat::Glm45;  // GLM-4.5 / 4.6's non-thinking user suffix
+    if (has("</think>")) return ChatFormat::Glm47;
     return std::nullopt;
-  if (has("/nothink")) return ChatFormat::Glm45;  // GLM-4.5 / 4.6's non-thinking user suffix
-  if (has("</think>")) return ChatFormat::Glm47;
+  }
+  if (!has("# 可用工具") || has("think")) return std::nullopt;
+  // GLM-4-0414: the call's name and a space before the arguments' line.
+  if (has("<|assistant|>{{ meta }} \n")) return ChatFormat::Glm40414;
+  if (has("你是一个名为 ChatGLM 的人工智能助手") && has("{{ item['metadata'] }}"))
+    return ChatFormat::Glm4;  // glm-4-9b-chat
   return std::nullopt;
 }
 
@@ -217,7 +258,9 @@ std::optional<ChatFormat> chat_format_of_model_dir(const std::filesystem::path& 
       if (config.is_object() && config.value("model_type", "") == "glm4_moe")
         return ChatFormat::Glm45;
       if (config.is_object() && config.value("model_type", "") == "glm4_moe_lite")
-        return ChatFormat::Glm47;                 // GLM-4.7-Flash
+        return ChatFormat::Glm47;  // GLM-4.7-Flash
+      if (config.is_object() && config.value("model_type", "") == "glm4")
+        return ChatFormat::Glm40414;              // Glm4ForCausalLM: GLM-4-0414
     } catch (const Error&) {                      // the model loader reports a broken config.json
     } catch (const nlohmann::json::exception&) {  // model_type not a string
     }
@@ -241,8 +284,8 @@ RenderedChat render_chat(const Tokenizer& tok, ChatFormat format,
 
 bool reply_starts_with_newline(ChatFormat format) {
   // Glm47's generation prompt ends <|assistant|><think> (or </think>): no newline.
-  return format == ChatFormat::Glm4 || format == ChatFormat::ChatGlm3 ||
-         format == ChatFormat::Glm45;
+  return format == ChatFormat::Glm4 || format == ChatFormat::Glm40414 ||
+         format == ChatFormat::ChatGlm3 || format == ChatFormat::Glm45;
 }
 
 std::string ReplyText::push(const std::string& piece) {
@@ -256,6 +299,7 @@ std::string ReplyText::whole(const std::string& text) { return push(text); }
 std::vector<int32_t> stop_ids(const Tokenizer& tok, ChatFormat format) {
   switch (format) {
     case ChatFormat::Glm4:
+    case ChatFormat::Glm40414:
     case ChatFormat::Glm45:
     case ChatFormat::Glm47:
       return {need_special(tok, "<|endoftext|>", format), need_special(tok, "<|user|>", format),

@@ -2,6 +2,7 @@
 // become a tag.
 #include "io/tokenizer/reply_parser.h"
 
+#include <cctype>
 #include <span>
 #include <utility>
 
@@ -57,6 +58,18 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
+// A GLM-4 call's first line so far: a name (ASCII letters, digits, '_', '-', '.', or any non-ASCII
+// byte), then perhaps spaces (GLM-4-0414 writes "name \n").
+bool name_line_so_far(std::string_view s) {
+  size_t i = 0;
+  const auto name_char = [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c >= 0x80;
+  };
+  while (i < s.size() && name_char(static_cast<unsigned char>(s[i]))) ++i;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return i == s.size();
+}
+
 }  // namespace
 
 ReplyParser::ReplyParser(ReplyParserOptions options) : options_(std::move(options)) {
@@ -104,8 +117,37 @@ void ReplyParser::emit_reasoning(ReplyDelta& out, std::string_view text) {
   reply_.reasoning += all.substr(0, end);
 }
 
+size_t ReplyParser::ObjectEnd::find(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!started) {
+      if (is_space(c)) continue;
+      started = true;
+      object = c == '{';  // anything else never closes: not an object
+      depth = 1;
+    } else if (!object) {
+      return std::string_view::npos;
+    } else if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
 void ReplyParser::open_call(ReplyDelta& out, std::string name) {
   args_in_call_ = 0;
+  args_end_ = {};
   reply_.calls.push_back({"", std::move(name), ""});
   out.calls.push_back({int(reply_.calls.size()) - 1, reply_.calls.back().name, ""});
 }
@@ -128,7 +170,7 @@ std::string ReplyParser::value_json(const std::string& key, const std::string& v
 }
 
 void ReplyParser::run(ReplyDelta& out, bool at_end) {
-  const bool glm4 = options_.format == ChatFormat::Glm4;
+  const bool glm4 = calls_by_name_line(options_.format);
   while (true) {
     switch (state_) {
       case State::Start:
@@ -266,32 +308,54 @@ void ReplyParser::run(ReplyDelta& out, bool at_end) {
       }
       case State::Glm4Name: {
         const size_t nl = buf_.find('\n');
-        if (nl == std::string::npos) {
-          field_ += buf_;
-          call_raw_ += buf_;
-          buf_.clear();
-          return;
-        }
         field_ += buf_.substr(0, nl);
-        call_raw_ += buf_.substr(0, nl + 1);
-        buf_.erase(0, nl + 1);
+        call_raw_ += buf_.substr(0, nl == std::string::npos ? nl : nl + 1);
+        buf_.erase(0, nl == std::string::npos ? nl : nl + 1);
         const std::string name(trim(field_));
         const bool known = options_.tools.empty() || string_params_.count(name) > 0;
-        if (name.empty() || !known) {  // not one of the tools: an answer after all
-          state_ = State::Verbatim;
-          emit_content(out, std::exchange(call_raw_, ""));
+        if (!name_line_so_far(field_) || (nl != std::string::npos && (name.empty() || !known))) {
+          state_ = State::Verbatim;  // not a call (or not to one of the tools): an answer
+          emit_content(out, std::exchange(call_raw_, "") + std::exchange(buf_, ""));
           continue;
         }
+        if (nl == std::string::npos) return;
         open_call(out, name);
         state_ = State::Glm4Args;
         continue;
       }
-      case State::Glm4Args:
-        call_raw_ += buf_;
-        reply_.calls.back().arguments += buf_;
-        if (!buf_.empty()) out.calls.push_back({int(reply_.calls.size()) - 1, "", buf_});
-        buf_.clear();
-        return;
+      case State::Glm4Args: {
+        const size_t end = args_end_.find(buf_);
+        call_raw_ += buf_.substr(0, end);
+        // Whitespace at either end is not the arguments': trailing whitespace is held until more
+        // follows, so that the deltas add up to the arguments even when the reply breaks off.
+        std::string piece = std::exchange(held_space_, "") + buf_.substr(0, end);
+        buf_.erase(0, end);
+        std::string& args = reply_.calls.back().arguments;
+        size_t lead = 0;
+        while (args.empty() && lead < piece.size() && is_space(piece[lead])) ++lead;
+        piece.erase(0, lead);
+        size_t keep = piece.size();
+        while (keep > 0 && is_space(piece[keep - 1])) --keep;
+        held_space_ = piece.substr(keep);
+        piece.resize(keep);
+        args += piece;
+        if (!piece.empty()) out.calls.push_back({int(reply_.calls.size()) - 1, "", piece});
+        if (end == std::string::npos) return;
+        // The object closed: the call is complete; the model may go on with another.
+        held_space_.clear();
+        call_raw_.clear();
+        state_ = State::Glm4Next;
+        continue;
+      }
+      case State::Glm4Next: {
+        size_t ws = 0;
+        while (ws < buf_.size() && is_space(buf_[ws])) ++ws;
+        buf_.erase(0, ws);
+        if (buf_.empty()) return;
+        field_.clear();
+        state_ = State::Glm4Name;
+        continue;
+      }
     }
   }
 }
@@ -305,8 +369,8 @@ ReplyDelta ReplyParser::push(std::string_view piece) {
 
 ReplyDelta ReplyParser::begin_call(const std::string& name) {
   ReplyDelta out;
-  const bool glm4 = options_.format == ChatFormat::Glm4;
-  call_raw_ = glm4 ? name + "\n" : std::string(kCall) + name;
+  const bool glm4 = calls_by_name_line(options_.format);
+  call_raw_ = glm4 ? tool_call_prefill(options_.format, true, name) : std::string(kCall) + name;
   open_call(out, name);
   state_ = glm4 ? State::Glm4Args : State::CallBody;
   return out;
@@ -374,6 +438,8 @@ std::string tool_call_prefill(ChatFormat format, bool enable_thinking, const std
       return std::string(enable_thinking ? "</think>" : "") + "<tool_call>" + name;
     case ChatFormat::Glm4:
       return name.empty() ? "" : name + "\n";
+    case ChatFormat::Glm40414:
+      return name.empty() ? "" : name + " \n";
     case ChatFormat::ChatGlm3:
     case ChatFormat::ChatGlm2:
       return "";

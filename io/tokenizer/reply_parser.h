@@ -4,9 +4,12 @@
 // GLM-4.5 family (Glm45, Glm47): <think>reasoning</think>, then the answer, then calls
 // <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call> (Glm45 with "\n"
 // between the parts). Glm47's prompt ends inside <think> when thinking is on, so its reply starts
-// as reasoning. GLM-4 (Glm4): a reply starting with "\n" is an answer; otherwise it is a call,
-// "name\n" + the arguments as JSON (glm-4-9b-chat's form). Text that may be the start of a tag is
-// held back until it is known not to be one.
+// as reasoning. GLM-4 (Glm4, Glm40414): a reply starting with "\n" is an answer; otherwise, when
+// its first line is a name (one of the tools, or any identifier when no tools are given; "name"
+// or GLM-4-0414's "name "), it is a call, that line + the arguments as JSON. When the arguments'
+// object closes and the model goes on (a further <|assistant|> turn, which the decoded text
+// leaves out), what follows is read the same way: another call, or answer text. Text that may be
+// the start of a tag is held back until it is known not to be one.
 //
 // Arguments become one JSON object text: Glm45 / Glm47 values are strings when the tool's
 // schema says "string" (or when the value is not JSON text), else the JSON they spell; Glm4's
@@ -15,7 +18,7 @@
 // Malformed calls: a call without a name ("<tool_call></tool_call>") is left in the answer as
 // text; text inside a call that is neither an argument nor the end closes the call with the
 // arguments read so far, and that text and everything after it is answer text (no more calls
-// are parsed). A Glm4 call whose arguments are not a JSON object is answer text.
+// are parsed). A Glm4 / Glm40414 call whose arguments are not a JSON object is answer text.
 // Truncated calls: a reply that ends inside a call (max_tokens, a stop) gives that call's raw text
 // as answer text in reply() and sets truncated_call; deltas already pushed for it stay sent (a
 // stream's finish_reason "length" says it is incomplete, as OpenAI's does). The raw text is kept
@@ -83,7 +86,14 @@ class ReplyParser {
     ArgValue,
     Glm4Name,
     Glm4Args,
+    Glm4Next,
     Verbatim
+  };
+  // Where a GLM-4 call's arguments object closes: brackets counted outside strings.
+  struct ObjectEnd {
+    int depth = 0;
+    bool started = false, object = false, in_string = false, escaped = false;
+    size_t find(std::string_view text);  // the position after the closing '}', or npos
   };
   void run(ReplyDelta& out, bool at_end);
   void emit_content(ReplyDelta& out, std::string_view text);
@@ -102,14 +112,16 @@ class ReplyParser {
   std::string held_space_;  // trailing whitespace of content / reasoning, not yet emitted
   bool content_started_ = false, reasoning_started_ = false;
   int args_in_call_ = 0;
+  ObjectEnd args_end_;
   ParsedReply reply_;
 };
 
 // The text a prompt is extended with so that the model continues inside a call: for `name`
 // (tool_choice naming a function) the call's opening with the name; for an empty name
 // (tool_choice "required") the opening tag, where the model writes the name. Glm45 / Glm47 skip
-// the thinking block first. Glm4 can only open a named call ("name\n"); for "required" it gives
-// "" (nothing to force without a name). Feed the same text to the ReplyParser first.
+// the thinking block first. Glm4 / Glm40414 can only open a named call ("name\n", "name \n");
+// for "required" they give "" (nothing to force without a name). Feed the same text to the
+// ReplyParser first.
 std::string tool_call_prefill(ChatFormat format, bool enable_thinking, const std::string& name);
 
 }  // namespace glm4

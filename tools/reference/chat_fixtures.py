@@ -14,6 +14,9 @@ message and calls from `metadata`, so for it they are first put in that layout, 
 OpenAI server does: the tools on the leading system message (an empty one is inserted when there
 is none), each call its own assistant message (metadata = name, content = the arguments
 string), after the assistant's text when it has some; tool results become `observation`.
+GLM-4-0414's template takes the tools as the `tools` argument and calls the same way (metadata =
+name, content = the arguments string), results as `observation`; every conversation is rendered
+with it (it has no thinking switch: the thinking variants are left out, as for glm-4-9b-chat).
 
 Run with Debian's Jinja (python3-jinja2) from the repository root:
     /usr/bin/python3 tools/reference/chat_fixtures.py
@@ -29,7 +32,9 @@ import jinja2.sandbox
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 # format name the C++ side uses -> template file
-FORMATS = {"glm45": "GLM-4.6.jinja", "glm47": "GLM-4.7-Flash.jinja", "glm4": "glm-4-9b-chat.jinja"}
+FORMATS = {"glm45": "GLM-4.6.jinja", "glm47": "GLM-4.7-Flash.jinja", "glm4": "glm-4-9b-chat.jinja",
+           "glm4-0414": "GLM-4-0414.jinja"}
+NO_THINKING = ("glm4", "glm4-0414")  # templates without the enable_thinking switch
 
 
 def user(text):
@@ -161,6 +166,13 @@ CONVERSATIONS = {
         user("Merci 🙏"),
     ],
     "system_only": [system("Only a system prompt.")],
+    "system_late": [
+        system("Be brief."),
+        user("Hi"),
+        assistant("Hello."),
+        system("Now answer in French."),
+        user("Why?"),
+    ],
     "assistant_first": [assistant("I speak first."), user("Fine.")],
 }
 
@@ -204,8 +216,8 @@ def parsed_arguments(messages):
     return out
 
 
-def glm4_layout(messages, tools):
-    """glm-4-9b-chat's layout (see the module comment)."""
+def calls_as_turns(messages):
+    """Each call its own assistant turn (metadata = name), results as observation turns."""
     out = []
     for m in messages:
         if m["role"] == "assistant" and m.get("tool_calls"):
@@ -218,6 +230,12 @@ def glm4_layout(messages, tools):
             out.append({"role": "observation", "content": m["content"]})
         else:
             out.append({k: v for k, v in m.items() if k != "reasoning_content"})
+    return out
+
+
+def glm4_layout(messages, tools):
+    """glm-4-9b-chat's layout (see the module comment)."""
+    out = calls_as_turns(messages)
     if tools:
         if out and out[0]["role"] == "system":
             out[0] = dict(out[0], tools=tools)
@@ -229,6 +247,9 @@ def glm4_layout(messages, tools):
 def render(template, fmt, messages, tools, gen, thinking):
     if fmt == "glm4":
         kwargs = {"messages": glm4_layout(messages, tools), "add_generation_prompt": gen}
+    elif fmt == "glm4-0414":
+        kwargs = {"messages": calls_as_turns(messages), "tools": tools,
+                  "add_generation_prompt": gen}
     else:
         kwargs = {"messages": parsed_arguments(messages), "tools": tools,
                   "add_generation_prompt": gen}
@@ -246,8 +267,8 @@ def main():
         conversations += [(n, m, t) for n, (m, t) in TOOL_CONVERSATIONS.items()]
         for name, messages, tools in conversations:
             for suffix, gen, thinking in VARIANTS:
-                if fmt == "glm4" and thinking is not None:
-                    continue  # glm-4-9b-chat has no thinking switch
+                if fmt in NO_THINKING and thinking is not None:
+                    continue  # no thinking switch
                 case = {"format": fmt, "name": f"{name}/{suffix}", "messages": messages,
                         "add_generation_prompt": gen}
                 if tools:
