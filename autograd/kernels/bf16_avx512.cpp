@@ -52,20 +52,24 @@ constexpr int64_t kPrefetchAhead = 32 << 10;
 // and MX are: a row of Y has the same bits in any row block and whatever rows of X come with it.
 template <int MX, int R>
 GLM4_AVX512BF16 void dot_rows(const uint16_t* Xb, int64_t kp, const uint16_t* W, int64_t K,
-                              int64_t n, float* out) {
+                              int64_t N, int64_t n, float* out) {
   __m512 acc[R][MX];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_setzero_ps();
   const uint16_t* w = W + n * K;
   // The R rows are R * K contiguous elements; the step at k prefetches their lines [R s, R s + R)
   // of 64 bytes (s = k / 32) kPrefetchAhead on, so the rows after them arrive in address order.
-  const char* ahead = reinterpret_cast<const char*>(w) + kPrefetchAhead;
+  // Past W's last row it prefetches that row's start again instead of other memory.
+  uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchAhead;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(W + N * K);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(W + (N - 1) * K);
   for (int64_t k = 0; k < K; k += 32, ahead += 64 * R) {
     const __mmask32 mask = K - k >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << (K - k)) - 1);
     __m512bh x[MX];
     for (int m = 0; m < MX; ++m) x[m] = __m512bh(_mm512_loadu_si512(Xb + m * kp + k));
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(ahead + 64 * r, _MM_HINT_T1);
+      const uintptr_t line = ahead + 64 * r;
+      _mm_prefetch(reinterpret_cast<const char*>(line < end ? line : last), _MM_HINT_T1);
       const __m512bh wv = __m512bh(_mm512_maskz_loadu_epi16(mask, w + r * K + k));
       for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, x[m]);
     }
@@ -79,7 +83,7 @@ template <int MX, int R>
 GLM4_AVX512BF16 void forward_block(const uint16_t* Xb, int64_t kp, const uint16_t* W, int64_t K,
                                    int64_t N, int64_t n, float* Y, bool accumulate) {
   float out[R * MX];
-  dot_rows<MX, R>(Xb, kp, W, K, n, out);
+  dot_rows<MX, R>(Xb, kp, W, K, N, n, out);
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) {
       float& y = Y[m * N + n + r];
