@@ -2,9 +2,13 @@
 // bf16 matmul (bf16 activations already converted, plain row-major bf16 weights, and with
 // weights pre-packed in its own layout; when built with libdnnl-dev) and today's fp32 path on
 // the same bf16 weights, on GLM-4 linear shapes, forward (X W^T) and input gradient (dY W).
-// Decode rows (M <= 4) read cold weights from a pool larger than the caches and print GB/s of
-// weight read next to a streaming-read probe of a buffer much larger than L3.
-// Usage: bench_bf16_gemm [--shapes mid,9b] [--m 1,4,512,2048] [--threads 2] [--ops fwd,dgrad]
+// Decode rows (M <= 8: one sequence's step up to a serve batch's) read cold weights from a pool
+// larger than the caches, in 2 MB pages as loaded weights are, and print GB/s of weight read
+// next to the bandwidth probe (bandwidth_probe.h) on the same threads.
+// Shapes: mid and 9b (dense GLM-4 at hidden 1024 and GLM-4-9B), moe (an expert of
+// configs/moe-mid.json) and flash (an expert of GLM-4.7-Flash).
+// Usage: bench_bf16_gemm [--shapes mid,9b,moe,flash] [--m 1,4,512,2048] [--threads 2] [--ops
+// fwd,dgrad]
 //                        [--reps 3] [--min-time 0.3] [--probe-gib 2] [--pool-gib 1]
 //                        [--clock wall|cpu]
 // --clock cpu divides the process CPU time by the thread count instead of reading the wall
@@ -27,7 +31,9 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/weight.h"
 #include "base/dtype.h"
+#include "base/memory.h"
 #include "base/parallel.h"
+#include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
 
 #ifdef GLM4_HAVE_DNNL
@@ -42,15 +48,55 @@ using kernels::Bf16Kernel;
 namespace {
 
 struct Shape {
-  const char* group;  // "mid" (hidden 1024) or "9b" (GLM-4-9B)
+  const char* group;  // "mid" (hidden 1024), "9b" (GLM-4-9B), "moe" or "flash" (one expert)
   const char* name;
   int64_t K, N;  // W [N, K]
 };
 
 const Shape kShapes[] = {
-    {"mid", "q_o", 1024, 1024},  {"mid", "kv", 1024, 128},        {"mid", "gate_up", 1024, 5632},
-    {"mid", "down", 2816, 1024}, {"mid", "lm_head", 1024, 32000}, {"9b", "q_o", 4096, 4096},
-    {"9b", "kv", 4096, 512},     {"9b", "gate_up", 4096, 27392},  {"9b", "down", 13696, 4096},
+    {"mid", "q_o", 1024, 1024},    {"mid", "kv", 1024, 128},        {"mid", "gate_up", 1024, 5632},
+    {"mid", "down", 2816, 1024},   {"mid", "lm_head", 1024, 32000}, {"9b", "q_o", 4096, 4096},
+    {"9b", "kv", 4096, 512},       {"9b", "gate_up", 4096, 27392},  {"9b", "down", 13696, 4096},
+    {"moe", "gate", 1024, 512},    {"moe", "down", 512, 1024},      {"flash", "gate", 2048, 1536},
+    {"flash", "down", 1536, 2048},
+};
+
+constexpr int64_t kDecodeRows = 8;  // up to this M the products stream W (GB/s, cold weights)
+
+// Decode rows' cold weights: copies of one weight in 2 MB pages, as load_model holds weights.
+class WeightPool {
+ public:
+  WeightPool() = default;
+  WeightPool(const WeightPool&) = delete;
+  WeightPool& operator=(const WeightPool&) = delete;
+  ~WeightPool() { release(); }
+  // `copies` copies of w[n] for `shape`, the pool's memory reused when the size is the same.
+  void fill(const void* shape, const uint16_t* w, int64_t n, int64_t copies) {
+    const size_t bytes = size_t(n * copies) * sizeof(uint16_t);
+    if (bytes != bytes_) {
+      release();
+      data_ = static_cast<uint16_t*>(map_anonymous(bytes, "bench_bf16_gemm weight pool"));
+      bytes_ = bytes;
+    }
+    for (int64_t c = 0; c < copies; ++c) std::memcpy(data_ + c * n, w, size_t(n) * 2);
+    shape_ = shape;
+    n_ = n;
+    copies_ = copies;
+  }
+  bool holds(const void* shape) const { return data_ != nullptr && shape_ == shape; }
+  const uint16_t* copy(int64_t c) const { return data_ + (c % copies_) * n_; }
+  int64_t copies() const { return copies_; }
+
+ private:
+  void release() {
+    if (data_ != nullptr) unmap_anonymous(data_, bytes_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  const void* shape_ = nullptr;
+  uint16_t* data_ = nullptr;
+  size_t bytes_ = 0;
+  int64_t n_ = 0, copies_ = 0;
 };
 
 struct Options {
@@ -131,32 +177,6 @@ std::vector<float> random_vec(int64_t n, uint64_t seed) {
   return v;
 }
 
-// Streaming read of `gib` GiB on `threads` TBB threads: the memory bandwidth decode can reach.
-double probe_gbs(double gib, int threads, Options o) {
-  o.threads_now = threads;
-  const int64_t n = int64_t(gib * (1 << 27));  // uint64 elements
-  std::vector<uint64_t> buf(static_cast<size_t>(n), 1);
-  set_max_threads(threads);
-  const int64_t chunks = 256;
-  std::vector<uint64_t> sums(chunks);
-  const double s = best_seconds(
-      [&] {
-        parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-          for (int64_t c = c0; c < c1; ++c) {
-            const uint64_t* p = buf.data() + c * (n / chunks);
-            uint64_t a = 0;
-            for (int64_t i = 0; i < n / chunks; ++i) a += p[i];
-            sums[size_t(c)] = a;
-          }
-        });
-      },
-      o);
-  uint64_t total = 0;
-  for (uint64_t v : sums) total += v;
-  if (total != uint64_t(n / chunks * chunks)) std::fprintf(stderr, "probe: bad sum\n");
-  return double(n) * 8 / s / 1e9;
-}
-
 #ifdef GLM4_HAVE_DNNL
 // oneDNN bf16 matmul C[M, out] = A[M, red] op(W) with the weight plain (strides of W[N, K]) or
 // reordered once into the layout oneDNN prefers ("packed"). Runs on OpenMP: called outside TBB.
@@ -234,7 +254,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", variants.empty() ? " none" : "");
   std::printf("# clock: %s\n", o.cpu_clock ? "process CPU time / threads" : "wall");
   std::printf(
-      "# GFLOP/s = 2 M N K / time (M > 4); GB/s = weight bytes / time (M <= 4, cold weights)\n");
+      "# GFLOP/s = 2 M N K / time (M > 8); GB/s = weight bytes / time (M <= 8, cold weights)\n");
   std::printf("# f32 = today's path (bf16 weights widened per tile, fp32 products)\n");
 #ifdef GLM4_HAVE_DNNL
   std::printf(
@@ -247,7 +267,8 @@ int main(int argc, char** argv) {
 #endif
   std::vector<double> probe(o.threads.size());
   for (size_t i = 0; i < o.threads.size(); ++i) {
-    probe[i] = probe_gbs(o.probe_gib, o.threads[i], o);
+    set_max_threads(o.threads[i]);
+    probe[i] = bench::bandwidth_probe_gbs(o.probe_gib, o.reps);
     std::printf("# bandwidth probe: %.1f GiB streamed on %d threads: %.1f GB/s\n", o.probe_gib,
                 o.threads[i], probe[i]);
   }
@@ -258,7 +279,7 @@ int main(int argc, char** argv) {
 #endif
   columns.push_back("f32");
   columns.push_back("probe");
-  std::vector<uint16_t> pool;  // cold weights for decode rows
+  WeightPool pool;  // cold weights for decode rows
   bool header = false;
   for (const Shape& s : kShapes) {
     if (std::find(o.shapes.begin(), o.shapes.end(), s.group) == o.shapes.end()) continue;
@@ -268,16 +289,11 @@ int main(int argc, char** argv) {
     const auto* wb = static_cast<const uint16_t*>(W.data());
     const int64_t copies = std::max<int64_t>(2, int64_t(o.pool_gib * (1 << 30)) / (2 * wn));
     for (int64_t M : o.ms) {
-      const bool decode = M <= 4;
-      if (decode && pool.size() != size_t(copies * wn)) {
-        pool.resize(size_t(copies * wn));
-        for (int64_t c = 0; c < copies; ++c) std::memcpy(pool.data() + c * wn, wb, size_t(wn) * 2);
-      }
+      const bool decode = M <= kDecodeRows;
+      if (decode && !pool.holds(&s)) pool.fill(&s, wb, wn, copies);
       int64_t next = 0;
       auto weight = [&]() -> const uint16_t* {  // the next cold copy, or the one hot weight
-        if (!decode) return wb;
-        next = (next + 1) % copies;
-        return pool.data() + next * wn;
+        return decode ? pool.copy(++next) : wb;
       };
       for (const std::string& op : o.ops) {
         const bool fwd = op == "fwd";

@@ -54,12 +54,13 @@ TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
     int form;
     int64_t M, N, K;
   };
-  // Decode rows (1-4), a small batch (9) and prefill sizes (40, 70) that run on their own; row
-  // counts that are not multiples of a block; an empty product.
-  const std::vector<Case> cases{{1, 1, 1000, 256}, {3, 1, 520, 512},  {4, 2, 96, 384},
-                                {0, 3, 77, 200},   {2, 1, 130, 128},  {1, 4, 64, 1024},
-                                {3, 9, 48, 256},   {1, 40, 33, 128},  {3, 70, 64, 128},
-                                {0, 0, 16, 64},    {4, 1, 2048, 128}, {2, 40, 20, 64}};
+  // Decode rows (1-4), a serve batch of bf16 (7) and a small batch (9) of 4-bit, prefill sizes
+  // (40, 70) that run on their own; row counts that are not multiples of a block; an empty
+  // product.
+  const std::vector<Case> cases{
+      {1, 1, 1000, 256}, {3, 1, 520, 512}, {4, 2, 96, 384},  {0, 3, 77, 200},  {2, 1, 130, 128},
+      {1, 4, 64, 1024},  {3, 9, 48, 256},  {1, 40, 33, 128}, {3, 70, 64, 128}, {0, 0, 16, 64},
+      {4, 1, 2048, 128}, {2, 40, 20, 64},  {1, 7, 75, 333}};
   for (const ComputeChoice& compute : computes()) {
     std::vector<Weight> weights;
     std::vector<std::vector<float>> xs, alone, batched;
@@ -76,9 +77,9 @@ TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
       linear_forward(xs[i].data(), c.M, c.K, weights[i], alone[i].data(), false, compute);
       products.push_back({xs[i].data(), c.M, &weights[i], batched[i].data()});
     }
-    // The seven products of 1-4 rows share the loop; 9 rows of a 4-bit weight and the prefill
-    // sizes do not.
-    EXPECT_EQ(linear_forward_batch(products, compute), 7) << compute.describe();
+    // The seven products of 1-4 rows and the bf16 one of 7 rows share the loop; 9 rows of a
+    // 4-bit weight and the prefill sizes do not.
+    EXPECT_EQ(linear_forward_batch(products, compute), 8) << compute.describe();
     for (size_t i = 0; i < cases.size(); ++i)
       EXPECT_EQ(batched[i], alone[i]) << "product " << i << " under " << compute.describe();
   }

@@ -1,5 +1,5 @@
 // AVX512-BF16 kernels (vdpbf16ps): the panel product on the packed layouts, 8 rows x up to 3
-// column groups of fp32 accumulators per step, and the decode-sized forward that reads each
+// column groups of fp32 accumulators per step, and the decode-sized products that read each
 // weight row once straight from the row-major weight.
 #include <algorithm>
 #include <cstring>
@@ -39,51 +39,81 @@ GLM4_AVX512BF16 void rows_block(const uint16_t* a, const uint16_t* b, int64_t b_
     for (int j = 0; j < NB; ++j) _mm512_storeu_ps(c + r * ldc + j * 16, acc[r][j]);
 }
 
-// out[r * MX + m] = sum_k Xb[m, k] W[n + r, k] for r < R, m < MX.
+// How far ahead of its reads the decode forward prefetches weights into L2, in bytes. The rows a
+// step reads are R interleaved streams of 64 bytes, each of them short (1-4 KB a row at the
+// MoE and mid shapes); the hardware prefetcher does not keep up with them, and one core read
+// 12-15 GB/s with the next rows prefetched into L1 instead. Walking the same bytes in address
+// order 32 KB ahead into L2 gives 25-30 GB/s a core, and 45-55 with both (cold weights, 2 MB
+// pages, AMD Zen 4).
+constexpr int64_t kPrefetchAhead = 32 << 10;
+
+// out[r * MX + m] = sum_k Xb[m, k] W[n + r, k] for r < R, m < MX. Each sum is one chain of
+// vdpbf16ps over k in order (16 lanes of k-pairs) reduced across lanes at the end, whatever R
+// and MX are: a row of Y has the same bits in any row block and whatever rows of X come with it.
 template <int MX, int R>
 GLM4_AVX512BF16 void dot_rows(const uint16_t* Xb, int64_t kp, const uint16_t* W, int64_t K,
-                              int64_t n, float* out) {
+                              int64_t N, int64_t n, float* out) {
   __m512 acc[R][MX];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
+  const uint16_t* w = W + n * K;
+  // The R rows are R * K contiguous elements; the step at k prefetches their lines [R s, R s + R)
+  // of 64 bytes (s = k / 32) kPrefetchAhead on, so the rows after them arrive in address order.
+  // Past W's last row it prefetches that row's start again instead of other memory.
+  uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchAhead;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(W + N * K);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(W + (N - 1) * K);
+  for (int64_t k = 0; k < K; k += 32, ahead += 64 * R) {
     const __mmask32 mask = K - k >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << (K - k)) - 1);
     __m512bh x[MX];
     for (int m = 0; m < MX; ++m) x[m] = __m512bh(_mm512_loadu_si512(Xb + m * kp + k));
     for (int r = 0; r < R; ++r) {
-      // The same columns of the next block of rows: the hardware prefetcher does not keep up with
-      // R interleaved row streams (one core at M = 1: 12.7 -> 15.9 GB/s on the mid shapes).
-      _mm_prefetch(reinterpret_cast<const char*>(W + (n + R + r) * K + k), _MM_HINT_T0);
-      const __m512bh w = __m512bh(_mm512_maskz_loadu_epi16(mask, W + (n + r) * K + k));
-      for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], w, x[m]);
+      const uintptr_t line = ahead + 64 * r;
+      _mm_prefetch(reinterpret_cast<const char*>(line < end ? line : last), _MM_HINT_T1);
+      const __m512bh wv = __m512bh(_mm512_maskz_loadu_epi16(mask, w + r * K + k));
+      for (int m = 0; m < MX; ++m) acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv, x[m]);
     }
   }
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) out[r * MX + m] = _mm512_reduce_add_ps(acc[r][m]);
 }
 
+// Rows [n, n + R) of Y from rows [n, n + R) of W.
+template <int MX, int R>
+GLM4_AVX512BF16 void forward_block(const uint16_t* Xb, int64_t kp, const uint16_t* W, int64_t K,
+                                   int64_t N, int64_t n, float* Y, bool accumulate) {
+  float out[R * MX];
+  dot_rows<MX, R>(Xb, kp, W, K, N, n, out);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < MX; ++m) {
+      float& y = Y[m * N + n + r];
+      y = accumulate ? y + out[r * MX + m] : out[r * MX + m];
+    }
+}
+
+// Weight rows a step reads: R * MX sums, MX rows of X and one weight vector fit the 32 vector
+// registers, and R is a power of two dividing linear_batch's 16-row blocks.
+template <int MX>
+constexpr int kRowsPerStep = MX <= 2   ? 8
+                             : MX <= 5 ? 4
+                                       : 2;
+
 template <int MX>
 GLM4_AVX512BF16 void small_forward(const uint16_t* Xb, int64_t K, const uint16_t* W, int64_t N,
                                    int64_t n0, int64_t n1, float* Y, bool accumulate) {
-  constexpr int R = MX <= 2 ? 6 : 4;  // weight rows per step: R * MX independent sums
+  constexpr int R = kRowsPerStep<MX>;
   const int64_t kp = kblocks(K) * kKBlock;
-  float out[R * MX];
-  auto emit = [&](int64_t n, int rows) {
-    for (int r = 0; r < rows; ++r)
-      for (int m = 0; m < MX; ++m) {
-        float& y = Y[m * N + n + r];
-        y = accumulate ? y + out[r * MX + m] : out[r * MX + m];
-      }
-  };
   int64_t n = n0;
-  for (; n + R <= n1; n += R) {
-    dot_rows<MX, R>(Xb, kp, W, K, n, out);
-    emit(n, R);
+  for (; n + R <= n1; n += R) forward_block<MX, R>(Xb, kp, W, K, N, n, Y, accumulate);
+  if (R > 4 && n + 4 <= n1) {
+    forward_block<MX, 4>(Xb, kp, W, K, N, n, Y, accumulate);
+    n += 4;
   }
-  for (; n < n1; ++n) {
-    dot_rows<MX, 1>(Xb, kp, W, K, n, out);
-    emit(n, 1);
+  if (R > 2 && n + 2 <= n1) {
+    forward_block<MX, 2>(Xb, kp, W, K, N, n, Y, accumulate);
+    n += 2;
   }
+  for (; n < n1; ++n) forward_block<MX, 1>(Xb, kp, W, K, N, n, Y, accumulate);
 }
 
 // dX[m, k0 + 32 CH) (+)= sum_n dYb[m, n] W[n, k] over every n, with CH chunks of 32 columns
@@ -207,6 +237,7 @@ void avx512_panel(const PanelArgs& p) {
 
 void avx512_small_forward(const uint16_t* Xb, int64_t M, int64_t K, const uint16_t* W, int64_t N,
                           int64_t n0, int64_t n1, float* Y, bool accumulate) {
+  static_assert(kDecodeRows == 8, "avx512_small_forward is instantiated for M = 1..8");
   switch (M) {
     case 1:
       return small_forward<1>(Xb, K, W, N, n0, n1, Y, accumulate);
@@ -216,6 +247,14 @@ void avx512_small_forward(const uint16_t* Xb, int64_t M, int64_t K, const uint16
       return small_forward<3>(Xb, K, W, N, n0, n1, Y, accumulate);
     case 4:
       return small_forward<4>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 5:
+      return small_forward<5>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 6:
+      return small_forward<6>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 7:
+      return small_forward<7>(Xb, K, W, N, n0, n1, Y, accumulate);
+    case 8:
+      return small_forward<8>(Xb, K, W, N, n0, n1, Y, accumulate);
   }
 }
 

@@ -25,7 +25,7 @@ namespace {
 
 using namespace bf16;
 
-constexpr int64_t kSmallM = 4;           // up to this many rows the forward reads W directly
+constexpr int64_t kSmallGradM = 4;       // up to this many rows the input grad reads W directly
 constexpr int64_t kPanelKb = 1024;       // weight panel per task, KB (half of L2)
 constexpr int64_t kChunkKb = 128;        // activation chunk per pass, KB
 constexpr int64_t kMaxWeightGroups = 8;  // 128 weight rows / columns per task at most
@@ -154,9 +154,12 @@ void small_forward(const float* X, int64_t M, int64_t K, const uint16_t* W, int6
                    bool accumulate) {
   std::vector<uint16_t> xb(size_t(M * kblocks(K) * kKBlock));
   round_rows_bf16(X, M, K, xb.data());
-  const int64_t grain = std::max<int64_t>(8, kMinTaskBytes / std::max<int64_t>(1, 2 * K));
-  parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-    avx512_small_forward(xb.data(), M, K, W, N, n0, n1, Y, accumulate);
+  // Blocks of whole 16-row groups, about kMinTaskBytes of W each: a thread's run of blocks is one
+  // stretch of W in address order, which its prefetches follow.
+  const int64_t want = std::max<int64_t>(1, kMinTaskBytes / std::max<int64_t>(1, 2 * K));
+  const int64_t rows = groups(want) * kGroup, blocks = (N + rows - 1) / rows;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    avx512_small_forward(xb.data(), M, K, W, N, b0 * rows, std::min(N, b1 * rows), Y, accumulate);
   });
 }
 
@@ -274,7 +277,7 @@ void bf16_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int64_t K
   const Isa isa = isa_of(kernel, "bf16_linear_forward");
   if (M == 0 || N == 0) return;
   if (K == 0) return fill_empty(Y, M, N, accumulate);
-  if (M <= kSmallM) return small_forward(X, M, K, W, N, Y, accumulate);
+  if (M <= kDecodeRows) return small_forward(X, M, K, W, N, Y, accumulate);
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
                   pack_rows_bf16(W, K, r0, r1, k0, k1, panel);
@@ -287,7 +290,7 @@ void bf16_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M, int64
   const Isa isa = isa_of(kernel, "bf16_linear_input_grad");
   if (M == 0 || K == 0) return;
   if (N == 0) return fill_empty(dX, M, K, accumulate);
-  if (M <= kSmallM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
+  if (M <= kSmallGradM) return small_input_grad(dY, M, N, W, K, dX, accumulate);
   input_grad_tasks(isa, dY, M, N, K, dX, accumulate,
                    [&](int64_t n0, int64_t n1, int64_t c0, int64_t c1, uint16_t* panel) {
                      pack_pairs_bf16(W, K, n0, n1, c0, c1, panel);

@@ -74,8 +74,14 @@ struct Isa {
 // Linux for the AMX tile state on the way: bf16_kernel_available).
 Isa isa_of(Bf16Kernel kernel, const char* op);
 
-// Decode-sized forward (M <= 4), reading W once: Y[M, N] (+)= Xb[M, Kp] W[N, K]^T for rows
-// [n0, n1) of W; Xb is X in bf16 with rows padded with zeros to Kp = 32 * kblocks(K).
+// Rows of X up to which the forward streams W once for all of them (avx512_small_forward)
+// instead of packing panels: decode steps of up to 8 sequences (a serve batch).
+constexpr int64_t kDecodeRows = 8;
+
+// Decode-sized forward (M <= kDecodeRows), reading W once: Y[M, N] (+)= Xb[M, Kp] W[N, K]^T for
+// rows [n0, n1) of W; Xb is X in bf16 with rows padded with zeros to Kp = 32 * kblocks(K). Each
+// output is summed in an order fixed by K alone, so any split of [0, N) into row ranges, and any
+// M, give the same bits for a row of Y.
 void avx512_small_forward(const uint16_t* Xb, int64_t M, int64_t K, const uint16_t* W, int64_t N,
                           int64_t n0, int64_t n1, float* Y, bool accumulate);
 // Decode-sized input gradient (M <= 4), reading W once: dX[M, K] (+)= dYb[M, Np] W[N, K] for

@@ -61,7 +61,7 @@ std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const Com
     };
   }
   if (gemm_detail::use_bf16_kernels(W, M, compute)) {
-    if (M > gemm_detail::kSmallM) return {};
+    if (M > kernels::bf16::kDecodeRows) return {};
     using kernels::bf16::kblocks;
     using kernels::bf16::kKBlock;
     auto xb = std::make_shared<std::vector<uint16_t>>(size_t(M * kblocks(K) * kKBlock));
