@@ -5,13 +5,13 @@
 
 namespace glm4::serve {
 
-namespace {
 json usage(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+namespace {
 // A token's own text (a piece of a multi-byte character shows as U+FFFD, as decode gives it).
 std::string token_text(const Tokenizer& tokenizer, int32_t id) {
   const int32_t one[1] = {id};
@@ -96,12 +96,11 @@ json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& ch
   return body;
 }
 
-json stream_chunk(const ResponseMeta& meta, const std::string& text,
+json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text,
                   const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
-                  int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
-                  bool role_only) {
+                  const json& usage, const Tokenizer& tokenizer, bool role_only) {
   const bool chat = meta.endpoint == Endpoint::Chat;
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", reason_or_null(finish_reason)}};
   if (chat) {
@@ -116,13 +115,13 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text,
   }
   json body = head(meta, chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array({choice});
-  if (!finish_reason.empty()) body["usage"] = usage(prompt_tokens, completion_tokens);
+  if (!usage.is_null()) body["usage"] = usage;
   return body;
 }
 
-json delta_chunk(const ResponseMeta& meta, const json& delta,
+json delta_chunk(const ResponseMeta& meta, size_t index, const json& delta,
                  const std::vector<TokenLogprob>* logprobs, const Tokenizer& tokenizer) {
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"delta", delta.is_null() ? json::object() : delta},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", nullptr}};
