@@ -5,8 +5,10 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "base/strings.h"
+#include "io/file/json_line.h"
 
 namespace glm4::cli {
 namespace fs = std::filesystem;
@@ -17,6 +19,11 @@ std::string upper(std::string s) {
   return s;
 }
 }  // namespace
+
+void print_json(const nlohmann::json& j) {
+  std::printf("%s\n", json_line(j).c_str());
+  std::fflush(stdout);
+}
 
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
                                       int64_t vocab) {

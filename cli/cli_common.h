@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ void add_tokenizer_command(CLI::App& parent, std::vector<Command>& out);
 void add_plot_command(CLI::App& parent, std::vector<Command>& out);
 void add_serve_command(CLI::App& parent, std::vector<Command>& out);
 void add_export_command(CLI::App& parent, std::vector<Command>& out);
+
+// Prints `j` on standard output as one line in glm4's JSON style (io/file/json_line.h): every
+// command that prints JSON prints it through this.
+void print_json(const nlohmann::json& j);
 
 // "1,2,3" (spaces allowed) -> ids; each must be in [0, vocab) when vocab > 0.
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,

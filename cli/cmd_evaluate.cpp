@@ -81,7 +81,7 @@ void run_evaluate(const EvaluateFlags& f) {
       l[task] = loss.loss;
     j["answer_loss_by_task"] = l;
   }
-  std::printf("%s\n", j.dump().c_str());
+  print_json(j);
 }
 }  // namespace
 

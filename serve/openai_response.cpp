@@ -1,6 +1,7 @@
 // Response bodies in OpenAI's shapes: chat.completion / text_completion objects, their stream
 // chunks, usage, logprobs (chat: content[{token, logprob, bytes, top_logprobs}]; completions:
 // {tokens, token_logprobs, top_logprobs, text_offset}) and the model list.
+#include "io/file/json_line.h"
 #include "serve/openai_schema.h"
 
 namespace glm4::serve {
@@ -152,6 +153,6 @@ json models_body(const ServedModels& served) {
   return {{"object", "list"}, {"data", data}};
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) { return json_line(j); }
 
 }  // namespace glm4::serve
