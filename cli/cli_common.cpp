@@ -99,6 +99,17 @@ void check_output_file(const fs::path& path, const std::string& flag, bool force
              flag);
 }
 
+void check_model_dir(const fs::path& dir, const std::string& flag, bool need_config) {
+  std::error_code ec;
+  const char* what = "a model directory (config.json, weights, tokenizer)";
+  GLM4_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), flag, " ", dir.string(),
+             ": is a file, expected ", what);
+  if (!need_config) return;
+  GLM4_CHECK(fs::exists(dir, ec), flag, " ", dir.string(), ": no such directory");
+  GLM4_CHECK(fs::exists(dir / "config.json", ec), flag, " ", dir.string(),
+             ": no config.json, expected ", what);
+}
+
 void check_input_file(const fs::path& path, const std::string& flag) {
   std::error_code ec;
   GLM4_CHECK(fs::exists(path, ec), flag, " ", path.string(), ": no such file");

@@ -75,6 +75,9 @@ auto with_flag(const std::string& flag, const std::string& value, Fn&& fn) -> de
 // `path` may be written as a file: not a directory, its directory exists, and it is not a file
 // already unless `force` (the refusal says to add --force).
 void check_output_file(const std::filesystem::path& path, const std::string& flag, bool force);
+// `dir` as --model: not a file (a model is a directory: config.json, weights, tokenizer).
+// `need_config`: it exists and holds config.json.
+void check_model_dir(const std::filesystem::path& dir, const std::string& flag, bool need_config);
 // `path` is a file to read: it exists and is not a directory.
 void check_input_file(const std::filesystem::path& path, const std::string& flag);
 // `dir` is missing (and can be created: no file stands where a parent directory should be) or

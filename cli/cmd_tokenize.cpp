@@ -127,7 +127,7 @@ void run_tokenizer_train(const TokenizerTrainFlags& f) {
   GLM4_CHECK(f.vocab >= 100, "--vocab-size must be at least 100, got ", f.vocab);
   std::vector<std::filesystem::path> files;
   for (const auto& file : f.inputs) {
-    GLM4_CHECK(std::filesystem::is_regular_file(file), "--input ", file, ": no such file");
+    check_input_file(file, "--input");
     files.push_back(file);
   }
   train_sentencepiece(files, f.vocab, f.out);
