@@ -5,8 +5,10 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "base/strings.h"
+#include "io/file/json_line.h"
 
 namespace glm4::cli {
 namespace fs = std::filesystem;
@@ -17,6 +19,11 @@ std::string upper(std::string s) {
   return s;
 }
 }  // namespace
+
+void print_json(const nlohmann::json& j) {
+  std::printf("%s\n", json_line(j).c_str());
+  std::fflush(stdout);
+}
 
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
                                       int64_t vocab) {
@@ -90,6 +97,17 @@ void check_output_file(const fs::path& path, const std::string& flag, bool force
   GLM4_CHECK(force || !fs::exists(path, ec), flag, " ", path.string(), ": the file exists (",
              fs::file_size(path, ec), " bytes); add --force to replace it, or choose another ",
              flag);
+}
+
+void check_model_dir(const fs::path& dir, const std::string& flag, bool need_config) {
+  std::error_code ec;
+  const char* what = "a model directory (config.json, weights, tokenizer)";
+  GLM4_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec), flag, " ", dir.string(),
+             ": is a file, expected ", what);
+  if (!need_config) return;
+  GLM4_CHECK(fs::exists(dir, ec), flag, " ", dir.string(), ": no such directory");
+  GLM4_CHECK(fs::exists(dir / "config.json", ec), flag, " ", dir.string(),
+             ": no config.json, expected ", what);
 }
 
 void check_input_file(const fs::path& path, const std::string& flag) {

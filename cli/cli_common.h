@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ void add_plot_command(CLI::App& parent, std::vector<Command>& out);
 void add_serve_command(CLI::App& parent, std::vector<Command>& out);
 void add_export_command(CLI::App& parent, std::vector<Command>& out);
 
+// Prints `j` on standard output as one line in glm4's JSON style (io/file/json_line.h): every
+// command that prints JSON prints it through this.
+void print_json(const nlohmann::json& j);
+
 // "1,2,3" (spaces allowed) -> ids; each must be in [0, vocab) when vocab > 0.
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag,
                                       int64_t vocab = 0);
@@ -70,6 +75,9 @@ auto with_flag(const std::string& flag, const std::string& value, Fn&& fn) -> de
 // `path` may be written as a file: not a directory, its directory exists, and it is not a file
 // already unless `force` (the refusal says to add --force).
 void check_output_file(const std::filesystem::path& path, const std::string& flag, bool force);
+// `dir` as --model: not a file (a model is a directory: config.json, weights, tokenizer).
+// `need_config`: it exists and holds config.json.
+void check_model_dir(const std::filesystem::path& dir, const std::string& flag, bool need_config);
 // `path` is a file to read: it exists and is not a directory.
 void check_input_file(const std::filesystem::path& path, const std::string& flag);
 // `dir` is missing (and can be created: no file stands where a parent directory should be) or

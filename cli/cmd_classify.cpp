@@ -14,6 +14,7 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "infer/classify.h"
+#include "io/file/json_line.h"
 
 namespace glm4::cli {
 
@@ -86,43 +87,42 @@ void run_classify(const ClassifyFlags& f) {
   std::vector<Classification> results = classify(*s.model, candidates, f.data.batch_size);
   const ClassifyReport report = summarize(results, answers, labels.size());
 
-  using ojson = nlohmann::ordered_json;
-  ojson j{{"examples", lines.size()}, {"labels", labels}};
+  using json = nlohmann::json;
+  json j{{"examples", lines.size()}, {"labels", labels}};
   if (!f.task.empty()) j["task"] = f.task;
-  ojson counts = ojson::object();
+  json counts = json::object();
   for (size_t k = 0; k < labels.size(); ++k) counts[labels[k]] = report.predicted[k];
   if (report.with_answers) {
     j["accuracy"] = report.accuracy;
     if (!report.accuracy_by_task.empty()) j["accuracy_by_task"] = report.accuracy_by_task;
     j["answer_loss"] = report.answer_loss;
-    ojson c = ojson::object();  // answer -> predicted -> count
+    json c = json::object();  // answer -> predicted -> count
     for (size_t a = 0; a < labels.size(); ++a) {
-      ojson row = ojson::object();
+      json row = json::object();
       for (size_t p = 0; p < labels.size(); ++p) row[labels[p]] = report.confusion[a][p];
       c[labels[a]] = row;
     }
     j["confusion"] = c;
   }
   j["predicted"] = counts;
-  const nlohmann::json compute = kernel_report(s.compute).fields();
-  for (const auto& [key, value] : compute.items()) j[key] = value;
+  j.update(kernel_report(s.compute).fields());
 
   if (!f.predictions.empty()) {
     std::ofstream p(f.predictions, std::ios::binary);
     GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": cannot write");
     for (size_t i = 0; i < lines.size(); ++i) {
-      ojson row{{"line", lines[i]}};
+      json row{{"line", lines[i]}};
       if (!answers[i].task.empty()) row["task"] = answers[i].task;
       if (answers[i].label >= 0) row["answer"] = labels[size_t(answers[i].label)];
       row["predicted"] = labels[size_t(results[i].predicted)];
-      ojson lp = ojson::object();
+      json lp = json::object();
       for (size_t k = 0; k < labels.size(); ++k) lp[labels[k]] = results[i].log_probs[k];
       row["log_probs"] = lp;
-      p << row.dump() << "\n";
+      p << json_line(row) << "\n";
     }
     GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": write failed");
   }
-  std::printf("%s\n", j.dump().c_str());
+  print_json(j);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct EvaluateFlags {
 
 void run_evaluate(const EvaluateFlags& f) {
   f.data.check_batch_size();
+  GLM4_CHECK(f.max_examples >= 0, "--max-examples: must be >= 0, got ", f.max_examples);
   ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
   s.require_tokenizer("evaluate");
   // A folder: its test.jsonl, else valid.jsonl (train's folder layout).
@@ -81,7 +82,7 @@ void run_evaluate(const EvaluateFlags& f) {
       l[task] = loss.loss;
     j["answer_loss_by_task"] = l;
   }
-  std::printf("%s\n", j.dump().c_str());
+  print_json(j);
 }
 }  // namespace
 

@@ -103,7 +103,7 @@ void run_generate(const GenerateFlags& f) {
                                {"ids", outputs[i]},
                                {"text", text}};
         line.update(kernel_report(s.compute).fields());
-        std::printf("%s\n", line.dump().c_str());
+        print_json(line);
       } else {  // "[1] the prompt" then its answer, a blank line between answers
         std::printf("%s[%zu] %s\n%s\n", i ? "\n" : "", i + 1, texts[i].c_str(), text.c_str());
       }
@@ -167,7 +167,7 @@ void run_generate(const GenerateFlags& f) {
     }
     line.update(kernel_report(s.compute).fields());
     line.update(s.model->loaded.fields());
-    std::printf("%s\n", line.dump().c_str());
+    print_json(line);
   } else {
     std::printf("\n");
     print_stats(st, s.model->loaded);

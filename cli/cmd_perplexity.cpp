@@ -32,8 +32,10 @@ void run_perplexity(const PerplexityFlags& f) {
     return load_dataset(resolve_eval_path(f.data.file), make_text_encoder(f.model.dir), o);
   });
   LossScore r = score_loss(*s.model, d.examples, f.data.batch_size);
-  std::printf("{\"loss\": %.6f, \"perplexity\": %.4f, \"tokens\": %lld, \"compute\": \"%s\"}\n",
-              r.loss, r.perplexity, (long long)r.tokens, compute_dtype_name(s.compute.dtype));
+  print_json({{"loss", r.loss},
+              {"perplexity", r.perplexity},
+              {"tokens", r.tokens},
+              {"compute", compute_dtype_name(s.compute.dtype)}});
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -99,19 +100,23 @@ struct PlotFlags {
 
 void run_plot(const PlotFlags& f) {
   check_output_file(f.out, "--out", f.force);
-  std::ifstream in(f.metrics);
-  GLM4_CHECK(in, f.metrics, ": cannot read the file");
+  // A run folder (train's --out): its metrics.jsonl.
+  std::error_code ec;
+  const std::string metrics = std::filesystem::is_directory(f.metrics, ec)
+                                  ? (std::filesystem::path(f.metrics) / "metrics.jsonl").string()
+                                  : f.metrics;
+  GLM4_CHECK(std::filesystem::exists(metrics, ec), metrics, ": no such file",
+             metrics == f.metrics ? "" : " (expected the metrics of a training run's --out)");
+  std::ifstream in(metrics);
+  GLM4_CHECK(in, metrics, ": cannot read the file");
   Series train, val;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail(f.metrics, ":", n, ": invalid JSON: ", e.what());
-    }
-    GLM4_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), f.metrics, ":", n,
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    GLM4_CHECK(!j.is_discarded(), metrics, ":", n,
+               ": invalid JSON (expected the metrics.jsonl glm4 train writes)");
+    GLM4_CHECK(j.is_object() && j.contains("step") && j["step"].is_number(), metrics, ":", n,
                ": a metrics line needs a numeric \"step\"");
     double step = j["step"].get<double>();
     if (j.contains("loss") && j["loss"].is_number()) {
@@ -123,7 +128,7 @@ void run_plot(const PlotFlags& f) {
       val.y.push_back(j["val_loss"].get<double>());
     }
   }
-  GLM4_CHECK(!train.x.empty() || !val.x.empty(), f.metrics, ": no loss or val_loss values to plot");
+  GLM4_CHECK(!train.x.empty() || !val.x.empty(), metrics, ": no loss or val_loss values to plot");
   write_file_atomic(f.out, render_svg(train, val, "training loss"));
   std::fprintf(stderr, "wrote %s (%zu train points, %zu validation points)\n", f.out.c_str(),
                train.x.size(), val.x.size());
@@ -134,7 +139,8 @@ void add_plot_command(CLI::App& parent, std::vector<Command>& out) {
   CLI::App* app =
       parent.add_subcommand("plot", "Plot train and validation loss of a metrics.jsonl as SVG");
   auto f = std::make_shared<PlotFlags>();
-  app->add_option("metrics", f->metrics, "OUT/metrics.jsonl of a training run")->required();
+  app->add_option("metrics", f->metrics, "OUT/metrics.jsonl of a training run (or OUT itself)")
+      ->required();
   app->add_option("--out", f->out, "SVG file to write")->required();
   app->add_flag("--force", f->force, "Replace --out when the file exists");
   out.push_back({app, [f] { run_plot(*f); }});

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "autograd/kernels/quantized_matrix.h"
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "model/glm4_model.h"
@@ -22,6 +23,10 @@ struct QuantizeFlags {
 };
 
 void run_quantize(const QuantizeFlags& f) {
+  GLM4_CHECK(quant_bits_supported(f.bits), "--bits ", f.bits,
+             ": not supported (2, 3, 4, 5, 6 or 8)");
+  GLM4_CHECK(quant_group_supported(f.group_size), "--group-size ", f.group_size,
+             ": not supported (32, 64 or 128)");
   const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
   check_output_dir(f.out, "--out", f.force);
   auto model = with_flag("--model", f.model.dir,

@@ -116,40 +116,34 @@ void run_serve(const ServeFlags& f) {
   serve::HttpServer server(served, scheduler, http, stdout);
   const int port = server.bind();
   nlohmann::json adapters = served.adapter_names;
-  std::printf("%s\n", serve::dump({{"event", "listening"},
-                                   {"host", f.host},
-                                   {"port", port},
-                                   {"model", served.base_name},
-                                   {"adapters", adapters},
-                                   {"max_batch", sc.max_batch},
-                                   {"max_queue", sc.max_queue},
-                                   {"sampling_defaults",
-                                    {{"temperature", defaults.sampling.temperature},
-                                     {"top_p", defaults.sampling.top_p},
-                                     {"top_k", defaults.sampling.top_k},
-                                     {"from", defaults.source}}},
-                                   {"compute", s.compute.describe()},
-                                   {"weights", s.model->loaded.describe()}})
-                          .c_str());
-  std::fflush(stdout);
+  print_json({{"event", "listening"},
+              {"host", f.host},
+              {"port", port},
+              {"model", served.base_name},
+              {"adapters", adapters},
+              {"max_batch", sc.max_batch},
+              {"max_queue", sc.max_queue},
+              {"sampling_defaults",
+               {{"temperature", defaults.sampling.temperature},
+                {"top_p", defaults.sampling.top_p},
+                {"top_k", defaults.sampling.top_k},
+                {"from", defaults.source}}},
+              {"compute", s.compute.describe()},
+              {"weights", s.model->loaded.describe()}});
 
   std::thread waiter([&] {
     char sig = 0;
     while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig == 0) return;  // run() ended on its own
-    std::printf("%s\n", serve::dump({{"event", "shutdown"},
-                                     {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}})
-                            .c_str());
-    std::fflush(stdout);
+    print_json({{"event", "shutdown"}, {"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
     server.shutdown();
   });
   server.run();
   const char none = 0;
   if (write(g_signal_pipe[1], &none, 1) < 0) std::perror("glm4 serve");
   waiter.join();
-  std::printf("%s\n", serve::dump({{"event", "stopped"}}).c_str());
-  std::fflush(stdout);
+  print_json({{"event", "stopped"}});
 }
 }  // namespace
 

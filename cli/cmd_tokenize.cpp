@@ -11,6 +11,7 @@
 #include "dataset/dataset.h"
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
+#include "io/file/json_line.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/sp_trainer.h"
 #include "io/tokenizer/tokenizer.h"
@@ -27,8 +28,7 @@ struct TokenizeFlags {
 // A token's own text, JSON-quoted so that spaces, newlines and special tokens show.
 std::string piece(const Tokenizer& tok, int32_t id) {
   const int32_t one[1] = {id};
-  return nlohmann::json(tok.decode(one, false))
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_line(tok.decode(one, false));
 }
 
 // Newlines and tabs as \n and \t, so that a record is one line and its whitespace shows.
@@ -127,7 +127,7 @@ void run_tokenizer_train(const TokenizerTrainFlags& f) {
   GLM4_CHECK(f.vocab >= 100, "--vocab-size must be at least 100, got ", f.vocab);
   std::vector<std::filesystem::path> files;
   for (const auto& file : f.inputs) {
-    GLM4_CHECK(std::filesystem::is_regular_file(file), "--input ", file, ": no such file");
+    check_input_file(file, "--input");
     files.push_back(file);
   }
   train_sentencepiece(files, f.vocab, f.out);

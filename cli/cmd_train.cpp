@@ -106,7 +106,16 @@ TrainConfig train_config(const TrainFlags& f) {
     apply_json(config, given, f.config_file.empty() ? "command line" : f.config_file);
     return config;
   }
-  ResumePlan plan = plan_resume(resume->get<std::string>(), given);
+  const std::string checkpoint = resume->get<std::string>();
+  ResumePlan plan = [&] {
+    try {
+      return plan_resume(checkpoint, given);
+    } catch (const Error& e) {  // the checkpoint's own reader does not know the flag
+      const std::string what = e.what();
+      if (what.find("--") != std::string::npos) throw;
+      throw Error("--resume " + checkpoint + ": " + what);
+    }
+  }();
   if (root) {
     std::fprintf(stderr, "resuming run %s from step %lld of %lld\n", plan.config.out.c_str(),
                  (long long)plan.step, (long long)plan.config.iters);
@@ -119,6 +128,7 @@ void run_train(const TrainFlags& f) {
   const TrainConfig config = train_config(f);
   config.validate();
   check_run_output(config, f.force);
+  check_model_dir(config.model, "--model", true);
   TrainSummary s = run_training(config);
   if (s.signal != 0) {
     if (s.rank == 0)

@@ -4,12 +4,24 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "cli/cli_common.h"
 #include "cli/reply_display.h"
 
 namespace glm4::cli {
 
 CLI::Option* ModelFlags::add(CLI::App* app, const std::string& help) {
-  return app->add_option("--model", dir, help)->required();
+  return app->add_option("--model", dir, help)
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            try {
+              check_model_dir(value, "--model", false);
+            } catch (const Error& e) {
+              return std::string(e.what()).substr(std::string("--model ").size());
+            }
+            return std::string();
+          },
+          ""));
 }
 
 void ModelFlags::add_memory_flags(CLI::App* app) {

@@ -1,9 +1,11 @@
 // glm4: one binary, one subcommand per job. Every failure prints one message naming the flag or
 // file at fault and exits with status 1.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "base/check.h"
@@ -37,15 +39,37 @@ const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
   return nullptr;
 }
 
-// "glm4 train": the subcommands parsed so far, for the pointer to their --help.
-std::string command_path(CLI::App& app) {
-  std::string path = "glm4";
-  for (CLI::App* level = &app;;) {
-    std::vector<CLI::App*> chosen = level->get_subcommands();
-    if (chosen.empty()) return path;
+// The deepest subcommand parsed so far ("glm4 adapter" for glm4 adapter --bogus).
+const CLI::App* parsed_level(const CLI::App& app) {
+  const CLI::App* level = &app;
+  for (std::vector<CLI::App*> chosen; !(chosen = level->get_subcommands()).empty();)
     level = chosen.front();
+  return level;
+}
+
+// "glm4 train": the subcommands parsed so far, for the pointer to their --help.
+std::string command_path(const CLI::App& app) {
+  std::string path = "glm4";
+  const CLI::App* last = parsed_level(app);
+  for (const CLI::App* level = &app; level != last;) {
+    level = level->get_subcommands().front();
     path += " " + level->get_name();
   }
+  return path;
+}
+
+// CLI11 lists arguments it did not expect last first ("bogus --chat-format"); the flags among
+// them, in the order given, or all of them when none is a flag.
+std::string unexpected(const std::string& list) {
+  std::vector<std::string> words, flags;
+  std::istringstream in(list);
+  for (std::string w; in >> w;) words.push_back(w);
+  for (auto w = words.rbegin(); w != words.rend(); ++w)
+    if (w->size() > 1 && (*w)[0] == '-') flags.push_back(*w);
+  if (flags.empty()) return list + ": unknown flags or arguments";
+  std::string out;
+  for (const std::string& f : flags) out += (out.empty() ? "" : ", ") + f;
+  return out + (flags.size() == 1 ? ": unknown flag" : ": unknown flags");
 }
 
 // CLI11's parse errors in the house style "FLAG: what is wrong": "Could not convert:
@@ -57,9 +81,13 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
     const size_t eq = what.find(" = ", convert.size());
     if (eq != std::string::npos) {
       const std::string flag = what.substr(convert.size(), eq - convert.size());
-      const std::string value = what.substr(eq + 3);
+      std::string value = what.substr(eq + 3);
       const CLI::Option* o = find_option(app, flag);
       const std::string type = o ? o->get_type_name() : "";
+      // A number flag given twice: CLI11 shows "1,abc"; the last value is the one that counts.
+      if (const size_t comma = value.rfind(',');
+          comma != std::string::npos && (type == "FLOAT" || type == "INT" || type == "UINT"))
+        value = value.substr(comma + 1);
       const char* expected = type == "FLOAT"  ? "a number"
                              : type == "INT"  ? "an integer"
                              : type == "UINT" ? "a whole number >= 0"
@@ -70,8 +98,25 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
   const std::string extra = "The following argument was not expected: ";
   const std::string extras = "The following arguments were not expected: ";
   if (what.rfind(extra, 0) == 0) return what.substr(extra.size()) + ": unknown flag or argument";
-  if (what.rfind(extras, 0) == 0)
-    return what.substr(extras.size()) + ": unknown flags or arguments";
+  if (what.rfind(extras, 0) == 0) return unexpected(what.substr(extras.size()));
+  if (what == "A subcommand is required") {  // "glm4 adapter": name the ones there are
+    std::string known;
+    for (const CLI::App* s :
+         parsed_level(app)->get_subcommands([](const CLI::App*) { return true; }))
+      known += (known.empty() ? "" : ", ") + s->get_name();
+    if (parsed_level(app) == &app) return "expected a subcommand (" + known + ")";
+    return command_path(app) + ": expected a subcommand (" + known + ")";
+  }
+  // A required positional argument: "metrics is required" -> "METRICS is required".
+  const std::string required = " is required";
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && what.size() > required.size() &&
+      what[0] != '-' &&
+      what.compare(what.size() - required.size(), required.size(), required) == 0 &&
+      what.find(' ') == what.size() - required.size()) {
+    std::string name = what.substr(0, what.size() - required.size());
+    for (char& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
+    return name + required;
+  }
   return what;
 }
 

@@ -1,6 +1,7 @@
 // The terminal view of a parsed chat reply, and the --tools file.
 #include "cli/reply_display.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -54,6 +55,9 @@ ChatMessage ReplyDisplay::message() const {
 }
 
 std::vector<std::string> read_tools_file(const std::string& path) {
+  std::error_code ec;
+  GLM4_CHECK(!std::filesystem::is_directory(path, ec), "--tools ", path,
+             ": is a directory, expected a file");
   std::ifstream in(path, std::ios::binary);
   GLM4_CHECK(in.good(), "--tools: cannot open '", path, "'");
   const std::string text((std::istreambuf_iterator<char>(in)), {});

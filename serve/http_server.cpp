@@ -1,6 +1,7 @@
-// Routes of `glm4 serve` on cpp-httplib. Completions are queued on the scheduler; a non-streamed
-// request waits for its final event, a streamed one writes each event as a server-sent event;
-// either cancels its slot when the client is gone.
+// Routes of `glm4 serve` on cpp-httplib. Completions are queued on the scheduler, one slot per
+// choice (n); a non-streamed request waits for every choice's final event, a streamed one writes
+// each event as a server-sent event (serve/choice_streams.h); either cancels its slots when the
+// client is gone.
 #include "serve/http_server.h"
 
 #include <httplib.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "base/check.h"
+#include "serve/choice_streams.h"
 #include "serve/peer_socket.h"
 
 namespace glm4::serve {
@@ -341,88 +343,70 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     return;
   }
 
-  std::shared_ptr<SlotHandle> handle = handles[0];  // a stream has one choice (n = 1)
-  struct StreamState {
-    bool role_sent = false, finished = false;
-    std::unique_ptr<ChatReply> reply;  // a chat reply read into deltas (reading.parse)
+  auto st = std::make_shared<ChoiceStreams>(meta, reading, handles.size(), want_logprobs,
+                                            parsed.include_usage, *served_.tokenizer);
+  struct Progress {
+    bool opened = false, closed = false;
   };
-  auto st = std::make_shared<StreamState>();
-  if (reading.parse) st->reply = std::make_unique<ChatReply>(reading);
-  const bool include_usage = parsed.include_usage;
+  auto progress = std::make_shared<Progress>();
   ++state_->in_flight;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, handle, st, log, meta, want_logprobs, include_usage](size_t, httplib::DataSink& sink) {
-        auto send = [&](const json& data) {
-          const std::string event = "data: " + dump(data) + "\n\n";
-          return sink.write(event.data(), event.size());
+      [handles, st, progress, log](size_t, httplib::DataSink& sink) {
+        auto send = [&](const std::vector<json>& chunks) {
+          for (const json& c : chunks) {
+            const std::string event = "data: " + dump(c) + "\n\n";
+            if (!sink.write(event.data(), event.size())) return false;
+          }
+          return true;
         };
-        if (st->finished) {
+        auto take = [&](size_t i, const SlotEvent& e) {
+          if (log->first_token_s < 0 && !e.ids.empty())
+            log->first_token_s = seconds_since(log->start);
+          return send(st->push(i, e));
+        };
+        if (progress->closed) {
           sink.done();
           return true;
         }
-        if (!st->role_sent && meta.endpoint == Endpoint::Chat) {
-          st->role_sent = true;
-          if (!send(stream_chunk(meta, "", nullptr, "", 0, 0, *served_.tokenizer, true)))
-            return false;
-          if (st->reply)  // a forced call's opening: its name comes first
-            if (const json d = st->reply->start(); !d.is_null())
-              if (!send(delta_chunk(meta, d, nullptr, *served_.tokenizer))) return false;
+        if (!progress->opened) {
+          progress->opened = true;
+          if (!send(st->open())) return false;
         }
-        SlotEvent e;
-        if (!handle->next(&e, kPoll)) return true;  // called again: nothing to write yet
-        if (log->first_token_s < 0 && !e.ids.empty())
-          log->first_token_s = seconds_since(log->start);
-        log->completion_tokens += int64_t(e.ids.size());
-        const std::vector<TokenLogprob>* lps =
-            want_logprobs && !e.logprobs.empty() ? &e.logprobs : nullptr;
-        if (!e.done && st->reply) {
-          const json d = st->reply->push(e.text);
-          if (d.is_null() && !lps) return true;
-          return send(delta_chunk(meta, d, lps, *served_.tokenizer));
+        // The choices decode together: take what each has ready, waiting on one only when none
+        // had anything.
+        bool any = false;
+        for (size_t i = 0; i < handles.size() && !st->failed(); ++i) {
+          SlotEvent e;
+          if (st->finished(i) || !handles[i]->next(&e, std::chrono::milliseconds(0))) continue;
+          any = true;
+          if (!take(i, e)) return false;
         }
-        if (!e.done) {
-          if (e.text.empty() && !lps) return true;
-          return send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
+        if (!any && !st->failed() && !st->all_finished()) {
+          size_t i = 0;
+          while (st->finished(i)) ++i;
+          SlotEvent e;
+          const auto wait = handles.size() == 1 ? kPoll : std::chrono::milliseconds(20);
+          if (!handles[i]->next(&e, wait)) return true;  // called again: nothing to write yet
+          if (!take(i, e)) return false;
         }
-        log->prompt_tokens = e.prompt_tokens;
-        log->completion_tokens = e.completion_tokens;
-        log->finish_reason = e.finish_reason;
-        st->finished = true;
-        bool ok = true;
-        if (e.finish_reason == "error" || e.finish_reason == "cancelled") {
-          ok = send(error_body(ApiError(500,
-                                        e.finish_reason == "error"
-                                            ? "generation failed: " + e.error
-                                            : "the request was cancelled (shutdown)",
-                                        "", "internal_error", "server_error")));
-        } else if (st->reply) {
-          json d = st->reply->push(e.text);
-          if (!d.is_null() || lps) ok = send(delta_chunk(meta, d, lps, *served_.tokenizer));
-          d = st->reply->finish();
-          if (!d.is_null()) ok = ok && send(delta_chunk(meta, d, nullptr, *served_.tokenizer));
-          log->finish_reason = st->reply->finish_reason(e.finish_reason);
-          ok = ok && send(stream_chunk(meta, "", nullptr, log->finish_reason, e.prompt_tokens,
-                                       e.completion_tokens, *served_.tokenizer));
-          if (include_usage)
-            ok = ok && send(usage_chunk(meta, e.prompt_tokens, e.completion_tokens));
-        } else {
-          if (!e.text.empty() || lps)
-            ok = send(stream_chunk(meta, e.text, lps, "", 0, 0, *served_.tokenizer));
-          ok = ok && send(stream_chunk(meta, "", nullptr, e.finish_reason, e.prompt_tokens,
-                                       e.completion_tokens, *served_.tokenizer));
-          if (include_usage)
-            ok = ok && send(usage_chunk(meta, e.prompt_tokens, e.completion_tokens));
-        }
+        if (!st->failed() && !st->all_finished()) return true;
+        if (st->failed())  // the others have nobody to write to
+          for (auto& h : handles) h->cancel();
         const std::string done = "data: [DONE]\n\n";
-        ok = ok && sink.write(done.data(), done.size());
+        progress->closed = true;
+        const bool ok = (st->failed() || send(st->close())) && sink.write(done.data(), done.size());
         if (ok) sink.done();
         return ok;
       },
-      [this, handle, st, log, finish_log](bool) {
-        if (!st->finished) {  // the client went away (or the write failed): free the slot
-          handle->cancel();
+      [this, handles, st, log, finish_log](bool) {
+        log->prompt_tokens = st->prompt_tokens() > 0 ? st->prompt_tokens() : log->prompt_tokens;
+        log->completion_tokens = st->completion_tokens();
+        log->finish_reason = st->finish_reason();
+        if (!st->failed() && !st->all_finished()) {
+          // The client went away (or the write failed): free the slots.
+          for (auto& h : handles) h->cancel();
           log->finish_reason = "cancelled";
         }
         finish_log(*log);

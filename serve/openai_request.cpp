@@ -258,9 +258,6 @@ ParsedRequest parse_request(std::string_view text, Endpoint endpoint) {
       r.include_usage = boolean(*u, "stream_options.include_usage");
   }
   if (const json* v = field(body, "n")) r.n = integer(*v, "n", 1, kMaxChoices);
-  if (r.n > 1 && r.stream)
-    bad("n", str_cat("n = ", r.n, " with stream: true is not supported; ask for n = 1 per stream, ",
-                     "or for n answers without stream"));
   if (endpoint == Endpoint::Chat) {
     const bool want = field(body, "logprobs") && boolean(*field(body, "logprobs"), "logprobs");
     if (const json* v = field(body, "top_logprobs")) {

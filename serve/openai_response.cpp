@@ -1,17 +1,18 @@
 // Response bodies in OpenAI's shapes: chat.completion / text_completion objects, their stream
 // chunks, usage, logprobs (chat: content[{token, logprob, bytes, top_logprobs}]; completions:
 // {tokens, token_logprobs, top_logprobs, text_offset}) and the model list.
+#include "io/file/json_line.h"
 #include "serve/openai_schema.h"
 
 namespace glm4::serve {
 
-namespace {
 json usage(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+namespace {
 // A token's own text (a piece of a multi-byte character shows as U+FFFD, as decode gives it).
 std::string token_text(const Tokenizer& tokenizer, int32_t id) {
   const int32_t one[1] = {id};
@@ -96,12 +97,11 @@ json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& ch
   return body;
 }
 
-json stream_chunk(const ResponseMeta& meta, const std::string& text,
+json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text,
                   const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
-                  int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
-                  bool role_only) {
+                  const json& usage, const Tokenizer& tokenizer, bool role_only) {
   const bool chat = meta.endpoint == Endpoint::Chat;
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", reason_or_null(finish_reason)}};
   if (chat) {
@@ -116,13 +116,13 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text,
   }
   json body = head(meta, chat ? "chat.completion.chunk" : "text_completion");
   body["choices"] = json::array({choice});
-  if (!finish_reason.empty()) body["usage"] = usage(prompt_tokens, completion_tokens);
+  if (!usage.is_null()) body["usage"] = usage;
   return body;
 }
 
-json delta_chunk(const ResponseMeta& meta, const json& delta,
+json delta_chunk(const ResponseMeta& meta, size_t index, const json& delta,
                  const std::vector<TokenLogprob>* logprobs, const Tokenizer& tokenizer) {
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"delta", delta.is_null() ? json::object() : delta},
                  {"logprobs", logprobs_json(meta.endpoint, logprobs, tokenizer)},
                  {"finish_reason", nullptr}};
@@ -153,6 +153,6 @@ json models_body(const ServedModels& served) {
   return {{"object", "list"}, {"data", data}};
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) { return json_line(j); }
 
 }  // namespace glm4::serve

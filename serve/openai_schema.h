@@ -49,7 +49,7 @@ struct ParsedRequest {
   bool temperature_given = false, top_p_given = false, top_k_given = false, min_p_given = false,
        repetition_penalty_given = false;
   bool seed_given = false;
-  int64_t n = 1;  // choices to sample (n > 1 is refused with stream)
+  int64_t n = 1;  // choices to sample, each in its own slot
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
   int top_logprobs = -1;  // -1: no logprobs
@@ -108,14 +108,17 @@ struct ChoiceText {
 // prompt once and the tokens of every choice.
 json completion_body(const ResponseMeta& meta, const std::vector<ChoiceText>& choices,
                      int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer);
-// One server-sent event's data. A chunk with a finish_reason also carries usage; `role_only`
-// makes the first chat chunk ({"role": "assistant", "content": ""}).
-json stream_chunk(const ResponseMeta& meta, const std::string& text,
+// {"prompt_tokens", "completion_tokens", "total_tokens"}.
+json usage(int64_t prompt_tokens, int64_t completion_tokens);
+// One server-sent event's data for choice `index`; `usage` (not null) rides along, as on the
+// finish chunk of a one-choice stream. `role_only` makes a chat choice's first chunk
+// ({"role": "assistant", "content": ""}).
+json stream_chunk(const ResponseMeta& meta, size_t index, const std::string& text,
                   const std::vector<TokenLogprob>* logprobs, const std::string& finish_reason,
-                  int64_t prompt_tokens, int64_t completion_tokens, const Tokenizer& tokenizer,
-                  bool role_only = false);
-// A chat chunk whose delta is `delta` (ChatReply's: content, reasoning_content, tool_calls).
-json delta_chunk(const ResponseMeta& meta, const json& delta,
+                  const json& usage, const Tokenizer& tokenizer, bool role_only = false);
+// A chat chunk of choice `index` whose delta is `delta` (ChatReply's: content,
+// reasoning_content, tool_calls).
+json delta_chunk(const ResponseMeta& meta, size_t index, const json& delta,
                  const std::vector<TokenLogprob>* logprobs, const Tokenizer& tokenizer);
 // The usage-only chunk OpenAI sends last when stream_options.include_usage is set.
 json usage_chunk(const ResponseMeta& meta, int64_t prompt_tokens, int64_t completion_tokens);

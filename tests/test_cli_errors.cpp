@@ -27,6 +27,10 @@ TEST(CliErrors, FlagValuesThatAreNotNumbersNameTheFlagAndTheValue) {
   EXPECT_NE(lr.output.find("Run glm4 train --help for the flags."), std::string::npos) << lr.output;
   Result iters = run({"train", "--model", "m", "--data", "d", "--out", "o", "--iters", "1.5"});
   EXPECT_EQ(first_line(iters), "glm4: error: --iters: expected an integer, got '1.5'");
+  // Given twice, the last value counts, and it is the one named.
+  Result twice = run({"train", "--model", "m", "--data", "d", "--out", "o", "--learning-rate",
+                      "1e-4", "--learning-rate", "abc"});
+  EXPECT_EQ(first_line(twice), "glm4: error: --learning-rate: expected a number, got 'abc'");
 }
 
 // As argparse (mlx-lm) does: a flag given twice takes its last value.
@@ -69,6 +73,26 @@ TEST(CliErrors, MlxLmConfigKeysWorkOrNameGlm4sFlag) {
                                "(--learning-rate)");
 }
 
+// A config value of the wrong type says which type the key takes; 1.5 is not cut to 1.
+TEST(CliErrors, ConfigValuesOfTheWrongTypeSayWhatTheKeyTakes) {
+  TempDir tmp;
+  const std::string file = (tmp / "job.json").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"iters": 1.5})", R"(key "iters" has the wrong type (1.5; expected an integer))"},
+      {R"({"model": 5})", R"(key "model" has the wrong type (5; expected a string))"},
+      {R"({"mask_prompt": "yes"})",
+       R"(key "mask_prompt" has the wrong type ("yes"; expected true or false))"},
+      {R"({"learning_rate": "1e-3"})",
+       R"(key "learning_rate" has the wrong type ("1e-3"; expected a number))"},
+  };
+  for (const auto& [text, why] : cases) {
+    std::ofstream(file) << text;
+    Result r = run({"train", "--config", file});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(first_line(r), "glm4: error: " + file + ": " + why);
+  }
+}
+
 TEST(CliErrors, SamplingFlagsOutOfRangeAreNamedAsFlags) {
   Result temp = run({"generate", "--model", kModel, "--prompt", "hi", "--temp", "-1"});
   EXPECT_EQ(temp.status, 1);
@@ -103,6 +127,88 @@ TEST(CliErrors, OutUnderARegularFileSaysWhichPathIsAFile) {
       {"init", "--config", glm4::testing::kSource + "/configs/tiny.json", "--out", file + "/a/b"});
   EXPECT_EQ(first_line(init), "glm4: error: --out " + file + "/a/b: cannot create directories: " +
                                   file + " is a file, not a directory");
+}
+
+// A file or folder where the other is expected, named with its flag (no library text such as
+// "basic_filebuf::underflow" or nlohmann's "syntax error while parsing value").
+TEST(CliErrors, FilesAndFoldersInTheWrongPlaceAreNamedWithTheirFlag) {
+  TempDir tmp;
+  const std::string file = (tmp / "notes.txt").string(), dir = (tmp / "empty").string();
+  std::ofstream(file) << "hello";
+  std::filesystem::create_directories(dir);
+  const std::string model_dir = "a model directory (config.json, weights, tokenizer)";
+  Result gen = run({"generate", "--model", file, "--prompt", "hi"});
+  EXPECT_EQ(gen.status, 1);
+  EXPECT_EQ(first_line(gen),
+            "glm4: error: --model: " + file + ": is a file, expected " + model_dir);
+  Result train = run({"train", "--model", file, "--data", dir, "--out", (tmp / "o").string()});
+  EXPECT_EQ(first_line(train),
+            "glm4: error: --model " + file + ": is a file, expected " + model_dir);
+  Result no_config = run({"train", "--model", dir, "--data", dir, "--out", (tmp / "o").string()});
+  EXPECT_EQ(first_line(no_config),
+            "glm4: error: --model " + dir + ": no config.json, expected " + model_dir);
+  Result resume = run({"train", "--model", kModel, "--data", glm4::testing::kFinetune, "--out",
+                       (tmp / "o").string(), "--resume", file});
+  EXPECT_EQ(first_line(resume).rfind("glm4: error: --resume " + file + ": ", 0), 0u)
+      << resume.output;
+  Result init = run({"train", "--model", kModel, "--data", glm4::testing::kFinetune, "--out",
+                     (tmp / "o").string(), "--init-adapter", dir, "--iters", "1"});
+  EXPECT_EQ(init.status, 1);
+  EXPECT_NE(init.output.find("glm4: error: --init-adapter " + dir + ": "), std::string::npos)
+      << init.output;  // after the model's load line
+  Result tools = run({"generate", "--model", kModel, "--chat", "--prompt", "hi", "--tools", dir});
+  EXPECT_EQ(first_line(tools), "glm4: error: --tools " + dir + ": is a directory, expected a file");
+  Result input = run({"tokenizer", "train", "--input", dir, "--out", (tmp / "t").string()});
+  EXPECT_EQ(first_line(input), "glm4: error: --input " + dir + ": is a directory, expected a file");
+  // plot: a file that is not metrics, a folder without them; a run folder is read.
+  Result plot = run({"plot", file, "--out", (tmp / "p.svg").string()});
+  EXPECT_EQ(first_line(plot), "glm4: error: " + file +
+                                  ":1: invalid JSON (expected the metrics.jsonl glm4 train "
+                                  "writes)");
+  Result plot_dir = run({"plot", dir, "--out", (tmp / "p.svg").string()});
+  EXPECT_EQ(first_line(plot_dir), "glm4: error: " + dir +
+                                      "/metrics.jsonl: no such file (expected the metrics of a "
+                                      "training run's --out)");
+  std::ofstream(tmp / "empty" / "metrics.jsonl") << R"({"step": 1, "loss": 2.5})"
+                                                 << "\n";
+  EXPECT_EQ(run({"plot", dir, "--out", (tmp / "p.svg").string()}).status, 0);
+  EXPECT_TRUE(std::filesystem::exists(tmp / "p.svg"));
+}
+
+TEST(CliErrors, ValuesOutOfRangeAndUnknownTargetsNameTheFlag) {
+  TempDir tmp;
+  Result group =
+      run({"quantize", "--model", kModel, "--out", (tmp / "q").string(), "--group-size", "7"});
+  EXPECT_EQ(group.status, 1);
+  EXPECT_EQ(first_line(group), "glm4: error: --group-size 7: not supported (32, 64 or 128)");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "q"));
+  Result examples = run(
+      {"evaluate", "--model", kModel, "--data", glm4::testing::kFinetune, "--max-examples", "-1"});
+  EXPECT_EQ(first_line(examples), "glm4: error: --max-examples: must be >= 0, got -1");
+  Result targets = run({"train", "--model", kModel, "--data", glm4::testing::kFinetune, "--out",
+                        (tmp / "o").string(), "--iters", "1", "--lora-targets", "bogus_proj"});
+  EXPECT_EQ(targets.status, 1);
+  EXPECT_NE(targets.output.find("glm4: error: --lora-targets: unknown LoRA target module "
+                                "\"bogus_proj\""),
+            std::string::npos)
+      << targets.output;
+}
+
+// CLI11's own wording ("A subcommand is required", a positional's lower-case name, unexpected
+// arguments listed last first) in the house style.
+TEST(CliErrors, MissingSubcommandsPositionalsAndUnknownFlags) {
+  Result adapter = run({"adapter"});
+  EXPECT_EQ(adapter.status, 1);
+  EXPECT_EQ(first_line(adapter), "glm4: error: glm4 adapter: expected a subcommand (convert)");
+  Result plot = run({"plot"});
+  EXPECT_EQ(first_line(plot), "glm4: error: METRICS is required");
+  Result none = run({});
+  EXPECT_EQ(first_line(none).rfind("glm4: error: expected a subcommand (init, ", 0), 0u)
+      << none.output;
+  Result chat = run({"generate", "--model", kModel, "--prompt", "hi", "--chat-format", "glm4"});
+  EXPECT_EQ(first_line(chat), "glm4: error: --chat-format: unknown flag");
+  Result two = run({"generate", "--model", kModel, "--prompt", "hi", "--colour", "red", "--fast"});
+  EXPECT_EQ(first_line(two), "glm4: error: --colour, --fast: unknown flags");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/random_adapter.h"
@@ -233,23 +234,37 @@ TEST_F(Serve, NonStreamedRequestIsCancelledWhenItsClientGoesAway) {
   EXPECT_EQ(server.stop(SIGINT), 0) << server.log();
 }
 
+// The data of each server-sent event of a stream, up to (not including) "[DONE]".
+std::vector<json> events_of(const std::string& body) {
+  std::vector<json> out;
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+    out.push_back(json::parse(line.substr(6), nullptr, false));
+  }
+  return out;
+}
+
 // n answers in one request: n choices indexed 0..n-1, usage counting the prompt once and every
 // choice's tokens. Without temperature the server samples (OpenAI's default, temperature 1), so
-// the choices differ; at temperature 0 they are one greedy answer. n > 1 with stream is a 400.
-TEST(ServeChoices, NChoicesSampledWithTheDefaultTemperature) {
+// the choices differ; at temperature 0 they are one greedy answer. Streamed, the n choices come
+// interleaved, each chunk naming its choice: every choice reassembles to the same text as the
+// whole answer's (seed, seed + 1, ... per choice), with one finish_reason each and the usage
+// totals once at the end.
+TEST(ServeChoices, NChoicesSampledWithTheDefaultTemperatureWholeAndStreamed) {
   ServerProcess server({"--model", kModel, "--compute", kCompute});
   ASSERT_TRUE(server.listening()) << server.log();
   httplib::Client http("127.0.0.1", server.port());
   http.set_read_timeout(120, 0);
-  auto post = [&](const json& body) {
-    auto res = http.Post("/v1/completions", body.dump(), "application/json");
+  auto post = [&](const char* path, const json& body) {
+    auto res = http.Post(path, body.dump(), "application/json");
     EXPECT_TRUE(res) << httplib::to_string(res.error());
-    return res ? std::make_pair(res->status, json::parse(res->body, nullptr, false))
-               : std::make_pair(0, json());
+    return res ? std::make_pair(res->status, res->body) : std::make_pair(0, std::string());
   };
-  auto [status, sampled] =
-      post({{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 3}, {"seed", 5}});
-  ASSERT_EQ(status, 200) << sampled.dump();
+  const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 3}, {"seed", 5}};
+  auto [status, body] = post("/v1/completions", ask);
+  ASSERT_EQ(status, 200) << body;
+  const json sampled = json::parse(body, nullptr, false);
   ASSERT_EQ(sampled["choices"].size(), 3u) << sampled.dump();
   std::set<std::string> texts;
   for (int i = 0; i < 3; ++i) {
@@ -265,16 +280,71 @@ TEST(ServeChoices, NChoicesSampledWithTheDefaultTemperature) {
   EXPECT_EQ(sampled["usage"]["prompt_tokens"].get<int64_t>() + tokens,
             sampled["usage"]["total_tokens"].get<int64_t>());
 
-  auto [greedy_status, greedy] =
-      post({{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 2}, {"temperature", 0}});
-  ASSERT_EQ(greedy_status, 200) << greedy.dump();
+  auto [greedy_status, greedy_body] =
+      post("/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"n", 2}, {"temperature", 0}});
+  ASSERT_EQ(greedy_status, 200) << greedy_body;
+  const json greedy = json::parse(greedy_body, nullptr, false);
   ASSERT_EQ(greedy["choices"].size(), 2u);
   EXPECT_EQ(greedy["choices"][0]["text"], greedy["choices"][1]["text"]);
 
-  auto [stream_status, refused] =
-      post({{"prompt", "Once upon a time"}, {"n", 2}, {"stream", true}});
-  EXPECT_EQ(stream_status, 400);
-  EXPECT_EQ(refused["error"]["param"], "n") << refused.dump();
+  json streamed_ask = ask;
+  streamed_ask["stream"] = true;
+  streamed_ask["stream_options"] = {{"include_usage", true}};
+  auto [stream_status, stream_body] = post("/v1/completions", streamed_ask);
+  ASSERT_EQ(stream_status, 200) << stream_body;
+  EXPECT_EQ(stream_body.substr(stream_body.size() - 14), "data: [DONE]\n\n");
+  const std::vector<json> events = events_of(stream_body);
+  ASSERT_GE(events.size(), 4u) << stream_body.substr(0, 400);
+  std::vector<std::string> text(3);
+  std::vector<int> finishes(3, 0);
+  std::set<int> order;  // choices seen before the first finish: they decode together
+  for (size_t k = 0; k + 1 < events.size(); ++k) {
+    const json& e = events[k];
+    EXPECT_FALSE(e.contains("usage")) << e.dump();  // the totals come once, last
+    ASSERT_EQ(e["choices"].size(), 1u) << e.dump();
+    const json& c = e["choices"][0];
+    const int i = c["index"].get<int>();
+    ASSERT_TRUE(i >= 0 && i < 3) << e.dump();
+    text[size_t(i)] += c["text"].get<std::string>();
+    if (!c["finish_reason"].is_null()) {
+      ++finishes[size_t(i)];
+      EXPECT_EQ(c["finish_reason"], sampled["choices"][i]["finish_reason"]);
+    }
+    if (finishes == std::vector<int>(3, 0)) order.insert(i);
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(text[size_t(i)], sampled["choices"][i]["text"]) << "choice " << i;
+    EXPECT_EQ(finishes[size_t(i)], 1) << "choice " << i;
+  }
+  EXPECT_EQ(order.size(), 3u);
+  const json& usage = events.back();
+  EXPECT_TRUE(usage["choices"].empty()) << usage.dump();
+  EXPECT_EQ(usage["usage"], sampled["usage"]) << usage.dump();
+
+  // Chat: each choice opens with its role; the greedy choices are the same text.
+  auto [chat_status, chat_body] =
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                    {"max_tokens", 8},
+                                    {"n", 2},
+                                    {"temperature", 0},
+                                    {"stream", true}});
+  ASSERT_EQ(chat_status, 200) << chat_body;
+  std::vector<std::string> chat(2);
+  std::vector<int> roles(2, 0), chat_finishes(2, 0);
+  for (const json& e : events_of(chat_body)) {
+    ASSERT_EQ(e["choices"].size(), 1u) << e.dump();
+    const json& c = e["choices"][0];
+    const size_t i = c["index"].get<size_t>();
+    ASSERT_LT(i, 2u);
+    if (c["delta"].contains("role")) ++roles[i];
+    chat[i] += c["delta"].value("content", "");
+    if (!c["finish_reason"].is_null()) ++chat_finishes[i];
+  }
+  EXPECT_EQ(roles, std::vector<int>({1, 1}));
+  EXPECT_EQ(chat_finishes, std::vector<int>({1, 1}));
+  EXPECT_FALSE(chat[0].empty());
+  EXPECT_EQ(chat[0], chat[1]);
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 

@@ -63,7 +63,6 @@ TEST(OpenAiSchema, EachBadFieldIsNamed) {
       {"{" + m + R"(, "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
       {"{" + m + R"(, "n": 0})", "n"},
       {"{" + m + R"(, "n": 17})", "n"},
-      {"{" + m + R"(, "n": 2, "stream": true})", "n"},
       {"{" + m + R"(, "chat_template_kwargs": [1]})", "chat_template_kwargs"},
       {"{" + m + R"(, "chat_template_kwargs": {"enable_thinking": "no"}})",
        "chat_template_kwargs.enable_thinking"},
@@ -139,6 +138,10 @@ TEST(OpenAiSchema, SamplingFieldsLeftOutComeFromTheServersDefaults) {
   EXPECT_FLOAT_EQ(openai.sampling.top_p, 1.0f);
   EXPECT_EQ(openai.sampling.top_k, 0);
   EXPECT_EQ(parse_request(chat, Endpoint::Chat).n, 1);
+  const ParsedRequest streamed =  // n answers streamed together (serve/choice_streams.h)
+      parse_request(R"({"prompt": "x", "n": 2, "stream": true})", Endpoint::Completion);
+  EXPECT_EQ(streamed.n, 2);
+  EXPECT_TRUE(streamed.stream);
 
   ServedModels tuned = served().s;
   tuned.sampling_defaults.temperature = 0.6f;

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "io/file/atomic_file.h"
+#include "io/file/json_line.h"
 
 namespace glm4 {
 
@@ -39,7 +40,7 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::json& line) {
-  std::string s = line.dump() + "\n";
+  std::string s = json_line(line) + "\n";
   GLM4_CHECK(std::fwrite(s.data(), 1, s.size(), file_) == s.size() && std::fflush(file_) == 0,
              "cannot write the metrics log ", path_.string());
 }

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "io/file/json_line.h"
 #include "train/config_keys.h"
 #include "train/train_settings.h"
 
@@ -16,10 +17,21 @@ namespace glm4 {
 
 namespace {
 // Reading and writing one setting's JSON value.
+// `read` returns false when the value has the wrong type; `expected` says which it needs.
 struct Field {
-  std::function<void(TrainConfig&, const nlohmann::json&)> read;
+  std::function<bool(TrainConfig&, const nlohmann::json&)> read;
   std::function<nlohmann::json(const TrainConfig&)> write;
+  const char* expected;
 };
+
+template <typename T>
+const char* expected_type() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  if constexpr (std::is_integral_v<T>) return "an integer";
+  if constexpr (std::is_floating_point_v<T>) return "a number";
+  if constexpr (std::is_same_v<T, std::string>) return "a string";
+  return "a list of strings (or one string \"a,b\")";
+}
 
 template <typename T>
 Field field(T TrainConfig::*member) {
@@ -27,12 +39,20 @@ Field field(T TrainConfig::*member) {
             if constexpr (std::is_same_v<T, std::vector<std::string>>) {
               if (j.is_string()) {  // "q_proj,v_proj" or "all-linear"
                 c.*member = split_commas(j.get<std::string>());
-                return;
+                return true;
               }
             }
-            c.*member = j.get<T>();
+            // nlohmann would cut 1.5 to 1 for an integer setting.
+            if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+              if (!j.is_number_integer()) return false;
+            try {
+              c.*member = j.get<T>();
+            } catch (const nlohmann::json::exception&) {
+              return false;
+            }
+            return true;
           },
-          [member](const TrainConfig& c) { return nlohmann::json(c.*member); }};
+          [member](const TrainConfig& c) { return nlohmann::json(c.*member); }, expected_type<T>()};
 }
 
 // Every setting by key (train_settings.h).
@@ -63,11 +83,9 @@ void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& sour
       const std::string hint = foreign_key_hint(key);
       fail(source, ": unknown key \"", key, "\"", hint.empty() ? "" : ": " + hint);
     }
-    try {
-      it->second.read(c, value);
-    } catch (const nlohmann::json::exception&) {
-      fail(source, ": key \"", key, "\" has the wrong type (", value.dump(), ")");
-    }
+    if (!it->second.read(c, value))
+      fail(source, ": key \"", key, "\" has the wrong type (", json_line(value), "; expected ",
+           it->second.expected, ")");
   }
 }
 

@@ -64,13 +64,24 @@ std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& mode
     return params;
   }
   if (!c.init_adapter.empty()) {
-    lora = read_adapter_info(c.init_adapter).lora;
-    check_adapter_layout(model.config, lora, c.adapter_format);
-    std::string warning = load_adapter(model, c.init_adapter, c.model);
+    std::string warning;
+    try {
+      lora = read_adapter_info(c.init_adapter).lora;
+      check_adapter_layout(model.config, lora, c.adapter_format);
+      warning = load_adapter(model, c.init_adapter, c.model);
+    } catch (const Error& e) {  // the adapter's reader does not know the flag
+      throw Error("--init-adapter " + c.init_adapter + ": " + e.what());
+    }
     if (!warning.empty()) bar.message("warning: " + warning);
   } else {
-    check_adapter_layout(model.config, lora, c.adapter_format);
-    model.add_lora(lora, c.seed);
+    try {
+      check_adapter_layout(model.config, lora, c.adapter_format);
+      model.add_lora(lora, c.seed);
+    } catch (const Error& e) {  // a target the model has no module for: name the flag
+      const std::string what = e.what();
+      if (what.rfind("unknown LoRA target", 0) != 0) throw;
+      throw Error("--lora-targets: " + what);
+    }
   }
   return model.lora_parameters();
 }

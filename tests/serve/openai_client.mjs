@@ -128,11 +128,44 @@ async function functional() {
   await rejects(client.chat.completions.create(ask(question, { max_tokens: 2.5 })), 400, 'max_tokens');
   await rejects(client.chat.completions.create(ask(question, { top_p: -1 })), 400, 'top_p');
   await rejects(client.chat.completions.create(ask(question, { stop: [1, 2] })), 400, 'stop');
-  await rejects(client.chat.completions.create(ask(question, { n: 2, stream: true })), 400, 'n');
   await rejects(client.chat.completions.create(ask(question, { n: 17 })), 400, 'n');
   const two = await client.chat.completions.create(ask(question, { n: 2, max_tokens: 4 }));
   assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
   assert.equal(two.choices[0].message.content, two.choices[1].message.content);  // temperature 0
+  // n = 2 streamed and sampled: the chunks of both choices interleave, each naming its index;
+  // reassembled per index they are the whole answer's choices (the same seeds), one
+  // finish_reason each, and the usage totals come once, last.
+  const sampling = { n: 2, max_tokens: 10, temperature: 1, seed: 7 };
+  const pair = await client.chat.completions.create(ask(question, sampling));
+  const parts = [{ text: '', finish: [], role: 0 }, { text: '', finish: [], role: 0 }];
+  let pairUsage = null;
+  let usageChunks = 0;
+  for await (const chunk of await client.chat.completions.create(
+      ask(question, { ...sampling, stream: true, stream_options: { include_usage: true } }))) {
+    if (chunk.usage) { pairUsage = chunk.usage; ++usageChunks; }
+    for (const c of chunk.choices) {
+      const p = parts[c.index];
+      if (c.delta.role) ++p.role;
+      p.text += c.delta.content ?? '';
+      if (c.finish_reason) p.finish.push(c.finish_reason);
+    }
+  }
+  for (const i of [0, 1]) {
+    assert.equal(parts[i].role, 1);
+    assert.equal(parts[i].text, pair.choices[i].message.content);
+    assert.deepEqual(parts[i].finish, [pair.choices[i].finish_reason]);
+  }
+  assert.notEqual(parts[0].text, parts[1].text);  // two draws
+  assert.equal(usageChunks, 1);
+  assert.deepEqual(pairUsage, pair.usage);
+  const comps = await client.completions.create({ model: BASE, prompt: 'The old king said', ...sampling });
+  const compParts = ['', ''];
+  for await (const chunk of await client.completions.create(
+      { model: BASE, prompt: 'The old king said', ...sampling, stream: true })) {
+    for (const c of chunk.choices) compParts[c.index] += c.text;
+  }
+  assert.deepEqual(compParts, comps.choices.map((c) => c.text));
+  results.streamedChoices = parts.map((p) => p.text);
   await rejects(client.chat.completions.create(ask(question, { seed: 'x' })), 400, 'seed');
   await rejects(client.chat.completions.create(ask(question, { top_logprobs: 3 })), 400, 'top_logprobs');
   await rejects(client.chat.completions.create({ model: BASE, messages: [] }), 400, 'messages');
