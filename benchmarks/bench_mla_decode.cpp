@@ -4,7 +4,7 @@
 // what an unmerged kv_b_proj adapter makes the model do), on a random model of
 // configs/moe-lite-mid.json whose cache is filled with --context random tokens.
 // Usage: bench_mla_decode [--config configs/moe-lite-mid.json] [--dtype bf16] [--context 4096]
-//                         [--tokens 8] [--threads 2]
+//                         [--tokens 8] [--threads 2] [--compute auto]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +16,7 @@
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
 #include "infer/cached_forward.h"
+#include "model/compute_choice.h"
 #include "model/lora.h"
 
 using namespace glm4;
@@ -30,6 +31,7 @@ struct Options {
   int64_t context = 4096;
   int tokens = 8;
   int threads = 2;
+  std::string compute = "auto";
 };
 
 // A cache holding `context` tokens of random latents and rotary keys in every layer.
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
       o.tokens = std::stoi(value());
     else if (a == "--threads")
       o.threads = std::stoi(value());
+    else if (a == "--compute")
+      o.compute = value();
     else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_mla_decode.cpp)\n", a.c_str());
       return 2;
@@ -90,12 +94,16 @@ int main(int argc, char** argv) {
   const ModelConfig c = load_model_config(o.config);
   GLM4_CHECK(has_latent_attention(c), o.config, ": not a glm4_moe_lite config");
   auto model = bench::make_model(c, o.dtype);
+  const ComputeChoice compute = apply_compute_flag(*model, o.compute);
   const int64_t L = c.num_hidden_layers, H = c.num_attention_heads, S = o.context;
   const double cache_mb = double(L * S * cache_values_per_token_layer(c)) * 4 / 1e6;
   const double expanded_mb =
       double(L * S * H * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim)) * 4 / 1e6;
-  std::printf("# bench_mla_decode: %s, %s weights, %ld cached tokens, %d threads, best of %d\n",
-              o.config.c_str(), o.dtype.c_str(), long(S), o.threads, o.tokens);
+  std::printf(
+      "# bench_mla_decode: %s, %s weights, --compute %s (%s), %ld cached tokens, %d threads, "
+      "best of %d\n",
+      o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), compute.describe().c_str(), long(S),
+      o.threads, o.tokens);
   std::printf(
       "# attention state a step reads: latent cache %.1f MB; expanded keys and values "
       "%.1f MB (rebuilt from that cache each step)\n",
