@@ -2,9 +2,11 @@
 // rotary keys read directly, kv_b_proj folded into the query and applied after the weighted sum)
 // against the expanded form (per-head keys and values rebuilt from the cached latents each step,
 // what an unmerged kv_b_proj adapter makes the model do), on a random model of
-// configs/moe-lite-mid.json whose cache is filled with --context random tokens.
+// configs/moe-lite-mid.json whose cache is filled with --context random tokens. With
+// --attention-only, one layer's latent attention alone at the config's shape (no model is made:
+// configs/glm-4.7-flash.json runs in a few MB), kv_b_proj stored as --dtype.
 // Usage: bench_mla_decode [--config configs/moe-lite-mid.json] [--dtype bf16] [--context 4096]
-//                         [--tokens 8] [--threads 2]
+//                         [--tokens 8] [--threads 2] [--compute auto] [--attention-only]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +18,9 @@
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
 #include "infer/cached_forward.h"
+#include "model/compute_choice.h"
 #include "model/lora.h"
+#include "model/mla_latent_decode.h"
 
 using namespace glm4;
 
@@ -30,6 +34,8 @@ struct Options {
   int64_t context = 4096;
   int tokens = 8;
   int threads = 2;
+  std::string compute = "auto";
+  bool attention_only = false;
 };
 
 // A cache holding `context` tokens of random latents and rotary keys in every layer.
@@ -64,6 +70,41 @@ double decode_seconds(const Glm4Model& model, int64_t context, int tokens) {
   return best;
 }
 
+// Milliseconds one layer's latent attention takes for one query after `context` cached tokens,
+// best of `tokens` calls; kv_b_proj random in `form` (f32, bf16, q4, q8), "auto" / "bf16" compute
+// on the CPU's bf16 kernel when it has one.
+double attention_ms(const ModelConfig& c, const Options& o) {
+  const LatentShape s{c.num_attention_heads, c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim,
+                      c.v_head_dim};
+  Param kv_b;
+  kv_b.shape = {s.heads * (s.nope_dim + s.v_dim), s.kv_lora_rank};
+  const std::string name = "model.layers.1.self_attn.kv_b_proj.weight";
+  if (o.dtype == "q4" || o.dtype == "q8")
+    kv_b.frozen = quantize_weight(random_param(c, 0, name, kv_b.shape, DType::BF16),
+                                  {o.dtype == "q4" ? 4 : 8, 64}, DType::BF16, name);
+  else
+    kv_b.frozen = random_param(c, 0, name, kv_b.shape, o.dtype == "f32" ? DType::F32 : DType::BF16);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor q = Tensor::empty({1, 1, s.heads, s.nope_dim + s.rope_dim});
+  Tensor cached = Tensor::empty({1, o.context + 1, 1, cache_values_per_token_layer(c)});
+  for (Tensor* t : {&q, &cached})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = normal(rng);
+  const bool bf16 = o.compute != "f32" && kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  const ComputeChoice compute = bf16 ? bf16_compute(kernels::bf16_kernel()) : kF32Compute;
+  std::printf("# latent attention alone: %s, kv_b_proj %s, compute %s, %ld cached tokens\n",
+              o.config.c_str(), o.dtype.c_str(), compute.describe().c_str(), long(o.context));
+  double best = 1e30;
+  for (int i = 0; i < o.tokens; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    latent_attention(q, cached, kv_b, s, compute);
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +122,10 @@ int main(int argc, char** argv) {
       o.tokens = std::stoi(value());
     else if (a == "--threads")
       o.threads = std::stoi(value());
+    else if (a == "--compute")
+      o.compute = value();
+    else if (a == "--attention-only")
+      o.attention_only = true;
     else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_mla_decode.cpp)\n", a.c_str());
       return 2;
@@ -89,13 +134,23 @@ int main(int argc, char** argv) {
   set_max_threads(o.threads);
   const ModelConfig c = load_model_config(o.config);
   GLM4_CHECK(has_latent_attention(c), o.config, ": not a glm4_moe_lite config");
+  if (o.attention_only) {
+    const double ms = attention_ms(c, o);
+    std::printf("attention %.3f ms a layer, %.1f ms a token over %ld layers\n", ms,
+                ms * double(c.num_hidden_layers), long(c.num_hidden_layers));
+    return 0;
+  }
   auto model = bench::make_model(c, o.dtype);
+  const ComputeChoice compute = apply_compute_flag(*model, o.compute);
   const int64_t L = c.num_hidden_layers, H = c.num_attention_heads, S = o.context;
   const double cache_mb = double(L * S * cache_values_per_token_layer(c)) * 4 / 1e6;
   const double expanded_mb =
       double(L * S * H * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim)) * 4 / 1e6;
-  std::printf("# bench_mla_decode: %s, %s weights, %ld cached tokens, %d threads, best of %d\n",
-              o.config.c_str(), o.dtype.c_str(), long(S), o.threads, o.tokens);
+  std::printf(
+      "# bench_mla_decode: %s, %s weights, --compute %s (%s), %ld cached tokens, %d threads, "
+      "best of %d\n",
+      o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), compute.describe().c_str(), long(S),
+      o.threads, o.tokens);
   std::printf(
       "# attention state a step reads: latent cache %.1f MB; expanded keys and values "
       "%.1f MB (rebuilt from that cache each step)\n",

@@ -121,7 +121,8 @@ Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const 
     const int64_t S = seen.dim(1);  // [1, S, 1, W]
     if (!kv_b_proj.lora) {          // decode in the latent space: nothing expanded
       outs.push_back(latent_attention(ops::slice(q, 1, begin, end), seen, kv_b_proj.weight,
-                                      {heads, kv_lora_rank, nope_dim, rope_dim, v_dim}));
+                                      {heads, kv_lora_rank, nope_dim, rope_dim, v_dim},
+                                      ctx.compute));
       continue;
     }
     // an unmerged adapter on kv_b_proj: expand the cached latents through it

@@ -1,5 +1,8 @@
-// The latent-space form of glm4_moe_lite's attention for cached inference: plain loops over
-// heads (in parallel) and tokens, kv_b_proj's rows widened one head at a time.
+// The latent-space form of glm4_moe_lite's attention for cached inference. kv_b_proj stays in its
+// stored form: each head's key half folds the query through the decode kernels' input-gradient
+// product (a weighted sum of the stored rows), the scores and the attended latents read each
+// cached token once for all heads (vector loops at decode sizes, GEMMs for longer chunks), and the
+// value halves of every head run as decode products in one parallel loop.
 #include "model/mla_latent_decode.h"
 
 #include <algorithm>
@@ -8,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/linear_batch.h"
 #include "autograd/kernels/simd.h"
 #include "base/check.h"
 #include "base/parallel.h"
@@ -15,6 +20,35 @@
 namespace glm4 {
 
 namespace {
+
+// kv_b as the kernels read it: the frozen weight, or a view of the fp32 value.
+Weight stored(const Param& w) {
+  if (!w.value.defined()) return w.frozen;
+  return Weight::view(DType::F32, w.value.data(), w.shape[0], w.shape[1], nullptr);
+}
+
+// Rows [first, first + n) of w, a view in the same storage (w outlives it).
+Weight row_range(const Weight& w, int64_t first, int64_t n) {
+  if (!w.is_quantized()) {
+    const auto* base = static_cast<const uint8_t*>(w.data());
+    return Weight::view(w.dtype(), base + size_t(first * w.cols()) * dtype_size(w.dtype()), n,
+                        w.cols(), nullptr);
+  }
+  QuantizedMatrix q = w.quant();
+  const size_t params = size_t(first * q.groups()) * dtype_size(q.scale_dtype);
+  q.packed = q.row(first);
+  q.scales = static_cast<const uint8_t*>(q.scales) + params;
+  q.biases = static_cast<const uint8_t*>(q.biases) + params;
+  q.rows = n;
+  return Weight::quantized_view(q, nullptr);
+}
+
+// Query rows (heads x queries) up to which scores and attended latents stream the cache in plain
+// vector loops (decode): a GEMM packs the cache first, which costs more than it saves for few rows.
+constexpr int64_t kStreamRows = 64;
+constexpr int64_t kTokenBlock = 32;   // cached tokens a score task takes
+constexpr int64_t kColumnBlock = 64;  // latent columns an attended-latent task takes
+
 // sum_i a[i] b[i], in vector lanes (a plain loop's serial sum does not vectorise).
 float dot(const float* a, const float* b, int64_t n) {
   simd::VecF acc = simd::zero();
@@ -26,19 +60,104 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// Rows [first, first + n) of kv_b, widened to fp32: out [n, cols].
-void rows_f32(const Param& w, int64_t first, int64_t n, float* out) {
-  const int64_t cols = w.shape[1];
-  if (w.value.defined()) {
-    std::memcpy(out, w.value.data() + first * cols, size_t(n * cols) * sizeof(float));
-    return;
+// Four dot products of a with b0..b3 over n, as independent chains (one chain waits on each fma).
+void dot4(const float* a, const float* const b[4], int64_t n, float out[4]) {
+  simd::VecF acc[4] = {simd::zero(), simd::zero(), simd::zero(), simd::zero()};
+  int64_t i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes) {
+    const simd::VecF x = simd::load(a + i);
+    for (int k = 0; k < 4; ++k) acc[k] = simd::fma(x, simd::load(b[k] + i), acc[k]);
   }
-  for (int64_t r = 0; r < n; ++r) w.frozen.row_to_f32(first + r, out + r * cols);
+  for (int k = 0; k < 4; ++k) {
+    out[k] = simd::hsum(acc[k]);
+    for (int64_t t = i; t < n; ++t) out[k] += a[t] * b[k][t];
+  }
 }
+
+// p[r, j] = alpha (q_lat[r] . latent_j + q_rope[r] . k_rot_j) for j < S: the cache is read in
+// blocks of tokens that stay in L1 while every row reads them, each block once for all rows.
+void stream_scores(const float* q_lat, const float* q_rope, int64_t rows, const float* cache,
+                   int64_t S, int64_t C, int64_t R, float alpha, float* p) {
+  const int64_t W = C + R;
+  parallel_for(S, kTokenBlock, [&](int64_t j0, int64_t j1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t j = j0;
+      for (; j + 4 <= j1; j += 4) {
+        const float* k[4] = {cache + j * W, cache + (j + 1) * W, cache + (j + 2) * W,
+                             cache + (j + 3) * W};
+        const float* k_rot[4] = {k[0] + C, k[1] + C, k[2] + C, k[3] + C};
+        float lat[4], rot[4];
+        dot4(q_lat + r * C, k, C, lat);
+        dot4(q_rope + r * R, k_rot, R, rot);
+        for (int t = 0; t < 4; ++t) p[r * S + j + t] = alpha * (lat[t] + rot[t]);
+      }
+      for (; j < j1; ++j)
+        p[r * S + j] = alpha * (dot(q_lat + r * C, cache + j * W, C) +
+                                dot(q_rope + r * R, cache + j * W + C, R));
+    }
+  });
+}
+
+// o[r, :] = sum_j p[r, j] latent_j, summed over j in order; tasks split the latent's columns
+// (kColumnBlock of them in registers, one chain a vector) and take the cache in blocks of tokens
+// that stay in L1 while every row reads them.
+void stream_attended(const float* p, int64_t rows, const float* cache, int64_t S, int64_t C,
+                     int64_t R, float* o) {
+  constexpr int kVecs = int(kColumnBlock / simd::kLanes);
+  const int64_t W = C + R, blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t c0 = b * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+      for (int64_t r = 0; r < rows; ++r) std::fill(o + r * C + c0, o + r * C + c1, 0.0f);
+      for (int64_t j0 = 0; j0 < S; j0 += kTokenBlock) {
+        const int64_t j1 = std::min(S, j0 + kTokenBlock);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* orow = o + r * C;
+          const float* prow = p + r * S;
+          if (c1 - c0 < kColumnBlock) {  // the last, narrower block
+            for (int64_t j = j0; j < j1; ++j)
+              for (int64_t c = c0; c < c1; ++c) orow[c] += prow[j] * cache[j * W + c];
+            continue;
+          }
+          simd::VecF acc[kVecs];
+          for (int v = 0; v < kVecs; ++v) acc[v] = simd::load(orow + c0 + v * simd::kLanes);
+          for (int64_t j = j0; j < j1; ++j) {
+            const simd::VecF pj = simd::set1(prow[j]);
+            const float* k = cache + j * W + c0;
+            for (int v = 0; v < kVecs; ++v)
+              acc[v] = simd::fma(pj, simd::load(k + v * simd::kLanes), acc[v]);
+          }
+          for (int v = 0; v < kVecs; ++v) simd::store(orow + c0 + v * simd::kLanes, acc[v]);
+        }
+      }
+    }
+  });
+}
+
+// Each row of p [rows, S] (the first `visible(row)` entries are scores) made its softmax, zeros
+// past.
+template <typename Visible>
+void softmax_rows(float* p, int64_t rows, int64_t S, Visible&& visible) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, S)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t r = lo; r < hi; ++r) {
+                   float* row = p + r * S;
+                   const int64_t n = visible(r);
+                   float best = -std::numeric_limits<float>::infinity();
+                   for (int64_t j = 0; j < n; ++j) best = std::max(best, row[j]);
+                   float total = 0.0f;
+                   for (int64_t j = 0; j < n; ++j) total += row[j] = std::exp(row[j] - best);
+                   const float inv = 1.0f / total;
+                   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+                   std::fill(row + n, row + S, 0.0f);
+                 }
+               });
+}
+
 }  // namespace
 
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
-                        const LatentShape& s) {
+                        const LatentShape& s, const ComputeChoice& compute, int64_t score_budget) {
   const int64_t H = s.heads, C = s.kv_lora_rank, N = s.nope_dim, R = s.rope_dim, V = s.v_dim;
   const int64_t T = q.dim(1), S = cached.dim(1), W = C + R;
   GLM4_CHECK(q.rank() == 4 && q.dim(0) == 1 && q.dim(2) == H && q.dim(3) == N + R &&
@@ -46,49 +165,63 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
                  cached.dim(3) == W && S >= T && kv_b.shape == Shape({H * (N + V), C}),
              "[mla] latent attention: q ", shape_str(q.shape()), ", cache ",
              shape_str(cached.shape()), ", kv_b_proj ", shape_str(kv_b.shape));
-  Tensor out = Tensor::zeros({1, T, H, V});
+  Tensor out = Tensor::empty({1, T, H, V});
+  if (T == 0) return out;
+  const Weight kv = stored(kv_b);
+  std::vector<Weight> w_k, w_v;  // per head: the key half [N, C] and the value half [V, C]
+  for (int64_t h = 0; h < H; ++h) {
+    w_k.push_back(row_range(kv, h * (N + V), N));
+    w_v.push_back(row_range(kv, h * (N + V) + N, V));
+  }
   const float scale = float(1.0 / std::sqrt(double(N + R)));
   const float* qd = q.data();
   const float* cd = cached.data();
-  float* od = out.data();
-  parallel_for(H, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> wk(static_cast<size_t>(N * C)), wv(static_cast<size_t>(V * C));
-    std::vector<float> q_lat(static_cast<size_t>(C)), o_lat(static_cast<size_t>(C));
-    std::vector<float> p(static_cast<size_t>(S));
-    for (int64_t h = lo; h < hi; ++h) {
-      rows_f32(kv_b, h * (N + V), N, wk.data());      // [N, C]: the key half of head h
-      rows_f32(kv_b, h * (N + V) + N, V, wv.data());  // [V, C]: the value half
-      for (int64_t t = 0; t < T; ++t) {
-        const float* qt = qd + (t * H + h) * (N + R);
-        std::fill(q_lat.begin(), q_lat.end(), 0.0f);
-        for (int64_t n = 0; n < N; ++n) {
-          const float qn = qt[n];
-          const float* row = wk.data() + n * C;
-          for (int64_t c = 0; c < C; ++c) q_lat[size_t(c)] += qn * row[c];
-        }
-        const int64_t visible = S - T + t + 1;  // causal: the cache up to this token
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < visible; ++j) {
-          const float* kj = cd + j * W;
-          p[size_t(j)] = (dot(q_lat.data(), kj, C) + dot(qt + N, kj + C, R)) * scale;
-          best = std::max(best, p[size_t(j)]);
-        }
-        float total = 0.0f;
-        for (int64_t j = 0; j < visible; ++j) total += p[size_t(j)] = std::exp(p[size_t(j)] - best);
-        std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
-          const float pj = p[size_t(j)] / total;
-          const float* kj = cd + j * W;
-          for (int64_t c = 0; c < C; ++c) o_lat[size_t(c)] += pj * kj[c];
-        }
-        float* ot = od + (t * H + h) * V;
-        for (int64_t v = 0; v < V; ++v) {
-          const float* row = wv.data() + v * C;
-          ot[v] = dot(o_lat.data(), row, C);
-        }
+  const int64_t block = std::clamp<int64_t>(score_budget / (H * S), 1, T);
+  std::vector<float> q_nope, q_lat, q_rope, p, o_lat, o_v;
+  for (int64_t t0 = 0; t0 < T; t0 += block) {
+    const int64_t B = std::min(block, T - t0), rows = H * B;
+    const int64_t seen = S - T + t0 + B;  // cached tokens the block's last query sees
+    q_nope.resize(size_t(rows * N));      // [H, B, N]
+    q_lat.resize(size_t(rows * C));       // [H, B, C]
+    q_rope.resize(size_t(rows * R));      // [H, B, R]
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t b = 0; b < B; ++b) {
+        const float* qt = qd + ((t0 + b) * H + h) * (N + R);
+        std::copy(qt, qt + N, q_nope.data() + (h * B + b) * N);
+        std::copy(qt + N, qt + N + R, q_rope.data() + (h * B + b) * R);
       }
+    // the absorbed queries: q_nope(h) W_k(h), a weighted sum of the stored key rows, in fp32
+    parallel_for(H, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t h = lo; h < hi; ++h)
+        linear_input_grad(q_nope.data() + h * B * N, B, N, w_k[size_t(h)], q_lat.data() + h * B * C,
+                          false, kF32Compute);
+    });
+    // scores of every head against the cache in one pass: [H * B, seen]
+    const bool stream = rows <= kStreamRows;
+    p.resize(size_t(rows * seen));
+    if (stream) {
+      stream_scores(q_lat.data(), q_rope.data(), rows, cd, seen, C, R, scale, p.data());
+    } else {
+      sgemm(false, true, rows, seen, C, scale, q_lat.data(), C, cd, W, 0.0f, p.data(), seen);
+      sgemm(false, true, rows, seen, R, scale, q_rope.data(), R, cd + C, W, 1.0f, p.data(), seen);
     }
-  });
+    softmax_rows(p.data(), rows, seen, [&](int64_t r) { return S - T + t0 + r % B + 1; });
+    o_lat.resize(size_t(rows * C));  // [H, B, C]: the attended latents
+    if (stream)
+      stream_attended(p.data(), rows, cd, seen, C, R, o_lat.data());
+    else
+      sgemm(false, false, rows, C, seen, 1.0f, p.data(), seen, cd, W, 0.0f, o_lat.data(), C);
+    // the value halves, every head's product in one parallel loop: [H, B, V]
+    o_v.resize(size_t(rows * V));
+    std::vector<LinearProduct> products;
+    for (int64_t h = 0; h < H; ++h)
+      products.push_back({o_lat.data() + h * B * C, B, &w_v[size_t(h)], o_v.data() + h * B * V});
+    linear_forward_batch(products, compute);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(out.data() + ((t0 + b) * H + h) * V, o_v.data() + (h * B + b) * V,
+                    size_t(V) * sizeof(float));
+  }
   return out;
 }
 

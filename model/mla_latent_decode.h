@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "autograd/compute_dtype.h"
 #include "autograd/tensor.h"
 #include "model/param.h"
 
@@ -16,9 +17,15 @@ struct LatentShape {
 
 // q [1, T, H, nope + rope] (rotary part already rotated), cached [1, S, 1, kv_lora + rope] (the
 // normed latent, then the rotated shared key) of which the last T are these queries' own tokens;
-// kv_b [H * (nope + v), kv_lora] in any storage. Causal, scale (nope + rope)^-0.5.
-// -> [1, T, H, v]. No tape.
+// Score entries ([heads x queries, cached tokens] floats) latent_attention holds at once: a long
+// prompt run through the cache in one chunk is taken in blocks of queries that fit.
+inline constexpr int64_t kLatentScoreBudget = int64_t(1) << 22;
+
+// kv_b [H * (nope + v), kv_lora] in any storage, read in place. Causal, scale (nope + rope)^-0.5.
+// The key half folds q in fp32 (whatever `compute`); the value half runs as `compute` says, as
+// kv_b_proj's own forward would. -> [1, T, H, v]. No tape.
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
-                        const LatentShape& s);
+                        const LatentShape& s, const ComputeChoice& compute,
+                        int64_t score_budget = kLatentScoreBudget);
 
 }  // namespace glm4

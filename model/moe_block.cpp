@@ -51,7 +51,9 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
     ctx.router_traces->push_back(
         {ctx.layer_index, logits.detach(), route.experts, weights.detach()});
 
-  if (decodes_batched(ctx, N))
+  size_t most = 0;  // tokens of the busiest routed expert
+  for (const std::vector<int64_t>& slots : route.slots) most = std::max(most, slots.size());
+  if (decodes_batched(ctx, int64_t(most)))
     return ops::reshape(decode_forward(flat, route, weights, ctx), x.shape());
 
   Tensor slot_weights = ops::reshape(weights, {N * route.k, 1});

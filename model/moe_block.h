@@ -24,11 +24,13 @@ class MoeBlock {
   explicit MoeBlock(const ModelConfig& c);
   // x [..., hidden] -> sum over the chosen experts of weight * expert(x) + shared_experts(x).
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;
-  // Tokens up to which a forward without gradients runs decode_forward.
+  // Tokens a routed expert may get at most for a forward without gradients to run decode_forward
+  // (decode steps, and short prompts spread over many experts; the shared expert takes them all).
   static constexpr int64_t kDecodeBatchTokens = 16;
-  // Whether forward takes decode_forward: no gradient and no training, at most
-  // kDecodeBatchTokens tokens, every expert a frozen weight without adapters.
-  bool decodes_batched(const ForwardContext& ctx, int64_t tokens) const;
+  // Whether forward takes decode_forward: no gradient and no training, no routed expert given more
+  // than kDecodeBatchTokens tokens (`expert_tokens`: the most one gets), every expert a frozen
+  // weight without adapters.
+  bool decodes_batched(const ForwardContext& ctx, int64_t expert_tokens) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 

@@ -57,8 +57,8 @@ void run_experts(std::vector<ExpertRun>& runs, int64_t hidden, const ComputeChoi
 }
 }  // namespace
 
-bool MoeBlock::decodes_batched(const ForwardContext& ctx, int64_t tokens) const {
-  if (GradMode::enabled() || ctx.training || tokens > kDecodeBatchTokens) return false;
+bool MoeBlock::decodes_batched(const ForwardContext& ctx, int64_t expert_tokens) const {
+  if (GradMode::enabled() || ctx.training || expert_tokens > kDecodeBatchTokens) return false;
   if (!plain(shared_experts)) return false;
   for (const SwigluMlp& e : experts)
     if (!plain(e)) return false;

@@ -4,6 +4,7 @@
 // against its graph path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -163,6 +164,38 @@ TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
         const std::vector<float> b(batched.data(), batched.data() + batched.numel());
         EXPECT_EQ(a, b) << "form " << form << ", " << tokens << " tokens, " << compute.describe();
       }
+}
+
+// A prompt of 48 tokens over 32 experts (top 2: about 3 tokens an expert, none past
+// kDecodeBatchTokens) takes the batched path too, equal to the graph path to the bit.
+TEST(MoeBlockDecode, ShortPromptsOverManyExpertsTakeItToTheBit) {
+  ModelConfig c = moe_config();
+  c.n_routed_experts = 32;
+  c.num_experts_per_tok = 2;
+  for (int form : {0, 1, 3})
+    for (const ComputeChoice& compute : computes()) {
+      MoeBlock m(c);
+      fill(m, form);
+      // no correction bias: the random one would send most tokens to one expert
+      m.gate.e_score_correction_bias.value = Tensor::zeros({32});
+      ForwardContext ctx;
+      ctx.compute = compute;
+      std::vector<RouterTrace> traces;
+      ctx.router_traces = &traces;
+      const Tensor x = testing::random_tensor({1, 48, 256}, 7);
+      const Tensor graph = m.forward(x, ctx);  // gradients on: the graph path
+      ASSERT_EQ(traces.size(), 1u);
+      std::vector<int64_t> count(32, 0);
+      for (int32_t e : traces[0].experts) ++count[size_t(e)];
+      const int64_t most = *std::max_element(count.begin(), count.end());
+      ASSERT_LE(most, MoeBlock::kDecodeBatchTokens);
+      NoGradGuard no_grad;
+      ASSERT_TRUE(m.decodes_batched(ctx, most));
+      const Tensor batched = m.forward(x, ctx);
+      const std::vector<float> a(graph.data(), graph.data() + graph.numel());
+      const std::vector<float> b(batched.data(), batched.data() + batched.numel());
+      EXPECT_EQ(a, b) << "form " << form << ", " << compute.describe();
+    }
 }
 
 TEST(MoeBlockDecode, AdaptersAndLongInputsTakeTheGraphPath) {

@@ -1,10 +1,11 @@
 // glm4_moe_lite through the shared quantized paths: init --bits 4's writer (every matrix 4-bit,
-// the router kept dense), the latent decode reading a quantized kv_b_proj equal to full
-// recomputation, and QLoRA on every linear giving each latent projection a gradient.
+// the router kept dense), the latent decode reading a bf16, 4-bit or 8-bit kv_b_proj equal to
+// full recomputation, and QLoRA on every linear giving each latent projection a gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <span>
+#include <string>
 
 #include "autograd/node.h"
 #include "dataset/batch.h"
@@ -30,15 +31,17 @@ ModelConfig aligned_config() {
                             "aligned");
 }
 
-std::unique_ptr<Glm4Model> quantized_model(const testing::TempDir& tmp) {
+// A random model saved with every matrix at `bits` (4 or 8; 0 keeps them bf16) and loaded back.
+std::unique_ptr<Glm4Model> quantized_model(const testing::TempDir& tmp, int bits = 4) {
   const ModelConfig c = aligned_config();
   Glm4Model model(c);
-  const QuantPlan plan = QuantPlan::parse({4, 64}, {}, "--keep");
+  const QuantPlan plan = QuantPlan::parse({bits > 0 ? bits : 4, 64}, {}, "--keep");
   SaveOptions save;
   save.dtype = DType::BF16;
-  save.quantize = [&](const std::string& module, const Param& p) {
-    return plan.format_for(module, p.shape[1]);
-  };
+  if (bits > 0)
+    save.quantize = [&](const std::string& module, const Param& p) {
+      return plan.format_for(module, p.shape[1]);
+    };
   save.source = [&](const std::string& name, const Param& p) {
     return random_param(c, 3, name, p.shape, DType::BF16);
   };
@@ -46,12 +49,20 @@ std::unique_ptr<Glm4Model> quantized_model(const testing::TempDir& tmp) {
   return load_model(tmp.path());
 }
 
-TEST(MoeLiteQuant, LatentDecodeOnQuantizedWeightsEqualsFullRecomputation) {
+class MoeLiteStored : public ::testing::TestWithParam<int> {};
+
+TEST_P(MoeLiteStored, LatentDecodeEqualsFullRecomputation) {
   testing::TempDir tmp;
-  auto model = quantized_model(tmp);
+  const int bits = GetParam();
+  auto model = quantized_model(tmp, bits);
   const auto& attn = std::get<MlaAttention>(model->layers[1].self_attn);
-  EXPECT_TRUE(attn.kv_b_proj.weight.frozen.is_quantized());
-  EXPECT_TRUE(attn.q_a_proj->weight.frozen.is_quantized());
+  const Weight& kv_b = attn.kv_b_proj.weight.frozen;
+  EXPECT_EQ(kv_b.is_quantized(), bits > 0);
+  if (bits > 0)
+    EXPECT_EQ(kv_b.quant().bits, bits);
+  else
+    EXPECT_EQ(kv_b.dtype(), DType::BF16);
+  EXPECT_EQ(attn.q_a_proj->weight.frozen.is_quantized(), bits > 0);
   EXPECT_FALSE(std::get<MoeBlock>(model->layers[1].mlp).gate.weight.frozen.is_quantized());
   const std::vector<int32_t> ids{5, 17, 100, 3, 9, 41, 77, 2};
   KvCache cache = make_cache(*model);
@@ -72,6 +83,12 @@ TEST(MoeLiteQuant, LatentDecodeOnQuantizedWeightsEqualsFullRecomputation) {
         worst, double(std::abs(last[size_t(v)] - full.data()[(int64_t(ids.size()) - 1) * V + v])));
   EXPECT_LE(worst, 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Bits, MoeLiteStored, ::testing::Values(0, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("bf16")
+                                                  : "q" + std::to_string(info.param);
+                         });
 
 TEST(MoeLiteQuant, QloraOnEveryLinearReachesTheLatentProjections) {
   testing::TempDir tmp;
