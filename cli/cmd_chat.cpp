@@ -31,6 +31,7 @@ void run_chat(const ChatFlags& f) {
   std::vector<ChatMessage> messages = f.turn.opening();
   const ChatOptions options = f.turn.options();
   const bool tools = !options.tools.empty();
+  gen.set_call_watch(f.turn.call_watch(s, options, cfg));
   std::string line;
   while (true) {
     std::fprintf(stderr, "> ");

@@ -115,6 +115,7 @@ void run_generate(const GenerateFlags& f) {
                         : prompt_ids(s, f.prompt, f);
   Generator gen(*s.model, cfg);
   if (!f.json_schema.empty()) gen.set_constraint(schema_constraint(s, f, cfg));
+  if (f.chat) gen.set_call_watch(f.turn.call_watch(s, f.turn.options(), cfg));
   gen.start(prompt);
   std::vector<int32_t> ids;
   std::unique_ptr<StreamDecoder> stream;

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "cli/cli_common.h"
 #include "cli/reply_display.h"
+#include "infer/grammar/tool_call.h"
 
 namespace glm4::cli {
 
@@ -127,6 +128,16 @@ ReplyParserOptions ChatTurnFlags::reply_options(ChatFormat format,
   r.enable_thinking = options.enable_thinking;
   r.tools = options.tools;
   return r;
+}
+
+std::shared_ptr<grammar::CallWatch> ChatTurnFlags::call_watch(const ModelSession& s,
+                                                              const ChatOptions& options,
+                                                              const GenerationConfig& cfg) const {
+  if (options.tools.empty() || !s.tokenizer) return nullptr;
+  return std::make_shared<grammar::CallWatch>(
+      grammar::tool_call_grammar(s.format, options.tools, ""),
+      std::make_shared<const grammar::TokenTrie>(*s.tokenizer), cfg.stop_ids,
+      grammar::call_opening(s.format, *s.tokenizer));
 }
 
 }  // namespace glm4::cli

@@ -68,6 +68,9 @@ struct ChatTurnFlags {
   ChatOptions options() const;               // reads the --tools file
   // How replies are read: parsed (reasoning, calls) when --tools is given.
   ReplyParserOptions reply_options(ChatFormat format, const ChatOptions& options) const;
+  // With tools: each call the model opens is held to its tool's schema (null without tools).
+  std::shared_ptr<grammar::CallWatch> call_watch(const ModelSession& s, const ChatOptions& options,
+                                                 const GenerationConfig& cfg) const;
 };
 
 }  // namespace glm4::cli

@@ -41,6 +41,7 @@ void Generator::start(std::span<const int32_t> prompt) {
   stats_ = Stats();
   sampler_ = Sampler(config_.sampling);
   if (constraint_) constraint_->reset();
+  if (calls_) calls_->reset();
   started_ = false;
   auto t0 = std::chrono::steady_clock::now();
   feed(prompt);
@@ -69,6 +70,7 @@ void Generator::append(std::span<const int32_t> tokens) {
   done_ = false;
   stop_token_.reset();
   if (constraint_) constraint_->reset();
+  if (calls_) calls_->reset();
 }
 
 std::optional<int32_t> Generator::next() {
@@ -84,14 +86,16 @@ std::optional<int32_t> Generator::next() {
     pending_.reset();
   }
   int32_t token;
-  if (constraint_) {
+  if (constraint_ || (calls_ && calls_->masking())) {
     masked_.assign(logits_.begin(), logits_.end());
-    constraint_->mask(masked_);
+    if (constraint_) constraint_->mask(masked_);
+    if (calls_) calls_->mask(masked_);
     token = sampler_.sample(masked_, history_);
-    constraint_->accept(token);
   } else {
     token = sampler_.sample(logits_, history_);
   }
+  if (constraint_) constraint_->accept(token);
+  if (calls_) calls_->accept(token);
   ++drawn_;
   stats_.decode_seconds += seconds_since(t0);
   if (std::find(config_.stop_ids.begin(), config_.stop_ids.end(), token) !=

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "infer/grammar/call_watch.h"
 #include "infer/grammar/constraint.h"
 #include "infer/sampler.h"
 #include "model/glm4_model.h"
@@ -66,6 +67,9 @@ class Generator {
   void set_constraint(std::shared_ptr<grammar::GrammarConstraint> constraint) {
     constraint_ = std::move(constraint);
   }
+  // With tools and no forced call: each call the model opens is masked by the watch's call
+  // grammar until it ends (infer/grammar/call_watch.h); start() and append() reset it.
+  void set_call_watch(std::shared_ptr<grammar::CallWatch> calls) { calls_ = std::move(calls); }
 
   // The logits [vocab] the most recent token was drawn from; right after start()/append(), the
   // logits of the last position fed.
@@ -85,6 +89,7 @@ class Generator {
   GenerationConfig config_;
   Sampler sampler_;
   std::shared_ptr<grammar::GrammarConstraint> constraint_;
+  std::shared_ptr<grammar::CallWatch> calls_;
   std::vector<float> masked_;  // [vocab] logits under the constraint
   KvCache cache_;
   std::vector<float> logits_;  // [vocab]

@@ -308,6 +308,10 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
     const std::vector<int32_t> prefill = encode_template_text(tok, reading.prefill);
     out.prompt.insert(out.prompt.end(), prefill.begin(), prefill.end());
     if (reading.grammar) constraint = reading.grammar;  // a forced call: the reply is the call
+    if (reading.call_grammar) {
+      out.call_grammar = reading.call_grammar;
+      out.call_opening = grammar::call_opening(served.format, tok);
+    }
     out.stop_ids = served.chat_stop_ids;
     // A parsed reply drops its leading whitespace itself (and Glm4's "\n" tells answers from
     // calls there).
@@ -343,8 +347,8 @@ SlotRequest build_slot_request(const ParsedRequest& r, const ServedModels& serve
   if (!r.seed_given) out.sampling.seed = fallback_seed;
   out.stop = r.stop;
   out.top_logprobs = r.top_logprobs;
-  if (constraint) {
-    out.grammar = constraint;
+  if (constraint) out.grammar = constraint;
+  if (constraint || out.call_grammar) {
     out.token_trie =
         served.token_trie ? served.token_trie : std::make_shared<const grammar::TokenTrie>(tok);
   }

@@ -150,6 +150,8 @@ ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const Too
   if (r.prefill.empty()) r.options.forced_call = false;
   if (calls && (tools.choice == ToolChoice::Named || tools.choice == ToolChoice::Required))
     r.grammar = grammar::tool_call_grammar(format, tools.tools, r.forced_name);
+  if (calls && tools.choice == ToolChoice::Auto)
+    r.call_grammar = grammar::tool_call_grammar(format, tools.tools, "");
   return r;
 }
 

@@ -42,6 +42,8 @@ struct ReplyReading {
   // tool_choice required / named: the rest of the call after the prefill (its name when open,
   // arguments of the tool's parameters schema, its end; infer/grammar/tool_call.h).
   std::shared_ptr<const grammar::Grammar> grammar;
+  // tool_choice auto: the grammar of a call the model opens (its name free).
+  std::shared_ptr<const grammar::Grammar> call_grammar;
 };
 ReplyReading reply_reading(ChatFormat format, const ChatOptions& chat, const ToolRequest& tools);
 

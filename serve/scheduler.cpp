@@ -59,6 +59,7 @@ struct Scheduler::Slot {
   ReplyText reply;  // before the stop strings: a stop "\n" does not match the dropped one
   StopText stop_text;
   std::unique_ptr<grammar::GrammarConstraint> constraint;  // response_format
+  std::unique_ptr<grammar::CallWatch> calls;               // tool_choice auto
   std::vector<float> masked;                               // [vocab] logits under it
 };
 
@@ -161,6 +162,9 @@ std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request,
   if (r.grammar)
     slot->constraint =
         std::make_unique<grammar::GrammarConstraint>(r.grammar, r.token_trie, r.stop_ids);
+  if (r.call_grammar)
+    slot->calls = std::make_unique<grammar::CallWatch>(r.call_grammar, r.token_trie, r.stop_ids,
+                                                       r.call_opening);
   return slot;
 }
 
@@ -288,13 +292,15 @@ bool Scheduler::draw(Slot& s, const float* logits) {
     reason = "stop";
   } else {
     std::span<const float> row(logits, size_t(vocab));
-    if (s.constraint) {
+    if (s.constraint || (s.calls && s.calls->masking())) {
       s.masked.assign(row.begin(), row.end());
-      s.constraint->mask(s.masked);
+      if (s.constraint) s.constraint->mask(s.masked);
+      if (s.calls) s.calls->mask(s.masked);
       row = s.masked;
     }
     const int32_t token = s.sampler.sample(row, s.history);
     if (s.constraint) s.constraint->accept(token);
+    if (s.calls) s.calls->accept(token);
     ++s.drawn;
     if (std::find(r.stop_ids.begin(), r.stop_ids.end(), token) != r.stop_ids.end()) {
       reason = "stop";

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "infer/grammar/call_watch.h"
 #include "infer/grammar/grammar.h"
 #include "infer/grammar/token_trie.h"
 #include "infer/sampler.h"
@@ -39,6 +40,10 @@ struct SlotRequest {
   // the stop ids are allowed only once it is complete (null: unconstrained). Both or neither.
   std::shared_ptr<const glm4::grammar::Grammar> grammar;
   std::shared_ptr<const glm4::grammar::TokenTrie> token_trie;
+  // tool_choice auto: each call the model opens is constrained from its opening to its end by
+  // this grammar (infer/grammar/call_watch.h; needs token_trie); null: calls are free text.
+  std::shared_ptr<const glm4::grammar::Grammar> call_grammar;
+  glm4::grammar::CallOpening call_opening;
 };
 
 struct TopLogprob {

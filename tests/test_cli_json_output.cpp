@@ -55,6 +55,10 @@ TEST(JsonOutput, TheStyleItself) {
             R"({"a":"café ☕","b":0.1,"c":[1,2],"n":2.5e-07})");
   EXPECT_EQ(json_line(std::string("bad \xff byte")), "\"bad \xEF\xBF\xBD byte\"");  // U+FFFD
   EXPECT_EQ(json_line({{"x", std::nan("")}}), R"({"x":null})");
+  // A value kept as a float prints as that float's shortest form, not its double expansion;
+  // a double keeps every digit it needs.
+  EXPECT_EQ(json_line({{"lr", 0.6f}, {"loss", {1.5f, 0.368f}}, {"d", 0.1 + 0.2}}),
+            R"({"d":0.30000000000000004,"loss":[1.5,0.368],"lr":0.6})");
 }
 
 TEST(JsonOutput, EvaluatePerplexityClassifyAndGenerate) {

@@ -81,11 +81,18 @@ TEST(ServeToolSchema, ForcedCallPrefillAndReading) {
   ASSERT_TRUE(any.grammar);
   EXPECT_TRUE(grammar::Automaton(any.grammar).matches("now\n{}"));
   EXPECT_FALSE(grammar::Automaton(any.grammar).matches("The weather is fine."));
+  // "auto": nothing forced; a call the model opens is held to the grammar with a free name.
   t.choice = ToolChoice::Auto;
-  EXPECT_FALSE(reply_reading(ChatFormat::Glm4, ChatOptions{}, t).grammar);
+  const ReplyReading automatic = reply_reading(ChatFormat::Glm4, ChatOptions{}, t);
+  EXPECT_FALSE(automatic.grammar);
+  ASSERT_TRUE(automatic.call_grammar);
+  EXPECT_TRUE(grammar::Automaton(automatic.call_grammar).matches("now\n{}"));
+  EXPECT_FALSE(grammar::Automaton(automatic.call_grammar).matches("get_weather\n{\"city\": 2}"));
+  EXPECT_TRUE(reply_reading(ChatFormat::Glm45, ChatOptions{}, t).call_grammar);
   // "none": tools in the prompt, calls not read; GLM-4 without tools: plain text.
   t.choice = ToolChoice::None;
   EXPECT_FALSE(reply_reading(ChatFormat::Glm4, ChatOptions{}, t).parse);
+  EXPECT_FALSE(reply_reading(ChatFormat::Glm45, ChatOptions{}, t).call_grammar);
   EXPECT_TRUE(reply_reading(ChatFormat::Glm47, ChatOptions{}, t).parse);  // reasoning still
   EXPECT_FALSE(reply_reading(ChatFormat::Glm47, ChatOptions{}, t).options.parse_calls);
 }

@@ -8,7 +8,8 @@ namespace glm4 {
 
 // `j` as one line (no newline): compact, keys sorted (nlohmann::json's order), UTF-8 as it is,
 // invalid bytes as U+FFFD instead of an exception, floats in their shortest form that reads back
-// to the same double (NaN and infinities as null).
+// to the same double, or to the same float for a number that is exactly a float (0.6f prints
+// 0.6); NaN and infinities as null.
 std::string json_line(const nlohmann::json& j);
 
 }  // namespace glm4
