@@ -2,7 +2,10 @@
 // the state of a resumed run, in that order (the LoRA init draws from --seed).
 #include "train/train_setup.h"
 
+#include <cstdio>
+
 #include "base/check.h"
+#include "base/memory.h"
 #include "base/parallel.h"
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
@@ -123,6 +126,26 @@ void resume_from(const TrainConfig& c, AdamW& optimizer, TrainState& state) {
 }
 }  // namespace
 
+void check_training_memory(const TrainConfig& c, int64_t trainable, int64_t available) {
+  if (available < 0) return;
+  const int64_t need = 3 * int64_t(sizeof(float)) * trainable;
+  if (need <= available) return;
+  std::string flag = "--full";
+  if (!c.full) {
+    flag = "--lora-targets ";
+    for (size_t i = 0; i < c.lora_targets.size(); ++i) flag += (i ? "," : "") + c.lora_targets[i];
+  }
+  char sizes[160];
+  std::snprintf(sizes, sizeof sizes,
+                "%.1fM trainable parameters need %.1f GB for their gradients and AdamW moments, "
+                "and %.1f GB of memory is available",
+                double(trainable) / 1e6, double(need) / 1e9, double(available) / 1e9);
+  fail(flag, ": ", sizes,
+       c.full ? "; train LoRA adapters instead (without --full)"
+              : "; adapt fewer modules (for MoE models the attention and shared_experts, not every "
+                "expert: docs/training.md), or lower --lora-rank or --num-layers");
+}
+
 TrainRun set_up_training(const TrainConfig& config, Distributed& group, ProgressBar& bar) {
   TrainConfig c = config;
   c.validate();
@@ -145,6 +168,11 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
 
   LoraConfig lora = lora_from(c);
   std::vector<std::pair<std::string, Tensor>> params = trainable_parameters(*model, c, lora, bar);
+  if (group.size() == 1) {  // under mpirun the ranks own parts of the moments
+    int64_t trainable = 0;
+    for (const auto& [name, t] : params) trainable += t.numel();
+    check_training_memory(c, trainable, available_memory_bytes());
+  }
   // Data-parallel: gradients summed over the ranks; with --full each rank's optimizer owns a
   // piece of every bucket (ZeRO stage 1).
   std::unique_ptr<GradientReducer> reducer;

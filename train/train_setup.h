@@ -38,4 +38,10 @@ struct TrainRun {
 // parameters as the others.
 TrainRun set_up_training(const TrainConfig& config, Distributed& group, ProgressBar& bar);
 
+// Refuses (glm4::Error naming --lora-targets or --full) a run whose gradients and AdamW moments, 3
+// fp32 values a trainable parameter, need more than `available` bytes (the memory left once the
+// model and adapters are loaded; < 0: unknown, nothing checked), instead of the kernel killing it
+// in its first step.
+void check_training_memory(const TrainConfig& c, int64_t trainable, int64_t available);
+
 }  // namespace glm4
