@@ -1,6 +1,7 @@
 // Parsing --keep rules and resolving each module's quantization format.
 #include "model/quant_plan.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "base/check.h"
@@ -34,12 +35,26 @@ QuantPlan QuantPlan::parse(QuantFormat format, const std::vector<std::string>& s
       f.bits = parse_int(std::string_view(value).substr(0, slash), flag, spec);
       if (slash != std::string::npos)
         f.group_size = parse_int(std::string_view(value).substr(slash + 1), flag, spec);
-      check_quant_format(f, flag + " " + spec);
+      GLM4_CHECK(quant_bits_supported(f.bits), flag, " ", spec, ": bits ", f.bits,
+                 " not supported (2, 3, 4, 5, 6 or 8)");
+      GLM4_CHECK(quant_group_supported(f.group_size), flag, " ", spec, ": group size ",
+                 f.group_size, " not supported (32, 64 or 128)");
       rule.format = f;
     }
     plan.rules.push_back(std::move(rule));
   }
   return plan;
+}
+
+void QuantPlan::check_every_rule_matches(const std::vector<std::string>& modules,
+                                         const std::string& flag) const {
+  for (const Rule& r : rules) {
+    const bool used = std::any_of(modules.begin(), modules.end(),
+                                  [&](const std::string& m) { return matches(r.pattern, m); });
+    GLM4_CHECK(used, flag, " ", r.pattern,
+               ": matches no module of the model (a module is a path "
+               "such as model.layers.0.mlp.down_proj or its last segments, e.g. down_proj)");
+  }
 }
 
 bool QuantPlan::matches(const std::string& pattern, const std::string& path) {

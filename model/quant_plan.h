@@ -26,6 +26,10 @@ struct QuantPlan {
   // the default; nullopt when dense, or when the group size does not divide in_features
   // (mlx-lm leaves those modules unquantized too), and for glm4_moe's router (PATH.mlp.gate).
   std::optional<QuantFormat> format_for(const std::string& path, int64_t in_features) const;
+  // Throws naming `flag` and the rule when a rule names none of `modules` (a typo would
+  // otherwise change nothing, silently).
+  void check_every_rule_matches(const std::vector<std::string>& modules,
+                                const std::string& flag) const;
   // Whether `pattern` names `path`: equal, or equal to its trailing dot-separated segments.
   static bool matches(const std::string& pattern, const std::string& path);
 };

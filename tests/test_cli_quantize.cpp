@@ -180,6 +180,21 @@ TEST(QuantizeCli, BadFlagsAreNamed) {
       run({"quantize", "--model", kModel, "--out", (tmp / "b").string(), "--keep", "lm_head"});
   EXPECT_NE(keep.status, 0);
   EXPECT_NE(keep.output.find("--keep lm_head"), std::string::npos) << keep.output;
+  // A rule's unsupported width is named in the house style; a rule that names no module (a
+  // typo) is refused instead of changing nothing; neither writes --out.
+  auto width =
+      run({"quantize", "--model", kModel, "--out", (tmp / "d").string(), "--keep", "lm_head:7"});
+  EXPECT_NE(width.status, 0);
+  EXPECT_NE(width.output.find("glm4: error: --keep lm_head:7: bits 7 not supported"),
+            std::string::npos)
+      << width.output;
+  auto typo =
+      run({"quantize", "--model", kModel, "--out", (tmp / "e").string(), "--keep", "lm_haed:8"});
+  EXPECT_NE(typo.status, 0);
+  EXPECT_NE(typo.output.find("--keep lm_haed: matches no module of the model"), std::string::npos)
+      << typo.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "d"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "e"));
   auto init = run({"init", "--config", kModel + "/config.json", "--out", (tmp / "c").string(),
                    "--keep", "lm_head:8"});
   EXPECT_NE(init.status, 0);

@@ -227,7 +227,7 @@ TEST(QuantPlan, ParsesRulesAndRejectsBadOnes) {
       [] {
         QuantPlan::parse({4, 64}, {"lm_head:8/48"}, "--keep");
       },
-      {"lm_head:8/48", "group_size 48"}));
+      {"lm_head:8/48", "group size 48"}));
   EXPECT_TRUE(throws_with(
       [] {
         QuantPlan::parse({4, 64}, {"lm_head:x"}, "--keep");
