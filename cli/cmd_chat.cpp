@@ -58,9 +58,11 @@ void run_chat(const ChatFlags& f) {
     std::vector<int32_t> reply;
     if (tools) {  // reasoning, answer and calls shown apart; the calls kept for /tool
       ReplyDisplay display(f.turn.reply_options(s.format, options), stdout);
+      const std::optional<int32_t> turn = s.tokenizer->special_id("<|assistant|>");
       while (auto id = gen.next()) {
         reply.push_back(*id);
         display.push(stream.push(*id));
+        if (id == turn) display.turn();
       }
       display.push(stream.flush());
       display.finish();

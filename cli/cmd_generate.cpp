@@ -127,6 +127,8 @@ void run_generate(const GenerateFlags& f) {
     display = std::make_unique<ReplyDisplay>(f.turn.reply_options(s.format, f.turn.options()),
                                              f.json ? nullptr : stdout);
   ReplyText reply(strip_newline && !display);
+  const std::optional<int32_t> turn =
+      display ? s.tokenizer->special_id("<|assistant|>") : std::nullopt;
   while (auto id = gen.next()) {
     ids.push_back(*id);
     if (!stream) continue;
@@ -134,6 +136,7 @@ void run_generate(const GenerateFlags& f) {
     text += piece;
     if (display) {
       display->push(piece);
+      if (id == turn) display->turn();  // a call after text, or a further call
     } else if (!f.json) {
       std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);

@@ -14,6 +14,7 @@ class ReplyDisplay {
   // `out` null: nothing is printed (the parts are still collected).
   ReplyDisplay(const ReplyParserOptions& options, std::FILE* out);
   void push(const std::string& text);
+  void turn() { show(parser_.turn()); }  // the model began another <|assistant|> turn
   void finish();
   const ParsedReply& reply() const { return parser_.reply(); }
   // The reply as the next turn's assistant message (calls named call_1, call_2, ...).

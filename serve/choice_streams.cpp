@@ -33,7 +33,7 @@ std::vector<json> ChoiceStreams::push(size_t i, const SlotEvent& e) {
   if (e.done) return finish(i, e, lps);
   c.tokens += int64_t(e.ids.size());
   if (c.reply) {
-    const json d = c.reply->push(e.text);
+    const json d = c.reply->push(e.text, e.new_turn);
     if (d.is_null() && !lps) return {};
     return {delta_chunk(meta_, i, d, lps, tokenizer_)};
   }

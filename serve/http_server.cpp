@@ -274,6 +274,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
     ++state_->in_flight;
     struct Answer {
       std::string text;
+      std::vector<size_t> turns;  // where in text the model began a new turn
       std::vector<TokenLogprob> logprobs;
       SlotEvent last;  // the final event once done
       bool done = false;
@@ -294,6 +295,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
         if (log->first_token_s < 0 && !e.ids.empty())
           log->first_token_s = seconds_since(log->start);
         a.text += e.text;
+        if (e.new_turn) a.turns.push_back(a.text.size());
         for (TokenLogprob& lp : e.logprobs) a.logprobs.push_back(std::move(lp));
         if (!e.done) continue;
         a.last = std::move(e);
@@ -313,7 +315,12 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, c
       if (reading.parse) {
         ChatReply reply(reading);
         reply.start();
-        reply.push(a.text);
+        size_t from = 0;
+        for (size_t at : a.turns) {
+          reply.push(a.text.substr(from, at - from), true);
+          from = at;
+        }
+        reply.push(a.text.substr(from));
         reply.finish();
         choices.back().message = reply.message();
         choices.back().finish_reason = reply.finish_reason(reason);

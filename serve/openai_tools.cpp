@@ -189,7 +189,16 @@ json ChatReply::start() {
   return delta_of(parser_.push(reading_.prefill));
 }
 
-json ChatReply::push(const std::string& text) { return delta_of(parser_.push(text)); }
+json ChatReply::push(const std::string& text, bool new_turn) {
+  ReplyDelta d = parser_.push(text);
+  if (new_turn) {
+    ReplyDelta t = parser_.turn();
+    d.content += t.content;
+    d.reasoning += t.reasoning;
+    d.calls.insert(d.calls.end(), t.calls.begin(), t.calls.end());
+  }
+  return delta_of(d);
+}
 
 json ChatReply::finish() { return delta_of(parser_.finish()); }
 

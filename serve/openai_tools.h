@@ -54,7 +54,8 @@ class ChatReply {
   // delta objects for a stream ({"content"}, {"reasoning_content"}, {"tool_calls": [...]});
   // null when a piece adds nothing to show yet.
   json start();  // the prefill's part (a forced call's name)
-  json push(const std::string& text);
+  // `new_turn`: the text ends a turn and the model began another (SlotEvent::new_turn).
+  json push(const std::string& text, bool new_turn = false);
   json finish();
   // "tool_calls" when the reply made complete calls and ended by itself (a stop token); the
   // model's reason otherwise ("length" keeps saying the reply was cut, calls or not).

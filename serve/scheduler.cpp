@@ -307,6 +307,8 @@ bool Scheduler::draw(Slot& s, const float* logits) {
     } else {
       s.history.push_back(token);
       event.ids.push_back(token);
+      const std::vector<int32_t>& turns = r.call_opening.turn_ids;
+      event.new_turn = s.calls && std::find(turns.begin(), turns.end(), token) != turns.end();
       if (r.top_logprobs >= 0)
         event.logprobs.push_back(logprob_of(logits, vocab, token, r.top_logprobs));
       if (s.decoder) event.text = s.stop_text.push(s.reply.push(s.decoder->push(token)));

@@ -64,6 +64,9 @@ struct SlotEvent {
   std::string text;          // new text, never half a UTF-8 character
   std::vector<int32_t> ids;  // tokens drawn for this event (stop ids excluded)
   std::vector<TokenLogprob> logprobs;
+  // The token drawn began a new <|assistant|> turn (a GLM-4 call after text, or a further call;
+  // SlotRequest::call_opening.turn_ids): the text before it belongs to the turn it ended.
+  bool new_turn = false;
   bool done = false;
   std::string finish_reason;  // on the final event: stop | length | cancelled | error
   std::string error;          // with finish_reason "error"

@@ -176,6 +176,43 @@ TEST(ReplyParser, Glm4CallsAndAnswers) {
   EXPECT_EQ(cut.reply.content, "get_weather\n{\"city\": \"Par");
 }
 
+// A GLM-4 reply that answers and then calls in a new <|assistant|> turn (its token left out of the
+// decoded text, so turn() marks it): the text is the answer, the call a call; for both formats,
+// and a name line cut by the turn is answer text.
+TEST(ReplyParser, Glm4TextThenACallInTheNextTurn) {
+  for (ChatFormat format : {ChatFormat::Glm4, ChatFormat::Glm40414}) {
+    ReplyParser p(glm(format));
+    std::string content, args;
+    auto take = [&](const ReplyDelta& d) {
+      content += d.content;
+      for (const ToolCallDelta& c : d.calls) args += c.arguments;
+    };
+    take(p.push("\nLet me look."));
+    take(p.turn());
+    take(p.push("get_weather \n{\"city\": "));
+    take(p.push("\"Oslo\"}"));
+    take(p.turn());
+    take(p.push("get_weather\n{\"city\": \"Rome\"}"));
+    take(p.finish());
+    ASSERT_EQ(p.reply().calls.size(), 2u) << chat_format_name(format);
+    EXPECT_EQ(p.reply().calls[0].arguments, "{\"city\": \"Oslo\"}");
+    EXPECT_EQ(p.reply().calls[1].arguments, "{\"city\": \"Rome\"}");
+    EXPECT_EQ(p.reply().content, "Let me look.");
+    EXPECT_EQ(content, "Let me look.");
+    EXPECT_EQ(args, "{\"city\": \"Oslo\"}{\"city\": \"Rome\"}");
+  }
+  ReplyParser cut(glm(ChatFormat::Glm40414));
+  cut.push("get_wea");
+  cut.turn();
+  cut.push("\nNo call after all.");
+  cut.finish();
+  EXPECT_TRUE(cut.reply().calls.empty());
+  EXPECT_EQ(cut.reply().content, "get_wea\nNo call after all.");
+  // Other formats ignore it.
+  ReplyParser g45(glm(ChatFormat::Glm45, false));
+  EXPECT_TRUE(g45.turn().empty());
+}
+
 // GLM-4-0414: "name \n{json}" (the template's form) or "name\n{json}"; further calls follow the
 // closed object (their <|assistant|> is not in the decoded text); the same at any chunking.
 TEST(ReplyParser, Glm40414CallsAndAnswers) {

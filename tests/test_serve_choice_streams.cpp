@@ -130,5 +130,39 @@ TEST(ChoiceStreams, AFailedChoiceEndsTheStreamWithAnErrorBody) {
   EXPECT_EQ(s.finish_reason(), "error");
 }
 
+// A GLM-4-0414 reply that answers, then calls in a new <|assistant|> turn (the scheduler marks
+// the turn token; its text is empty): the stream gives the text as content and the call as a
+// tool call, and finishes with tool_calls.
+TEST(ChoiceStreams, Glm4TextThenACallInANewTurn) {
+  ToolRequest t;
+  t.tools = {kWeather};
+  ChoiceStreams s(kChat, reply_reading(ChatFormat::Glm40414, ChatOptions{}, t), 1, false, true,
+                  tokenizer());
+  std::vector<json> chunks = s.open();
+  auto add = [&](std::vector<json> more) {
+    for (json& c : more) chunks.push_back(std::move(c));
+  };
+  add(s.push(0, piece("\nLet me check.", 1)));
+  SlotEvent turn = piece("", 2);
+  turn.new_turn = true;
+  add(s.push(0, turn));
+  add(s.push(0, piece("get_weather \n{\"city\": \"Oslo\"}", 3)));
+  add(s.push(0, last("stop", 9, 3)));
+  std::string content, name, arguments;
+  for (const json& c : chunks) {
+    if (!c.contains("choices") || c["choices"].empty()) continue;
+    const json& d = c["choices"][0]["delta"];
+    content += d.value("content", "");
+    for (const json& call : d.value("tool_calls", json::array())) {
+      if (call["function"].contains("name")) name += call["function"]["name"].get<std::string>();
+      arguments += call["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(content, "Let me check.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(s.finish_reason(), "tool_calls");
+}
+
 }  // namespace
 }  // namespace glm4::serve

@@ -376,6 +376,20 @@ ReplyDelta ReplyParser::begin_call(const std::string& name) {
   return out;
 }
 
+ReplyDelta ReplyParser::turn() {
+  ReplyDelta out;
+  if (!calls_by_name_line(options_.format) || !options_.parse_calls) return out;
+  if (state_ == State::Glm4Name) {  // the line ended with the turn: not a call
+    emit_content(out, std::exchange(call_raw_, "") + std::exchange(buf_, ""));
+  } else if (state_ != State::Verbatim && state_ != State::Glm4Next && state_ != State::Start) {
+    return out;
+  }
+  field_.clear();
+  state_ = State::Start;
+  run(out, false);
+  return out;
+}
+
 ReplyDelta ReplyParser::finish() {
   ReplyDelta out;
   run(out, true);

@@ -71,6 +71,11 @@ class ReplyParser {
   // The prompt already opened a call to `name` (tool_call_prefill's text): the reply continues
   // with its arguments. Call before any push.
   ReplyDelta begin_call(const std::string& name);
+  // The model began another <|assistant|> turn (its token, which the decoded text leaves out):
+  // GLM-4 formats read what follows as a turn's start again, an answer after "\n" or else
+  // perhaps a call, so a reply may give text and then calls. An unfinished name line before it
+  // is answer text; inside a call's arguments, and for other formats, nothing changes.
+  ReplyDelta turn();
   ReplyDelta finish();  // the end of the reply: everything still held
   const ParsedReply& reply() const { return reply_; }
 
