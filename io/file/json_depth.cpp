@@ -6,24 +6,29 @@
 
 namespace glm4 {
 
+void JsonBrackets::step(char c) {
+  if (in_string) {
+    if (escaped)
+      escaped = false;
+    else if (c == '\\')
+      escaped = true;
+    else if (c == '"')
+      in_string = false;
+  } else if (c == '"') {
+    in_string = true;
+  } else if (c == '[' || c == '{') {
+    ++depth;
+  } else if (c == ']' || c == '}') {
+    --depth;
+  }
+}
+
 int json_nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+  JsonBrackets brackets;
+  int deepest = 0;
   for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+    brackets.step(c);
+    deepest = std::max(deepest, brackets.depth);
   }
   return deepest;
 }

@@ -10,6 +10,14 @@ namespace glm4 {
 
 constexpr int kMaxJsonDepth = 64;
 
+// The [ { ] } of a JSON text outside its strings, a character at a time (the text may come in
+// pieces). Tolerates malformed text: depth may go below 0.
+struct JsonBrackets {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  void step(char c);  // advances by `c`; only brackets outside strings change depth
+};
+
 // The deepest nesting of [ and { outside strings (0 for a scalar). Tolerates malformed text:
 // the parser reports that.
 int json_nesting_depth(std::string_view text);

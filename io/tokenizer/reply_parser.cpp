@@ -124,23 +124,10 @@ size_t ReplyParser::ObjectEnd::find(std::string_view text) {
       if (is_space(c)) continue;
       started = true;
       object = c == '{';  // anything else never closes: not an object
-      depth = 1;
-    } else if (!object) {
-      return std::string_view::npos;
-    } else if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i + 1;
     }
+    if (!object) return std::string_view::npos;
+    brackets.step(c);
+    if (!brackets.in_string && (c == '}' || c == ']') && brackets.depth == 0) return i + 1;
   }
   return std::string_view::npos;
 }

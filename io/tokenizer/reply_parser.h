@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/file/json_depth.h"
 #include "io/tokenizer/chat_template.h"
 
 namespace glm4 {
@@ -96,8 +97,8 @@ class ReplyParser {
   };
   // Where a GLM-4 call's arguments object closes: brackets counted outside strings.
   struct ObjectEnd {
-    int depth = 0;
-    bool started = false, object = false, in_string = false, escaped = false;
+    bool started = false, object = false;
+    JsonBrackets brackets;
     size_t find(std::string_view text);  // the position after the closing '}', or npos
   };
   void run(ReplyDelta& out, bool at_end);
