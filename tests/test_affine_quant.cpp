@@ -25,6 +25,8 @@
 namespace glm4 {
 namespace {
 
+using testing::random_vec;
+
 using testing::TempDir;
 using testing::throws_with;
 
@@ -54,14 +56,6 @@ QuantizedStorage random_quantized(int64_t N, int64_t K, QuantFormat f, DType dt,
   for (size_t i = 0; i < w.size(); i += 97) w[i] *= 8.0f;
   Weight stored = Weight::from_f32(w.data(), N, K, dt);
   return quantize_affine(dt, stored.data(), N, K, f, "random");
-}
-
-std::vector<float> random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
 }
 
 // deq(W) exactly (scale * code + bias in fp64), [N, K].

@@ -16,29 +16,18 @@
 #include "base/check.h"
 #include "base/dtype.h"
 #include "base/parallel.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
+
+using testing::random_bf16;
+using testing::random_vec;
 
 using kernels::Bf16Kernel;
 namespace bf16 = kernels::bf16;
 
 const double kU = std::numeric_limits<float>::epsilon() / 2;  // fp32 unit roundoff
-
-std::vector<float> random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-std::vector<uint16_t> random_bf16(int64_t n, uint32_t seed) {
-  const std::vector<float> f = random_vec(n, seed);
-  std::vector<uint16_t> w(f.size());
-  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(f[i]);
-  return w;
-}
 
 // N and K not multiples of a row block (8) or a k-block (32); K below, at and across k-blocks.
 const std::pair<int64_t, int64_t> kShapes[] = {{1, 1},   {7, 31},     {13, 33},   {37, 77},

@@ -21,29 +21,18 @@
 #include "base/dtype.h"
 #include "base/parallel.h"
 #include "model/compute_choice.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
+
+using testing::random_bf16;
+using testing::random_vec;
 
 using kernels::Bf16Kernel;
 
 const double kU = std::numeric_limits<float>::epsilon() / 2;  // fp32 unit roundoff
 const double kBf16Rel = 1.0 / 256;  // bf16 rounding to nearest: |x - bf16(x)| <= 2^-8 |x|
-
-std::vector<float> random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-std::vector<uint16_t> random_bf16(int64_t n, uint32_t seed) {
-  std::vector<uint16_t> w(static_cast<size_t>(n));
-  const std::vector<float> f = random_vec(n, seed);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(f[i]);
-  return w;
-}
 
 // C[M, Cn] (+)= A[M, R] op(W) in double, op(W) = W^T (forward, W [Cn, R]) or W (input grad,
 // W [R, Cn]); A rounded to bf16 first when `round_a`. mag = sum |a w| (+ |C0|) per element.

@@ -14,17 +14,12 @@
 #include "autograd/weight.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
 
-std::vector<float> random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using testing::random_vec;
 
 // C = alpha op(A) op(B) + beta C in double; also returns per element the magnitude
 // sum |alpha a b| + |beta c| that bounds the rounding error.
