@@ -105,7 +105,9 @@ TEST(ServeAutoCalls, OpenedCallIsMaskedInTheBatchAsByAGenerator) {
   nlohmann::json args;
   ASSERT_NO_THROW(args = nlohmann::json::parse(call.substr(13))) << call;
   EXPECT_TRUE(args.at("city") == "Oslo" || args.at("city") == "Rome") << call;
-  if (args.contains("days")) EXPECT_TRUE(args["days"].is_number_integer()) << call;
+  if (args.contains("days")) {
+    EXPECT_TRUE(args["days"].is_number_integer()) << call;
+  }
 }
 
 }  // namespace
