@@ -34,12 +34,7 @@ void run_quantize(const QuantizeFlags& f) {
   const ModelConfig config = model->config;
   GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm, "--model ", f.model.dir,
              ": quantized chatglm models are not supported (glm4 and glm are)");
-  std::vector<std::string> modules;  // the matrices the rules may name, as save_model names them
-  model->visit([&](const std::string& name, Param& p) {
-    if (p.is_matrix() && name.ends_with(".weight"))
-      modules.push_back(name.substr(0, name.size() - 7));
-  });
-  plan.check_every_rule_matches(modules, "--keep");
+  plan.check_every_rule_matches(quantizable_modules(*model), "--keep");
   SaveOptions save;
   save.dtype = f.dtype.empty() ? config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");

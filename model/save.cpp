@@ -69,6 +69,10 @@ struct PendingParams {
 };
 
 std::string module_of(const std::string& name) { return name.substr(0, name.size() - 7); }
+// A matrix save_model may write quantized: one named "<module>.weight".
+bool quantizable(const std::string& name, const Param& p) {
+  return p.is_matrix() && name.ends_with(".weight");
+}
 
 class ModelWriter {
  public:
@@ -106,7 +110,7 @@ void ModelWriter::plan(const std::string& name, Param& p) {
   GLM4_CHECK(o_.source || p.loaded(), "[save_model] ", name, " is not loaded");
   const FileSlice src = file_slice(config_, name);
   const bool whole = src.total_rows < 0;
-  if (p.is_matrix() && name.ends_with(".weight")) {
+  if (quantizable(name, p)) {
     const std::string module = module_of(name);
     const bool held_quantized = !p.value.defined() && p.frozen.is_quantized();
     std::optional<QuantFormat> format;
@@ -278,6 +282,14 @@ void ModelWriter::write(const std::filesystem::path& dir) {
   if (progress_) progress_->finish();
 }
 }  // namespace
+
+std::vector<std::string> quantizable_modules(Glm4Model& model) {
+  std::vector<std::string> modules;
+  model.visit([&](const std::string& name, Param& p) {
+    if (quantizable(name, p)) modules.push_back(module_of(name));
+  });
+  return modules;
+}
 
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 const SaveOptions& o) {

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "base/dtype.h"
 #include "model/config.h"
@@ -42,6 +44,10 @@ struct SaveOptions {
 // num_nextn_predict_layers says 0).
 void save_model(Glm4Model& model, const ModelConfig& config, const std::filesystem::path& out_dir,
                 const SaveOptions& o);
+
+// The modules save_model asks SaveOptions::quantize about: each matrix "<module>.weight" of
+// `model`, by its module path (what --keep rules name).
+std::vector<std::string> quantizable_modules(Glm4Model& model);
 
 // Every tensor of `model`, converted to `dtype` (one rounding from the stored values), under
 // the checkpoint keys of `config`'s family: ChatGLM's q/k/v go back into one query_key_value
