@@ -192,9 +192,9 @@ int main(int argc, char** argv) {
     auto full_trie = std::make_shared<const grammar::TokenTrie>(*tokenizer);
 
     std::printf(
-        "# bench_grammar: %s (%s, random weights), vocabulary %s cut to %d ids (%zu trie "
+        "# bench_grammar: %s (%s, random weights), vocabulary %s cut to %lld ids (%zu trie "
         "nodes), %d tokens a run, best of %d alternating runs, %d threads\n",
-        o.config.c_str(), o.dtype.c_str(), o.tokenizer.c_str(), config.vocab_size,
+        o.config.c_str(), o.dtype.c_str(), o.tokenizer.c_str(), (long long)config.vocab_size,
         trie->node_count(), o.tokens, o.reps, o.threads);
     std::printf(
         "schema of 20 properties: compile %.2f ms (grammar %zu symbols, %zu rules; with "
