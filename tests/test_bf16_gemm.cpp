@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/compute_dtype.h"
+#include "autograd/kernels/affine_quant.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
 #include "autograd/kernels/gemm.h"
@@ -367,6 +368,45 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
         }
       }
     }
+  }
+}
+
+// Under bf16 compute a quantized weight's products on the bf16 units (the input gradient from
+// kDecodeMaxM + 1 rows on, the forward above kQuantStreamRows) are the bf16 kernel's on the bf16
+// rounding of the dequantized weight, bit for bit: for the widths whose codes are packed straight
+// into the kernel's layouts (4, 8) and one converted through fp32 tiles (3), every scale dtype,
+// and weight rows that end inside a group of 16 and a k-block.
+TEST(Bf16Gemm, QuantizedProductsAreTheProductsOnTheRoundedWeight) {
+  const int64_t N = 77, K = 384;
+  const auto w32 = random_vec(N * K, 41);
+  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kAvx512Bf16}) {
+    if (!kernels::bf16_kernel_available(k)) {
+      std::printf("this CPU has no %s: its case is not run\n", kernels::bf16_kernel_name(k));
+      continue;
+    }
+    for (int bits : {3, 4, 8})
+      for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+        const Weight q =
+            quantize_weight(Weight::from_f32(w32.data(), N, K, dtype), {bits, 64}, dtype, "w");
+        std::vector<uint16_t> rounded(size_t(N * K));
+        dequantize_tile_bf16(q.quant(), 0, N, 0, K, rounded.data(), K);
+        const std::string what = str_cat(kernels::bf16_kernel_name(k), " ", bits, "-bit, ",
+                                         dtype_name(dtype), " scales");
+        for (int64_t M : {int64_t(5), int64_t(17), kQuantStreamRows + 1, int64_t(70)}) {
+          const auto dY = random_vec(M * N, 42);
+          std::vector<float> got(size_t(M * K)), want(size_t(M * K));
+          linear_input_grad(dY.data(), M, N, q, got.data(), false, bf16_compute(k));
+          kernels::bf16_linear_input_grad(k, dY.data(), M, N, rounded.data(), K, want.data(),
+                                          false);
+          EXPECT_EQ(got, want) << what << ", input gradient, M=" << M;
+          if (M <= kQuantStreamRows) continue;
+          const auto X = random_vec(M * K, 43);
+          std::vector<float> y(size_t(M * N)), y_want(size_t(M * N));
+          linear_forward(X.data(), M, K, q, y.data(), false, bf16_compute(k));
+          kernels::bf16_linear_forward(k, X.data(), M, K, rounded.data(), N, y_want.data(), false);
+          EXPECT_EQ(y, y_want) << what << ", forward, M=" << M;
+        }
+      }
   }
 }
 

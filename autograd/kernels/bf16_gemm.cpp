@@ -325,8 +325,10 @@ void bf16_quant_linear_forward(Bf16Kernel kernel, const float* X, int64_t M, int
   if (M == 0 || N == 0) return;
   if (K == 0) return fill_empty(Y, M, N, accumulate);
   // k0 is 0 or a multiple of 8192 (kMaxKs k-blocks) and k1 is that or K: whole groups.
+  const bool direct = pack_quant_supported(W);
   forward_tasks(isa, X, M, K, N, Y, accumulate,
                 [&](int64_t r0, int64_t r1, int64_t k0, int64_t k1, uint16_t* panel) {
+                  if (direct) return pack_rows_quant(W, r0, r1, k0, k1, panel);
                   pack_rows_via_f32(r0, r1, k0, k1, panel,
                                     [&](int64_t r, int64_t rows, float* tile) {
                                       dequantize_tile_f32(W, r, rows, k0, k1 - k0, tile, k1 - k0);
@@ -345,8 +347,10 @@ void bf16_quant_linear_input_grad(Bf16Kernel kernel, const float* dY, int64_t M,
   if (M == 0 || K == 0) return;
   if (N == 0) return fill_empty(dX, M, K, accumulate);
   const int64_t gs = W.group_size;
+  const bool direct = pack_quant_supported(W);
   input_grad_tasks(isa, dY, M, N, K, dX, accumulate,
                    [&](int64_t n0, int64_t n1, int64_t c0, int64_t c1, uint16_t* panel) {
+                     if (direct) return pack_pairs_quant(W, n0, n1, c0, c1, panel);
                      // Columns [c0, c1) widened to whole groups [g0, g1), dequantized, rounded.
                      const int64_t g0 = c0 / gs * gs, g1 = std::min(K, (c1 + gs - 1) / gs * gs);
                      const int64_t rows = n1 - n0, width = g1 - g0;

@@ -38,6 +38,18 @@ void pack_rows_bf16(const uint16_t* W, int64_t ld, int64_t r0, int64_t r1, int64
 void pack_pairs_bf16(const uint16_t* W, int64_t ld, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
                      uint16_t* dst);
 
+// A 4- or 8-bit W packed from the bf16 rounding of dequantize_tile_f32's values, as the bf16
+// packs above pack a bf16 W (whether W's width is one of these: pack_quant_supported):
+// rows [r0, r1) x reduction [k0, k1) into the rows layout (k0, k1 multiples of 32), for the
+// forward;
+bool pack_quant_supported(const QuantizedMatrix& W);
+void pack_rows_quant(const QuantizedMatrix& W, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+                     uint16_t* dst);
+// W[n, c] as B[k = n, c]: reduction rows [n0, n1), columns [c0, c1) (multiples of 16) into the
+// pairs layout, for the input gradient.
+void pack_pairs_quant(const QuantizedMatrix& W, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                      uint16_t* dst);
+
 // C[16 ga, 16 gb] (+)= A B over k-blocks [kb0, kb1): A row group i starts at a + i * a_stride,
 // B column group j at b + j * b_stride (elements; k-block kb at + kb * 512). C row-major fp32
 // with row stride ldc; accumulate adds to C, else overwrites. Sums run over k in order.

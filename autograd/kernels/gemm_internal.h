@@ -29,6 +29,9 @@ bool use_bf16_kernels(const Weight& W, int64_t M, const ComputeChoice& compute);
 // a weight stored neither fp32 nor bf16 (quantized, f16) at prefill and training sizes the bf16
 // units take, each task converting its own weight panel (decode sizes read the stored form);
 bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute);
+// the input gradient of a quantized weight from a few rows on (more than kDecodeMaxM, which the
+// fp32 stripes stream): its packs cost less than the fp32 path's dequantized tiles for sgemm;
+bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute);
 // a decode-sized quantized weight on the int8 dot products: under bf16 compute, whose rounding of
 // X they undercut (quant_linear.h).
 bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute);

@@ -11,6 +11,7 @@
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
+#include "autograd/kernels/quant_kernels.h"
 #include "autograd/kernels/quant_linear.h"
 #include "base/check.h"
 #include "base/parallel.h"
@@ -149,6 +150,10 @@ bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute) {
   return M > kQuantStreamRows && compute.bf16_units_take(M);
 }
 
+bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
+  return M > quant_detail::kDecodeMaxM && compute.bf16_units_take(M);
+}
+
 bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
   return M <= kQuantStreamRows && compute.bf16_units_on() && quant_int8_decode_supported(W.quant());
 }
@@ -225,7 +230,7 @@ void linear_input_grad(const float* dY, int64_t M, int64_t N, const Weight& W, f
   check_ptr("linear_input_grad", dY, "dY", M * N);
   check_ptr("linear_input_grad", dX, "dX", M * K);
   if (W.is_quantized()) {
-    if (gemm_detail::use_bf16_panel_kernels(M, compute))
+    if (gemm_detail::use_bf16_quant_grad_kernels(M, compute))
       kernels::bf16_quant_linear_input_grad(compute.kernel, dY, M, N, W.quant(), dX, accumulate);
     else
       quant_linear_input_grad(dY, M, N, W.quant(), dX, accumulate);
