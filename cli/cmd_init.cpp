@@ -39,6 +39,7 @@ void run_init(const InitFlags& f) {
     const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
     GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm,
                "--bits: quantized chatglm models are not supported");
+    plan.check_every_rule_matches(quantizable_modules(model), "--keep");
     SaveOptions save;
     save.dtype = dtype;
     save.max_shard_bytes = shard;

@@ -1,6 +1,7 @@
 // `mpirun -np 2 glm4 train` on loopback against one process on the same global batch: LoRA and
 // --full (sharded AdamW) give the same losses, validation losses and weights; a training state
-// resumes onto another rank count; a rank that fails or dies ends the job, in bounded time.
+// resumes onto another rank count; a rank that fails or dies ends the job, in bounded time. The
+// same parity on glm4_moe and glm4_moe_lite, whose ranks route their rows to different experts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +11,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
+#include "autograd/node.h"
 #include "io/safetensors.h"
+#include "model/forward_context.h"
+#include "model/glm4_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -125,6 +130,7 @@ void expect_same_tensors(const fs::path& a, const fs::path& b, double tolerance)
 struct MpiTrain : ::testing::Test {
   TempDir tmp;
   fs::path data = tmp / "data";
+  std::string model = std::string(GLM4_TEST_DATA) + "/tiny_glm4";
   void SetUp() override {
     if (!kMpiexec) GTEST_SKIP() << "built without MPI";
     fs::create_directories(data);
@@ -136,7 +142,7 @@ struct MpiTrain : ::testing::Test {
       const std::string& out,
       const std::vector<std::pair<std::string, std::string>>& changes = {}) {
     std::vector<std::pair<std::string, std::string>> f{
-        {"--model", std::string(GLM4_TEST_DATA) + "/tiny_glm4"},
+        {"--model", model},
         {"--data", data.string()},
         {"--out", (tmp / out).string()},
         {"--iters", "20"},
@@ -152,7 +158,8 @@ struct MpiTrain : ::testing::Test {
         {"--steps-per-report", "100"},
         {"--threads", "1"},
         {"--seed", "3"},
-        {"--sync-check-every", "5"}};
+        {"--sync-check-every", "5"},
+    };
     for (const auto& [key, value] : changes) {
       auto it = std::find_if(f.begin(), f.end(), [&](const auto& kv) { return kv.first == key; });
       if (it != f.end())
@@ -257,6 +264,97 @@ TEST_F(MpiTrain, RanksThatDivergeAreCaught) {
   EXPECT_NE(r.output.find("the parameters of rank(s) 1 differ from rank 0's after step 5"),
             std::string::npos)
       << r.output;
+}
+
+// Per MoE layer, the experts that some token of one row `ids` is routed to by `model` without
+// adapters: the routing of a training step while every LoRA B is still zero, as in step 1.
+std::vector<std::set<int32_t>> experts_chosen(const Glm4Model& model,
+                                              const std::vector<int32_t>& ids) {
+  NoGradGuard no_grad;
+  ForwardContext ctx;
+  ctx.seq = int64_t(ids.size());
+  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
+  std::vector<RouterTrace> traces;
+  ctx.router_traces = &traces;
+  model.forward_hidden(ids, ctx);
+  std::vector<std::set<int32_t>> chosen;
+  for (const RouterTrace& t : traces) chosen.emplace_back(t.experts.begin(), t.experts.end());
+  return chosen;
+}
+
+// The MoE models on 4 training rows of one length (no padding, whose tokens would be routed too),
+// 2 rows a step as 2 micro-batches of one row: on 2 ranks, one row each.
+struct MpiTrainMoe : MpiTrain {
+  std::vector<std::vector<int32_t>> rows;
+  const std::vector<std::pair<std::string, std::string>> one_row_a_rank{{"--batch-size", "1"},
+                                                                        {"--grad-accum", "2"}};
+
+  void use_model(const std::string& dir, int length) {
+    model = std::string(GLM4_TEST_DATA) + "/" + dir;
+    std::mt19937_64 rng(5);
+    for (const auto& [file, n] : {std::pair{"train.jsonl", 4}, std::pair{"valid.jsonl", 3}}) {
+      std::ofstream f(data / file);
+      for (int i = 0; i < n; ++i) {
+        std::vector<int32_t> ids(static_cast<size_t>(length));
+        for (int32_t& id : ids) id = 1 + int32_t(rng() % 250);
+        f << json{{"input_ids", ids}}.dump() << "\n";
+        if (std::string(file) == "train.jsonl") rows.push_back(ids);
+      }
+    }
+  }
+  // Whichever two rows a step pairs, each rank routes some token to an expert that no token of
+  // the other rank's row chose (in step 1; later steps move the routing): that expert's adapters
+  // have a gradient on one rank and none on the other, and the sum must still be the one
+  // process's gradient.
+  void expect_each_row_has_an_expert_the_others_lack() {
+    auto loaded = load_model(model);
+    std::vector<std::vector<std::set<int32_t>>> chosen;
+    for (const std::vector<int32_t>& r : rows) chosen.push_back(experts_chosen(*loaded, r));
+    ASSERT_FALSE(chosen[0].empty()) << "no MoE layer";
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < rows.size(); ++j) {
+        if (i == j) continue;
+        bool one_sided = false;
+        for (size_t l = 0; l < chosen[i].size(); ++l)
+          for (int32_t e : chosen[i][l]) one_sided |= chosen[j][l].count(e) == 0;
+        EXPECT_TRUE(one_sided) << "every expert of row " << i << " is also one of row " << j;
+      }
+  }
+  // As in LoraOnTwoRanksIsOneProcessOnTheSameGlobalBatch, each rank holds whole micro-batches,
+  // so the sum in rank order is the one process's accumulation: the same numbers (to the bit, as
+  // measured), whichever experts each rank's row left without a gradient.
+  void expect_parity(std::vector<std::pair<std::string, std::string>> changes,
+                     const std::string& weights) {
+    changes.insert(changes.end(), one_row_a_rank.begin(), one_row_a_rank.end());
+    ASSERT_TRUE(succeeds(one_process(flags("one", changes))));
+    ASSERT_TRUE(succeeds(mpi_train(2, flags("two", changes))));
+    expect_same_run("two", "one", weights);
+  }
+};
+
+// all-linear puts one adapter on every routed expert of each MoE layer.
+TEST_F(MpiTrainMoe, LoraOnRoutedExpertsOnTwoRanksIsOneProcess) {
+  use_model("moe/tiny_moe", 5);
+  expect_each_row_has_an_expert_the_others_lack();
+  expect_parity({}, "adapter_model.safetensors");
+}
+
+TEST_F(MpiTrainMoe, FullTrainingWithShardedAdamW) {
+  use_model("moe/tiny_moe", 5);
+  expect_each_row_has_an_expert_the_others_lack();
+  expect_parity(kFull, "model.safetensors");
+}
+
+TEST_F(MpiTrainMoe, LiteLoraOnRoutedExpertsOnTwoRanksIsOneProcess) {
+  use_model("moe_lite/tiny_lite", 3);
+  expect_each_row_has_an_expert_the_others_lack();
+  expect_parity({}, "adapter_model.safetensors");
+}
+
+TEST_F(MpiTrainMoe, LiteFullTrainingWithShardedAdamW) {
+  use_model("moe_lite/tiny_lite", 3);
+  expect_each_row_has_an_expert_the_others_lack();
+  expect_parity(kFull, "model.safetensors");
 }
 
 }  // namespace

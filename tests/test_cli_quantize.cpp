@@ -201,5 +201,23 @@ TEST(QuantizeCli, BadFlagsAreNamed) {
   EXPECT_NE(init.output.find("--keep needs --bits"), std::string::npos) << init.output;
 }
 
+// init --bits checks its --keep rules against the modules of --config as quantize does against
+// --model's: a typo is refused naming it, and nothing is written.
+TEST(QuantizeCli, InitBitsRefusesAKeepRuleThatMatchesNoModule) {
+  TempDir tmp;
+  const std::string config = kModel + "/config.json";
+  auto typo = run({"init", "--config", config, "--out", (tmp / "typo").string(), "--bits", "4",
+                   "--keep", "lm_haed:8"});
+  EXPECT_NE(typo.status, 0);
+  EXPECT_NE(typo.output.find("glm4: error: --keep lm_haed: matches no module of the model"),
+            std::string::npos)
+      << typo.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "typo"));
+  auto right = run({"init", "--config", config, "--out", (tmp / "right").string(), "--bits", "4",
+                    "--keep", "lm_head:8", "--keep", "model.layers.0.mlp.down_proj:none"});
+  ASSERT_TRUE(succeeds(right));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "right" / "model.safetensors"));
+}
+
 }  // namespace
 }  // namespace glm4
