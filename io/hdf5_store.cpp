@@ -30,7 +30,14 @@ class Handle {
 };
 
 // HDF5 prints its error stack to stderr unless told not to; we report through exceptions.
-void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+// Also keeps libhdf5 from registering its exit handler, which closes the files still open: after
+// a close that failed (a full disk) it faults there, turning the error into a crash. Every file
+// here is closed by its owner, so nothing is left for it to do.
+void silence_hdf5() {
+  static const bool no_exit_handler = [] { return H5dont_atexit() >= 0; }();
+  (void)no_exit_handler;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 // The most specific message on HDF5's error stack (then cleared), for our own error text.
 std::string hdf5_detail() {

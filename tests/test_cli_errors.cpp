@@ -3,6 +3,7 @@
 // Most 1 required", nlohmann's parse errors, std::filesystem's, the sampler's "[sampler]").
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/repo_paths.h"
@@ -127,6 +128,35 @@ TEST(CliErrors, OutUnderARegularFileSaysWhichPathIsAFile) {
       {"init", "--config", glm4::testing::kSource + "/configs/tiny.json", "--out", file + "/a/b"});
   EXPECT_EQ(first_line(init), "glm4: error: --out " + file + "/a/b: cannot create directories: " +
                                   file + " is a file, not a directory");
+}
+
+// A checkpoint that cannot be written (the disk is full; here the file-size limit says so) ends
+// the run with the error naming the file and status 1, and leaves no temporary file. libhdf5's
+// exit handler used to fault on the file whose close had failed: status 139 after the message.
+TEST(CliErrors, ACheckpointThatCannotBeWrittenEndsTheRunWithAnErrorNotACrash) {
+  TempDir tmp;
+  const std::string data = (tmp / "train.jsonl").string(), out = (tmp / "run").string();
+  {
+    std::ofstream f(data);
+    for (int i = 0; i < 8; ++i) {
+      f << "{\"input_ids\": [";
+      for (int t = 0; t < 32; ++t) f << (t ? ", " : "") << 3 + (i * 37 + t * 11) % 190;
+      f << "]}\n";
+    }
+  }
+  // 300 KiB: the adapter fits, the checkpoint with its AdamW moments does not.
+  const std::string train = std::string("'") + GLM4_BINARY + "' train --model '" +
+                            glm4::testing::kSource + "/tests/data/tiny_glm4' --data '" + data +
+                            "' --out '" + out +
+                            "' --iters 4 --batch-size 2 --save-every 2 --steps-per-eval 1000";
+  Result r =
+      glm4::testing::run_program("bash", {"-c", "trap '' XFSZ; ulimit -f 300; exec " + train});
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("glm4: error: HDF5 \"" + out + "/checkpoint.h5.tmp\""), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out + "/adapter_model.safetensors")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out + "/checkpoint.h5.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/checkpoint.h5"));
 }
 
 // A file or folder where the other is expected, named with its flag (no library text such as
