@@ -75,22 +75,27 @@ std::vector<Tensor> forward_each(std::span<const Linear* const> layers, const Te
   return out;
 }
 
+std::vector<int64_t> resident_tokens(const AdapterRows& rows, int64_t n, size_t slot) {
+  const int64_t R = int64_t(rows.slots.size());
+  GLM4_CHECK(
+      rows.offsets.size() == size_t(R) + 1 && rows.offsets.front() == 0 && rows.offsets.back() == n,
+      "[linear] adapter rows end at ", rows.offsets.back(), " for ", n, " tokens");
+  std::vector<int64_t> tokens;
+  for (int64_t r = 0; r < R; ++r)
+    if (rows.slots[size_t(r)] == int32_t(slot))
+      for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t)
+        tokens.push_back(t);
+  return tokens;
+}
+
 void Linear::add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const {
   GLM4_CHECK(!GradMode::enabled(),
              "[linear] per-row adapters are for inference; run under NoGradGuard");
-  const int64_t N = x.numel() / in_features, R = int64_t(rows.slots.size());
-  GLM4_CHECK(
-      rows.offsets.size() == size_t(R) + 1 && rows.offsets.front() == 0 && rows.offsets.back() == N,
-      "[linear] adapter rows end at ", rows.offsets.back(), " for ", N, " tokens");
-  std::vector<int64_t> tokens;
+  const int64_t N = x.numel() / in_features;
   for (size_t s = 0; s < resident.size(); ++s) {
     const LoraWeights* w = resident[s].get();
     if (!w) continue;
-    tokens.clear();
-    for (int64_t r = 0; r < R; ++r)
-      if (rows.slots[size_t(r)] == int32_t(s))
-        for (int64_t t = rows.offsets[size_t(r)]; t < rows.offsets[size_t(r) + 1]; ++t)
-          tokens.push_back(t);
+    const std::vector<int64_t> tokens = resident_tokens(rows, N, s);
     if (tokens.empty()) continue;
     // Gather this adapter's rows of x and y, add its low-rank product as the live path does,
     // scatter the rows back.

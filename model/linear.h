@@ -82,6 +82,9 @@ class Linear {
   void add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const;
 };
 
+// The tokens (ascending) of a forward of n tokens that `rows` gives resident adapter `slot`.
+std::vector<int64_t> resident_tokens(const AdapterRows& rows, int64_t n, size_t slot);
+
 // Up to this many rows a forward without gradients may share one parallel loop among several
 // frozen products (autograd/kernels/linear_batch.h): decode steps.
 inline constexpr int64_t kBatchedLinearRows = 16;

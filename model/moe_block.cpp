@@ -12,16 +12,15 @@ namespace {
 // Dropout slots of the shared experts; each routed expert draws from a seed of its own.
 constexpr int kSharedSlot = 7;
 constexpr int kExpertSlot = 0;
+}  // namespace
 
-// The resident-adapter rows of a forward restricted to `tokens` (ascending), renumbered.
-AdapterRows rows_of(const AdapterRows& all, const std::vector<int64_t>& tokens) {
+AdapterRows MoeBlock::rows_of(const AdapterRows& all, const std::vector<int64_t>& tokens) {
   AdapterRows sub;
   sub.slots = all.slots;
   for (int64_t off : all.offsets)
     sub.offsets.push_back(std::lower_bound(tokens.begin(), tokens.end(), off) - tokens.begin());
   return sub;
 }
-}  // namespace
 
 MoeBlock::MoeBlock(const ModelConfig& c)
     : router(RouterSettings::of(c)),

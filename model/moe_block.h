@@ -11,6 +11,7 @@
 
 namespace glm4 {
 
+struct AdapterRows;
 struct ForwardContext;
 
 // The router's tensors (transformers' Glm4MoeTopkRouter): not a Linear, so no LoRA.
@@ -29,7 +30,7 @@ class MoeBlock {
   static constexpr int64_t kDecodeBatchTokens = 16;
   // Whether forward takes decode_forward: no gradient and no training, no routed expert given more
   // than kDecodeBatchTokens tokens (`expert_tokens`: the most one gets), every expert a frozen
-  // weight without adapters.
+  // weight without bias whose adapters, live or resident, are plain LoRA (not DoRA).
   bool decodes_batched(const ForwardContext& ctx, int64_t expert_tokens) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
@@ -41,9 +42,12 @@ class MoeBlock {
 
  private:
   // The experts of flat [N, hidden] as forward's graph path computes them, to the bit, in two
-  // parallel loops (moe_decode.cpp).
+  // parallel loops (four with adapters: moe_decode.cpp).
   Tensor decode_forward(const Tensor& flat, const MoeRoute& route, const Tensor& weights,
                         const ForwardContext& ctx) const;
+  // The resident-adapter rows of a forward restricted to `tokens` (ascending), renumbered: what
+  // an expert given those tokens applies.
+  static AdapterRows rows_of(const AdapterRows& all, const std::vector<int64_t>& tokens);
   // The routing weights [N, k]: the chosen experts' sigmoid scores (with their gradient),
   // normalised when norm_topk_prob, times routed_scaling_factor.
   Tensor routing_weights(const Tensor& scores, const MoeRoute& route) const;

@@ -93,9 +93,10 @@ int64_t linear_forward_batch(std::span<const LinearProduct> products,
     GLM4_CHECK(p.W != nullptr && p.M >= 0, "[linear_forward_batch] product without a weight");
     const int64_t N = p.W->rows();
     if (p.M == 0 || N == 0) continue;
-    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, compute, inputs);
+    const ComputeChoice& c = p.compute ? *p.compute : compute;
+    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, c, inputs);
     if (!rows) {
-      linear_forward(p.X, p.M, p.W->cols(), *p.W, p.Y, false, compute);
+      linear_forward(p.X, p.M, p.W->cols(), *p.W, p.Y, false, c);
       continue;
     }
     RowProduct r{std::move(rows), N};

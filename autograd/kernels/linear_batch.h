@@ -19,12 +19,14 @@ struct LinearProduct {
   int64_t M = 0;
   const Weight* W = nullptr;
   float* Y = nullptr;
+  const ComputeChoice* compute = nullptr;  // how this product runs; null: the batch's choice
 };
 
-// Every product as linear_forward(X, M, K, *W, Y, false, compute) computes it, to the bit. Products
-// whose kernel has a row-range form (decode sizes: bf16 on the bf16 units, int8 decode of 4- and
-// 8-bit weights and their fp32 decode, fp32 / f16 / bf16 small-M) share the one parallel loop;
-// the others (prefill sizes) run one after another with their own. Returns how many shared it.
+// Every product as linear_forward(X, M, K, *W, Y, false, compute) computes it (with its own
+// compute when it names one), to the bit. Products whose kernel has a row-range form (decode
+// sizes: bf16 on the bf16 units, int8 decode of 4- and 8-bit weights and their fp32 decode, fp32 /
+// f16 / bf16 small-M) share the one parallel loop; the others (prefill sizes) run one after
+// another with their own. Returns how many shared it.
 int64_t linear_forward_batch(std::span<const LinearProduct> products, const ComputeChoice& compute);
 
 }  // namespace glm4
