@@ -92,6 +92,7 @@ GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
   g.sampling.seed = seed;
   g.max_kv_size = max_kv_size;
   g.stop_ids = s.stop_ids(chat);
+  if (s.tokenizer) g.drawable_ids = s.tokenizer->vocab_size();
   validate_generation_config(g);
   return g;
 }

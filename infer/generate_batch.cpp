@@ -53,6 +53,7 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
       Row& row = rows[which[i]];
       row.fed += int64_t(batch[i].tokens.size());
       row.logits.assign(logits.data() + int64_t(i) * vocab, logits.data() + int64_t(i + 1) * vocab);
+      mask_undrawable(row.logits, config.drawable_ids);
     }
   };
 

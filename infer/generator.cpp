@@ -22,6 +22,7 @@ void validate_generation_config(const GenerationConfig& c) {
   GLM4_CHECK(c.keep_first >= 0, "[generate] keep_first must be >= 0, got ", c.keep_first);
   GLM4_CHECK(c.max_kv_size == 0 || c.max_kv_size > c.keep_first, "[generate] max_kv_size ",
              c.max_kv_size, " must be 0 (unbounded) or more than keep_first (", c.keep_first, ")");
+  GLM4_CHECK(c.drawable_ids >= 0, "[generate] drawable_ids must be >= 0, got ", c.drawable_ids);
 }
 
 Generator::Generator(const Glm4Model& model, GenerationConfig config)
@@ -127,6 +128,7 @@ void Generator::feed(std::span<const int32_t> tokens) {
     position_ += T;
   }
   logits_.assign(logits.data(), logits.data() + vocab);
+  mask_undrawable(logits_, config_.drawable_ids);
   started_ = true;
 }
 

@@ -25,6 +25,9 @@ struct GenerationConfig {
   int64_t max_kv_size = 0;
   int64_t keep_first = 4;
   int64_t prefill_chunk = 512;  // prompt tokens per forward pass
+  // 0 = every id may be drawn; else only ids below it: the tokenizer's vocabulary, where the
+  // model's embedding is padded past it (GLM-4: 151552 rows, 151343 tokens).
+  int64_t drawable_ids = 0;
 };
 
 struct GenerationStats {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/check.h"
 
@@ -24,6 +25,11 @@ Sampler::Sampler(SamplerConfig config) : config_(config), rng_(config.seed) {
 }
 
 double Sampler::uniform() { return double(rng_() >> 11) * (1.0 / 9007199254740992.0); }
+
+void mask_undrawable(std::span<float> logits, int64_t drawable) {
+  if (drawable <= 0 || drawable >= int64_t(logits.size())) return;
+  std::fill(logits.begin() + drawable, logits.end(), -std::numeric_limits<float>::infinity());
+}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const int64_t vocab = int64_t(logits.size());

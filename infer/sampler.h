@@ -18,6 +18,10 @@ struct SamplerConfig {
   uint64_t seed = 0;
 };
 
+// Sets the logits of ids from `drawable` on to -inf, so no sampler draws them (ids the tokenizer
+// cannot decode); nothing when drawable is 0 or covers the row.
+void mask_undrawable(std::span<float> logits, int64_t drawable);
+
 class Sampler {
  public:
   explicit Sampler(SamplerConfig config);

@@ -264,8 +264,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& live) {
     Slot& s = *live[i];
     s.fed += int64_t(rows[i].tokens.size());
     if (s.fed < int64_t(s.history.size())) continue;
-    try {  // a token the tokenizer cannot decode (a padded vocabulary) ends only its own request
-      finished[i] = draw(s, logits.data() + int64_t(i) * vocab);
+    try {  // an error drawing or decoding ends only its own request
+      float* row = logits.data() + int64_t(i) * vocab;
+      if (tokenizer_) mask_undrawable({row, size_t(vocab)}, tokenizer_->vocab_size());
+      finished[i] = draw(s, row);
     } catch (const std::exception& e) {
       fail(s, e.what());
       finished[i] = true;

@@ -3,7 +3,9 @@
 // concatenation, the KV window bound holds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/node.h"
 #include "base/check.h"
@@ -123,6 +125,34 @@ TEST(BatchGeneration, LeftPaddedBatchEqualsOneByOne) {
     EXPECT_LE(alone_stop[1].size(), 5u);
     EXPECT_LE(alone_stop[2].size(), 12u);
     EXPECT_EQ(generate_batch(*model, prompts, cfg), alone_stop) << name;
+  }
+}
+
+// drawable_ids (the tokenizer's vocabulary, when the embedding is padded past it): no id at or
+// above it is drawn, greedy or sampled, alone or batched; below it the choice is the argmax of
+// the ids that remain.
+TEST(DrawableIds, IdsPastTheTokenizersVocabularyAreNeverDrawn) {
+  auto model = load_model(dir_of("tiny_glm4"));
+  const std::vector<int32_t> prompt = read_ids("tiny_glm4", "greedy_prompt");
+  GenerationConfig cfg;
+  cfg.max_tokens = 1;
+  const int32_t free_choice = generate(*model, prompt, cfg).at(0);
+  ASSERT_GT(free_choice, 0) << "the limit below needs a greedy id above 0";
+  cfg.drawable_ids = free_choice;  // the greedy id and every id above it are off limits
+  Generator gen(*model, cfg);
+  gen.start(prompt);
+  const std::vector<float>& logits = gen.last_logits();
+  const int32_t want =
+      int32_t(std::max_element(logits.begin(), logits.begin() + free_choice) - logits.begin());
+  EXPECT_EQ(gen.next(), std::optional<int32_t>(want));
+  EXPECT_EQ(generate_batch(*model, {prompt}, cfg), std::vector<std::vector<int32_t>>{{want}});
+
+  cfg.max_tokens = 40;
+  cfg.drawable_ids = 50;
+  cfg.sampling.temperature = 1.5f;
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    cfg.sampling.seed = seed;
+    for (int32_t id : generate(*model, prompt, cfg)) EXPECT_LT(id, 50) << "seed " << seed;
   }
 }
 
