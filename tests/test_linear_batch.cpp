@@ -19,35 +19,21 @@
 #include "model/moe_block.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/random_values.h"
+#include "tests/support/small_moe.h"
 
 namespace glm4 {
 namespace {
 
+using testing::fill_moe_block;
 using testing::randn;
+using testing::random_weight;
+using testing::small_moe_config;
 
 std::vector<ComputeChoice> computes() {
   std::vector<ComputeChoice> out{kF32Compute};
   if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
     out.push_back(bf16_compute(kernels::bf16_kernel()));
   return out;
-}
-
-Weight weight_of(int form, int64_t N, int64_t K, uint32_t seed) {
-  std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
-  switch (form) {
-    case 0:
-      return Weight::from_f32(w.data(), N, K, DType::F32);
-    case 1:
-      return Weight::from_f32(w.data(), N, K, DType::BF16);
-    case 2:
-      return Weight::from_f32(w.data(), N, K, DType::F16);
-    case 3:
-      return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), {4, 64}, DType::BF16,
-                             "w4");
-    default:
-      return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), {8, 32}, DType::BF16,
-                             "w8");
-  }
 }
 
 TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
@@ -68,7 +54,7 @@ TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
     std::vector<LinearProduct> products;
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
-      weights.push_back(weight_of(c.form, c.N, c.K, uint32_t(10 + i)));
+      weights.push_back(random_weight(c.form, c.N, c.K, uint32_t(10 + i)));
       xs.push_back(randn(size_t(c.M * c.K), uint32_t(50 + i)));
       alone.emplace_back(size_t(c.M * c.N), -1.0f);
       batched.emplace_back(size_t(c.M * c.N), -2.0f);
@@ -122,35 +108,12 @@ TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
       }
 }
 
-ModelConfig moe_config() {
-  ModelConfig c;
-  c.family = ModelConfig::Family::Glm4Moe;
-  c.hidden_size = 256;
-  c.n_routed_experts = 8;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 128;
-  c.n_shared_experts = 1;
-  c.norm_topk_prob = true;
-  c.routed_scaling_factor = 1.7;
-  return c;
-}
-
-// Every matrix in `form` (weight_of), vectors fp32.
-void fill(MoeBlock& m, int form) {
-  uint32_t seed = 100;
-  m.visit("mlp", [&](const std::string&, Param& p) {
-    if (p.shape.size() == 2) return p.assign(weight_of(form, p.shape[0], p.shape[1], seed++));
-    std::vector<float> v = randn(size_t(p.shape[0]), seed++, 0.1f);
-    p.assign(Weight::from_f32(v.data(), 1, p.shape[0]));
-  });
-}
-
 TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
   for (int form : {0, 1, 3})
     for (const ComputeChoice& compute : computes())
       for (int64_t tokens : {1, 3, 16}) {
-        MoeBlock m(moe_config());
-        fill(m, form);
+        MoeBlock m(small_moe_config());
+        fill_moe_block(m, form);
         ForwardContext ctx;
         ctx.compute = compute;
         const Tensor x = testing::random_tensor({1, tokens, 256}, 7);
@@ -169,13 +132,13 @@ TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
 // A prompt of 48 tokens over 32 experts (top 2: about 3 tokens an expert, none past
 // kDecodeBatchTokens) takes the batched path too, equal to the graph path to the bit.
 TEST(MoeBlockDecode, ShortPromptsOverManyExpertsTakeItToTheBit) {
-  ModelConfig c = moe_config();
+  ModelConfig c = small_moe_config();
   c.n_routed_experts = 32;
   c.num_experts_per_tok = 2;
   for (int form : {0, 1, 3})
     for (const ComputeChoice& compute : computes()) {
       MoeBlock m(c);
-      fill(m, form);
+      fill_moe_block(m, form);
       // no correction bias: the random one would send most tokens to one expert
       m.gate.e_score_correction_bias.value = Tensor::zeros({32});
       ForwardContext ctx;
@@ -200,8 +163,8 @@ TEST(MoeBlockDecode, ShortPromptsOverManyExpertsTakeItToTheBit) {
 
 // LoRA adapters keep the batched path (tests/test_moe_decode_adapters.cpp); training does not.
 TEST(MoeBlockDecode, TrainingAndLongInputsTakeTheGraphPath) {
-  MoeBlock m(moe_config());
-  fill(m, 1);
+  MoeBlock m(small_moe_config());
+  fill_moe_block(m, 1);
   NoGradGuard no_grad;
   ForwardContext ctx;
   EXPECT_TRUE(m.decodes_batched(ctx, 16));

@@ -17,47 +17,20 @@
 #include "model/moe_block.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/random_values.h"
+#include "tests/support/small_moe.h"
 
 namespace glm4 {
 namespace {
 
+using testing::fill_moe_block;
 using testing::randn;
+using testing::small_moe_config;
 
 std::vector<ComputeChoice> computes() {
   std::vector<ComputeChoice> out{kF32Compute};
   if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
     out.push_back(bf16_compute(kernels::bf16_kernel()));
   return out;
-}
-
-ModelConfig moe_config() {
-  ModelConfig c;
-  c.family = ModelConfig::Family::Glm4Moe;
-  c.hidden_size = 256;
-  c.n_routed_experts = 8;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 128;
-  c.n_shared_experts = 1;
-  c.norm_topk_prob = true;
-  c.routed_scaling_factor = 1.7;
-  return c;
-}
-
-// Matrices fp32 (form 0), bf16 (1) or 4-bit (3); vectors fp32.
-void fill(MoeBlock& m, int form) {
-  uint32_t seed = 100;
-  m.visit("mlp", [&](const std::string&, Param& p) {
-    if (p.shape.size() == 1) {
-      std::vector<float> v = randn(size_t(p.shape[0]), seed++, 0.1f);
-      return p.assign(Weight::from_f32(v.data(), 1, p.shape[0]));
-    }
-    const int64_t N = p.shape[0], K = p.shape[1];
-    std::vector<float> w = randn(size_t(N * K), seed++, 0.05f);
-    if (form == 3)
-      return p.assign(quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), {4, 64},
-                                      DType::BF16, "w"));
-    p.assign(Weight::from_f32(w.data(), N, K, form == 1 ? DType::BF16 : DType::F32));
-  });
 }
 
 void randomize(Tensor& t, uint32_t seed) {
@@ -102,9 +75,9 @@ TEST(MoeDecodeAdapters, EqualTheGraphPathToTheBit) {
     for (const ComputeChoice& compute : computes())
       for (int adapters : {1, 2, 3}) {  // live, resident, both
         const bool live = adapters & 1, resident = adapters & 2;
-        MoeBlock plain(moe_config()), m(moe_config());
-        fill(plain, form);
-        fill(m, form);
+        MoeBlock plain(small_moe_config()), m(small_moe_config());
+        fill_moe_block(plain, form);
+        fill_moe_block(m, form);
         add_adapters(m, live, resident);
         for (int64_t tokens : {int64_t(1), int64_t(2), most}) {
           const std::string what = "form " + std::to_string(form) + ", " + compute.describe() +
@@ -130,9 +103,9 @@ TEST(MoeDecodeAdapters, EqualTheGraphPathToTheBit) {
 
 // Resident adapters without adapter rows, or with every row on no adapter, leave the base.
 TEST(MoeDecodeAdapters, RowsWithoutAnAdapterGetTheBase) {
-  MoeBlock plain(moe_config()), m(moe_config());
-  fill(plain, 1);
-  fill(m, 1);
+  MoeBlock plain(small_moe_config()), m(small_moe_config());
+  fill_moe_block(plain, 1);
+  fill_moe_block(m, 1);
   add_adapters(m, false, true);
   NoGradGuard no_grad;
   const Tensor x = testing::random_tensor({1, 4, 256}, 3);
@@ -148,8 +121,8 @@ TEST(MoeDecodeAdapters, DoraAndTrainableWeightsTakeTheGraphPath) {
   NoGradGuard no_grad;
   ForwardContext ctx;
   {
-    MoeBlock m(moe_config());
-    fill(m, 1);
+    MoeBlock m(small_moe_config());
+    fill_moe_block(m, 1);
     add_adapters(m, true, true);
     EXPECT_TRUE(m.decodes_batched(ctx, 1));
     EXPECT_FALSE(m.decodes_batched(ctx, MoeBlock::kDecodeBatchTokens + 1));
@@ -157,15 +130,15 @@ TEST(MoeDecodeAdapters, DoraAndTrainableWeightsTakeTheGraphPath) {
     EXPECT_FALSE(m.decodes_batched(ctx, 1));
   }
   {
-    MoeBlock m(moe_config());
-    fill(m, 0);
+    MoeBlock m(small_moe_config());
+    fill_moe_block(m, 0);
     add_adapters(m, false, true);
     m.shared_experts.down_proj.resident[1]->magnitude = Tensor::zeros({256});
     EXPECT_FALSE(m.decodes_batched(ctx, 1));
   }
   {
-    MoeBlock m(moe_config());
-    fill(m, 0);
+    MoeBlock m(small_moe_config());
+    fill_moe_block(m, 0);
     m.experts[2].gate_proj.weight.make_trainable();
     EXPECT_FALSE(m.decodes_batched(ctx, 1));
   }
