@@ -24,17 +24,11 @@
 namespace glm4 {
 namespace {
 
+using testing::computes_to_test;
 using testing::fill_moe_block;
 using testing::randn;
 using testing::random_weight;
 using testing::small_moe_config;
-
-std::vector<ComputeChoice> computes() {
-  std::vector<ComputeChoice> out{kF32Compute};
-  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
-    out.push_back(bf16_compute(kernels::bf16_kernel()));
-  return out;
-}
 
 TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
   struct Case {
@@ -48,7 +42,7 @@ TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
       {1, 1, 1000, 256}, {3, 1, 520, 512}, {4, 2, 96, 384},  {0, 3, 77, 200},  {2, 1, 130, 128},
       {1, 4, 64, 1024},  {3, 9, 48, 256},  {1, 40, 33, 128}, {3, 70, 64, 128}, {0, 0, 16, 64},
       {4, 1, 2048, 128}, {2, 40, 20, 64},  {1, 7, 75, 333}};
-  for (const ComputeChoice& compute : computes()) {
+  for (const ComputeChoice& compute : computes_to_test()) {
     std::vector<Weight> weights;
     std::vector<std::vector<float>> xs, alone, batched;
     std::vector<LinearProduct> products;
@@ -86,7 +80,7 @@ TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
     });
   }
   const Linear* const ptrs[] = {&layers[0], &layers[1], &layers[2]};
-  for (const ComputeChoice& compute : computes())
+  for (const ComputeChoice& compute : computes_to_test())
     for (int64_t tokens : {1, 5, 17})
       for (bool adapter : {false, true}) {
         if (adapter) layers[2].add_lora(4, 2.0f, 0.0f, rng);
@@ -110,7 +104,7 @@ TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
 
 TEST(MoeBlockDecode, EqualsTheGraphPathToTheBit) {
   for (int form : {0, 1, 3})
-    for (const ComputeChoice& compute : computes())
+    for (const ComputeChoice& compute : computes_to_test())
       for (int64_t tokens : {1, 3, 16}) {
         MoeBlock m(small_moe_config());
         fill_moe_block(m, form);
@@ -136,7 +130,7 @@ TEST(MoeBlockDecode, ShortPromptsOverManyExpertsTakeItToTheBit) {
   c.n_routed_experts = 32;
   c.num_experts_per_tok = 2;
   for (int form : {0, 1, 3})
-    for (const ComputeChoice& compute : computes()) {
+    for (const ComputeChoice& compute : computes_to_test()) {
       MoeBlock m(c);
       fill_moe_block(m, form);
       // no correction bias: the random one would send most tokens to one expert

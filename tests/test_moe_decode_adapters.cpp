@@ -22,16 +22,10 @@
 namespace glm4 {
 namespace {
 
+using testing::computes_to_test;
 using testing::fill_moe_block;
 using testing::randn;
 using testing::small_moe_config;
-
-std::vector<ComputeChoice> computes() {
-  std::vector<ComputeChoice> out{kF32Compute};
-  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
-    out.push_back(bf16_compute(kernels::bf16_kernel()));
-  return out;
-}
 
 void randomize(Tensor& t, uint32_t seed) {
   const std::vector<float> v = randn(size_t(t.numel()), seed, 0.05f);
@@ -72,7 +66,7 @@ std::vector<float> values(const Tensor& t) { return {t.data(), t.data() + t.nume
 TEST(MoeDecodeAdapters, EqualTheGraphPathToTheBit) {
   const int64_t most = MoeBlock::kDecodeBatchTokens;
   for (int form : {0, 1, 3})
-    for (const ComputeChoice& compute : computes())
+    for (const ComputeChoice& compute : computes_to_test())
       for (int adapters : {1, 2, 3}) {  // live, resident, both
         const bool live = adapters & 1, resident = adapters & 2;
         MoeBlock plain(small_moe_config()), m(small_moe_config());

@@ -167,30 +167,21 @@ GLM4_AVX512BF16 void pack_rows(const QuantizedMatrix& W, int64_t r0, int64_t r1,
     }
 }
 
-template <int Bits>
-void pack_rows_of_width(const QuantizedMatrix& W, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
-                        uint16_t* dst) {
-  switch (W.scale_dtype) {
-    case DType::F32:
-      return pack_rows<Bits, DType::F32>(W, r0, r1, k0, k1, dst);
-    case DType::BF16:
-      return pack_rows<Bits, DType::BF16>(W, r0, r1, k0, k1, dst);
-    case DType::F16:
-      return pack_rows<Bits, DType::F16>(W, r0, r1, k0, k1, dst);
-  }
-}
-
-template <int Bits>
-void pack_pairs_of_width(const QuantizedMatrix& W, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
-                         uint16_t* dst) {
-  switch (W.scale_dtype) {
-    case DType::F32:
-      return pack_pairs<Bits, DType::F32>(W, n0, n1, c0, c1, dst);
-    case DType::BF16:
-      return pack_pairs<Bits, DType::BF16>(W, n0, n1, c0, c1, dst);
-    case DType::F16:
-      return pack_pairs<Bits, DType::F16>(W, n0, n1, c0, c1, dst);
-  }
+// fn.template operator()<Bits, T>() for W's width (4 or 8) and scale dtype.
+template <typename Fn>
+void with_format(const QuantizedMatrix& W, Fn&& fn) {
+  auto with_dtype = [&]<int Bits>() {
+    switch (W.scale_dtype) {
+      case DType::F32:
+        return fn.template operator()<Bits, DType::F32>();
+      case DType::BF16:
+        return fn.template operator()<Bits, DType::BF16>();
+      case DType::F16:
+        return fn.template operator()<Bits, DType::F16>();
+    }
+  };
+  if (W.bits == 4) return with_dtype.template operator()<4>();
+  with_dtype.template operator()<8>();
 }
 
 }  // namespace
@@ -201,16 +192,14 @@ void pack_rows_quant(const QuantizedMatrix& W, int64_t r0, int64_t r1, int64_t k
                      uint16_t* dst) {
   GLM4_CHECK(pack_quant_supported(W) && k0 % kKBlock == 0 && k1 % kKBlock == 0,
              "[pack_rows_quant] ", W.bits, "-bit codes, reduction [", k0, ", ", k1, ")");
-  if (W.bits == 4) return pack_rows_of_width<4>(W, r0, r1, k0, k1, dst);
-  pack_rows_of_width<8>(W, r0, r1, k0, k1, dst);
+  with_format(W, [&]<int Bits, DType T>() { pack_rows<Bits, T>(W, r0, r1, k0, k1, dst); });
 }
 
 void pack_pairs_quant(const QuantizedMatrix& W, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
                       uint16_t* dst) {
   GLM4_CHECK(pack_quant_supported(W) && c0 % kGroup == 0 && c1 % kGroup == 0, "[pack_pairs_quant] ",
              W.bits, "-bit codes, columns [", c0, ", ", c1, ")");
-  if (W.bits == 4) return pack_pairs_of_width<4>(W, n0, n1, c0, c1, dst);
-  pack_pairs_of_width<8>(W, n0, n1, c0, c1, dst);
+  with_format(W, [&]<int Bits, DType T>() { pack_pairs<Bits, T>(W, n0, n1, c0, c1, dst); });
 }
 
 }  // namespace glm4::kernels::bf16

@@ -3,10 +3,18 @@
 #include <string>
 #include <vector>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "autograd/weight_quantize.h"
 #include "tests/support/random_values.h"
 
 namespace glm4::testing {
+
+std::vector<ComputeChoice> computes_to_test() {
+  std::vector<ComputeChoice> out{kF32Compute};
+  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
+    out.push_back(bf16_compute(kernels::bf16_kernel()));
+  return out;
+}
 
 ModelConfig small_moe_config() {
   ModelConfig c;

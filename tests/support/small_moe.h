@@ -2,12 +2,17 @@
 // values stored in one of the forms the products take (fp32, bf16, f16, 4- or 8-bit).
 #pragma once
 #include <cstdint>
+#include <vector>
 
+#include "autograd/compute_dtype.h"
 #include "autograd/weight.h"
 #include "model/config.h"
 #include "model/moe_block.h"
 
 namespace glm4::testing {
+
+// fp32, and bf16 on this CPU's bf16 kernel when it has one.
+std::vector<ComputeChoice> computes_to_test();
 
 // hidden 256, 8 experts of 128, top 3, one shared expert, normalised top-k, scaling 1.7.
 ModelConfig small_moe_config();
