@@ -15,6 +15,7 @@
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/gemm_internal.h"
 #include "autograd/kernels/quant_linear.h"
 #include "autograd/weight.h"
 #include "autograd/weight_quantize.h"
@@ -372,7 +373,7 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
 }
 
 // Under bf16 compute a quantized weight's products on the bf16 units (the input gradient from
-// kDecodeMaxM + 1 rows on, the forward above kQuantStreamRows) are the bf16 kernel's on the bf16
+// kDecodeMaxM + 1 rows on, the forward from kQuantPanelRows) are the bf16 kernel's on the bf16
 // rounding of the dequantized weight, bit for bit: for the widths whose codes are packed straight
 // into the kernel's layouts (4, 8) and one converted through fp32 tiles (3), every scale dtype,
 // and weight rows that end inside a group of 16 and a k-block.
@@ -399,7 +400,7 @@ TEST(Bf16Gemm, QuantizedProductsAreTheProductsOnTheRoundedWeight) {
           kernels::bf16_linear_input_grad(k, dY.data(), M, N, rounded.data(), K, want.data(),
                                           false);
           EXPECT_EQ(got, want) << what << ", input gradient, M=" << M;
-          if (M <= kQuantStreamRows) continue;
+          if (M < gemm_detail::kQuantPanelRows) continue;
           const auto X = random_vec(M * K, 43);
           std::vector<float> y(size_t(M * N)), y_want(size_t(M * N));
           linear_forward(X.data(), M, K, q, y.data(), false, bf16_compute(k));

@@ -21,9 +21,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 
 // Y[M, N] (+)= X[M, K] W[N, K]^T, W in any stored dtype. M = 1 (decode) runs at memory speed.
 // A bf16 W under BF16 `compute` runs its bf16 kernel (autograd/kernels/bf16_gemm.h), here and in
-// linear_input_grad. A quantized W runs the quantized kernels (quant_linear.h), or above
-// kQuantStreamRows rows under BF16 compute the bf16 kernels on panels dequantized one at a time;
-// likewise an f16 W above kQuantStreamRows rows (panels widened and rounded to bf16).
+// linear_input_grad. A quantized W runs the quantized kernels (quant_linear.h), or from
+// kQuantPanelRows rows under BF16 compute the bf16 kernels on panels packed from its codes
+// (gemm_internal.h); an f16 W above kQuantStreamRows rows the bf16 kernels on panels widened
+// and rounded to bf16.
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
                     bool accumulate, const ComputeChoice& compute);
 

@@ -150,6 +150,10 @@ bool use_bf16_panel_kernels(int64_t M, const ComputeChoice& compute) {
   return M > kQuantStreamRows && compute.bf16_units_take(M);
 }
 
+bool use_bf16_quant_forward_kernels(int64_t M, const ComputeChoice& compute) {
+  return M >= kQuantPanelRows && compute.bf16_units_take(M);
+}
+
 bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
   return M > quant_detail::kDecodeMaxM && compute.bf16_units_take(M);
 }
@@ -186,7 +190,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   check_ptr("linear_forward", X, "X", M * K);
   check_ptr("linear_forward", Y, "Y", M * N);
   if (W.is_quantized()) {
-    if (gemm_detail::use_bf16_panel_kernels(M, compute))
+    if (gemm_detail::use_bf16_quant_forward_kernels(M, compute))
       kernels::bf16_quant_linear_forward(compute.kernel, X, M, K, W.quant(), Y, accumulate);
     else if (gemm_detail::use_int8_decode_kernels(W, M, compute))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
