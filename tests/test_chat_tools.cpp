@@ -5,12 +5,14 @@
 
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/python_json.h"
+#include "tests/support/chat_spans.h"
 #include "tests/tokenizer_fixtures.h"
 
 namespace glm4 {
 namespace {
 
 using testing::shared_tokenizer;
+using testing::spans;
 
 const std::string kTool =
     R"({"type": "function", "function": {"name": "get_weather", "parameters": {}}})";
@@ -21,16 +23,6 @@ std::vector<ChatMessage> round_trip() {
   ChatMessage result{"tool", "sunny"};
   result.tool_call_id = "c1";
   return {{"user", "Weather?"}, call, result, {"assistant", "Sunny.", "Easy."}};
-}
-
-// The decoded runs of tokens whose flag is set, each in brackets.
-std::string spans(const Tokenizer& tok, const RenderedChat& chat, const std::vector<uint8_t>& on) {
-  std::string out, cur;
-  for (size_t i = 0; i < chat.ids.size(); ++i) {
-    if (on[i]) cur += tok.decode(std::span(&chat.ids[i], 1));
-    if (!on[i] && !cur.empty()) out += "[" + cur + "]", cur.clear();
-  }
-  return cur.empty() ? out : out + "[" + cur + "]";
 }
 
 TEST(ChatTools, TargetsCoverCallsAndNeverToolResults) {

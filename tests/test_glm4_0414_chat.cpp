@@ -8,12 +8,15 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "io/tokenizer/chat_template.h"
+#include "tests/support/chat_spans.h"
 #include "tests/support/repo_paths.h"
 #include "tests/support/temp_dir.h"
 #include "tests/tokenizer_fixtures.h"
 
 namespace glm4 {
 namespace {
+
+using testing::spans;
 
 namespace fs = std::filesystem;
 using testing::shared_tokenizer;
@@ -25,16 +28,6 @@ const std::string kTool =
 std::string read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The decoded runs of tokens whose flag is set, each in brackets.
-std::string spans(const Tokenizer& tok, const RenderedChat& chat, const std::vector<uint8_t>& on) {
-  std::string out, cur;
-  for (size_t i = 0; i < chat.ids.size(); ++i) {
-    if (on[i]) cur += tok.decode(std::span(&chat.ids[i], 1));
-    if (!on[i] && !cur.empty()) out += "[" + cur + "]", cur.clear();
-  }
-  return cur.empty() ? out : out + "[" + cur + "]";
 }
 
 TEST(Glm40414Chat, TemplatesAndModelTypesPickTheFormat) {
