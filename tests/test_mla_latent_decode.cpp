@@ -98,7 +98,13 @@ struct Case {
   bool bf16;         // bf16 compute (skipped where the CPU has no bf16 dot products)
 };
 
-class LatentDecode : public ::testing::TestWithParam<Case> {};
+class LatentDecode : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (GetParam().bf16 && kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
+      GTEST_SKIP() << "no bf16 dot products on this CPU";
+  }
+};
 
 // The worst |latent - expanded| over the largest |expanded|, for T queries after S - T cached
 // tokens.
@@ -128,31 +134,23 @@ double tolerance(const Case& c) { return c.bf16 ? 1e-2 : 2e-6; }
 
 TEST_P(LatentDecode, OneQueryEqualsTheExpandedForm) {
   const Case c = GetParam();
-  if (c.bf16 && kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
-    GTEST_SKIP() << "no bf16 dot products on this CPU";
   EXPECT_LE(worst_relative(c, 1, 41, kLatentScoreBudget), tolerance(c));
 }
 
 TEST_P(LatentDecode, ChunkOfQueriesEqualsTheExpandedFormCausally) {
   const Case c = GetParam();
-  if (c.bf16 && kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
-    GTEST_SKIP() << "no bf16 dot products on this CPU";
   EXPECT_LE(worst_relative(c, 7, 20, kLatentScoreBudget), tolerance(c));
 }
 
 // 24 queries of 3 heads are 72 query rows: past the streaming loops, the scores are GEMMs.
 TEST_P(LatentDecode, LongChunkEqualsTheExpandedForm) {
   const Case c = GetParam();
-  if (c.bf16 && kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
-    GTEST_SKIP() << "no bf16 dot products on this CPU";
   EXPECT_LE(worst_relative(c, 24, 30, kLatentScoreBudget), tolerance(c));
 }
 
 // A score budget of 2 * heads * cache entries splits the 7 queries into blocks of 2, 2, 2, 1.
 TEST_P(LatentDecode, BlocksOfQueriesEqualTheExpandedForm) {
   const Case c = GetParam();
-  if (c.bf16 && kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
-    GTEST_SKIP() << "no bf16 dot products on this CPU";
   EXPECT_LE(worst_relative(c, 7, 20, 2 * kShape.heads * 20), tolerance(c));
 }
 
