@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "infer/cached_forward.h"
+#include "infer/grammar/constrained_draw.h"
 
 namespace glm4 {
 
@@ -86,17 +87,8 @@ std::optional<int32_t> Generator::next() {
     feed({&token, 1});
     pending_.reset();
   }
-  int32_t token;
-  if (constraint_ || (calls_ && calls_->masking())) {
-    masked_.assign(logits_.begin(), logits_.end());
-    if (constraint_) constraint_->mask(masked_);
-    if (calls_) calls_->mask(masked_);
-    token = sampler_.sample(masked_, history_);
-  } else {
-    token = sampler_.sample(logits_, history_);
-  }
-  if (constraint_) constraint_->accept(token);
-  if (calls_) calls_->accept(token);
+  const int32_t token = grammar::draw_constrained(logits_, constraint_.get(), calls_.get(), masked_,
+                                                  sampler_, history_);
   ++drawn_;
   stats_.decode_seconds += seconds_since(t0);
   if (std::find(config_.stop_ids.begin(), config_.stop_ids.end(), token) !=

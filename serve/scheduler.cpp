@@ -14,7 +14,7 @@
 #include "autograd/storage_pool.h"
 #include "base/check.h"
 #include "infer/cached_forward.h"
-#include "infer/grammar/constraint.h"
+#include "infer/grammar/constrained_draw.h"
 #include "io/tokenizer/stream_decoder.h"
 #include "model/kv_cache.h"
 #include "serve/stop_text.h"
@@ -293,16 +293,8 @@ bool Scheduler::draw(Slot& s, const float* logits) {
   } else if (s.constraint && s.constraint->finished()) {  // the value is closed: nothing may follow
     reason = "stop";
   } else {
-    std::span<const float> row(logits, size_t(vocab));
-    if (s.constraint || (s.calls && s.calls->masking())) {
-      s.masked.assign(row.begin(), row.end());
-      if (s.constraint) s.constraint->mask(s.masked);
-      if (s.calls) s.calls->mask(s.masked);
-      row = s.masked;
-    }
-    const int32_t token = s.sampler.sample(row, s.history);
-    if (s.constraint) s.constraint->accept(token);
-    if (s.calls) s.calls->accept(token);
+    const int32_t token = grammar::draw_constrained({logits, size_t(vocab)}, s.constraint.get(),
+                                                    s.calls.get(), s.masked, s.sampler, s.history);
     ++s.drawn;
     if (std::find(r.stop_ids.begin(), r.stop_ids.end(), token) != r.stop_ids.end()) {
       reason = "stop";
