@@ -53,12 +53,14 @@ PoolBlock pool_allocate(size_t bytes) {
   {
     Pool& P = pool();
     std::lock_guard<std::mutex> lock(P.mu);
-    auto it = P.free_blocks.find(cls);
-    if (it != P.free_blocks.end() && !it->second.empty()) {
+    // The smallest cached block of this class or above, if it is at most twice the request.
+    auto it = P.free_blocks.lower_bound(cls);
+    while (it != P.free_blocks.end() && it->second.empty()) ++it;
+    if (it != P.free_blocks.end() && it->first <= 2 * cls) {
       void* p = it->second.back();
       it->second.pop_back();
-      P.cached -= cls;
-      return {p, cls};
+      P.cached -= it->first;
+      return {p, it->first};
     }
   }
   return {map_anonymous(cls, "tensor storage"), cls};  // 2 MB pages from 2 MB up

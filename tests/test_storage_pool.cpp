@@ -1,5 +1,6 @@
-// The caching allocator behind tensor storage: large blocks are reused by size class, the
-// waste per block is bounded, and trimming gives everything back.
+// The caching allocator behind tensor storage: large blocks are reused by size class (or a cached
+// block up to twice the request), the waste per new block is bounded, and trimming gives
+// everything back.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -41,6 +42,28 @@ TEST(StoragePool, ReusesLargeBlocksOfTheSameClass) {
   EXPECT_EQ(pool_cached_bytes(), b.capacity + c.capacity);
   pool_trim();
   EXPECT_EQ(pool_cached_bytes(), 0u);
+}
+
+TEST(StoragePool, ACachedBlockUpToTwiceTheRequestServesIt) {
+  pool_trim();
+  if (expect_uncached_when_pool_is_off(8u << 20)) return;
+  PoolBlock big = pool_allocate(8u << 20);
+  void* first = big.data;
+  pool_release(big);
+  PoolBlock quarter = pool_allocate(2u << 20);  // 4x smaller: the cached block stays
+  EXPECT_NE(quarter.data, first);
+  EXPECT_EQ(pool_cached_bytes(), big.capacity);
+  PoolBlock most = pool_allocate(5u << 20);  // 8 MB is within twice 5 MB: it is reused whole
+  EXPECT_EQ(most.data, first);
+  EXPECT_EQ(most.capacity, big.capacity);
+  EXPECT_EQ(pool_cached_bytes(), 0u);
+  std::memset(most.data, 1, most.capacity);
+  pool_release(most);  // back under its own class
+  PoolBlock again = pool_allocate(8u << 20);
+  EXPECT_EQ(again.data, first);
+  pool_release(again);
+  pool_release(quarter);
+  pool_trim();
 }
 
 TEST(StoragePool, SizeClassesWasteAtMostAnEighth) {
