@@ -38,7 +38,9 @@ Tensor sigmoid(const Tensor& x);  // saves y
 // --- activations (ops/activation.cpp) ---
 Tensor silu(const Tensor& x);          // saves x
 Tensor swiglu(const Tensor& gate_up);  // [..., 2I] -> silu(gate) * up [..., I]; saves input
-Tensor softmax(const Tensor& x);       // over the last dim; saves y
+// silu(gate) * up of two [..., I] tensors; saves both (not silu(gate): the backward recomputes it)
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+Tensor softmax(const Tensor& x);  // over the last dim; saves y
 
 // --- reductions (ops/reduce.cpp) ---
 Tensor sum(const Tensor& x);       // -> scalar; saves nothing

@@ -5,8 +5,7 @@
 namespace glm4 {
 
 Tensor SwigluMlp::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return down_proj.forward(ops::mul(ops::silu(gate_proj.forward(x, ctx)), up_proj.forward(x, ctx)),
-                           ctx);
+  return down_proj.forward(ops::swiglu(gate_proj.forward(x, ctx), up_proj.forward(x, ctx)), ctx);
 }
 
 void SwigluMlp::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -66,6 +66,13 @@ TEST(FusedOps, SwigluEqualsComposition) {
       1e-5, "swiglu");
 }
 
+// Bit for bit: SwigluMlp's experts switched to it from silu then mul, which the fixtures pin.
+TEST(FusedOps, SwigluOfGateAndUpEqualsSiluThenMul) {
+  expect_same(
+      {{2, 3, 7}, {2, 3, 7}}, [](const V& x) { return ops::swiglu(x[0], x[1]); },
+      [](const V& x) { return ops::mul(ops::silu(x[0]), x[1]); }, 0.0, "swiglu(gate, up)");
+}
+
 // rope(x) = x * C + (x P) * S with P the pair-swap matrix and C, S the cos/sin tables.
 TEST(FusedOps, RopeEqualsComposition) {
   const int64_t B = 2, T = 9, H = 3, D = 8, R = 4;

@@ -62,6 +62,9 @@ std::vector<GradCase> all_cases() {
   c.push_back({"silu", {{3, 7}}, [](const V& x) { return ops::silu(x[0]); }});
   c.push_back({"swiglu", {{2, 3, 10}}, [](const V& x) { return ops::swiglu(x[0]); }});
   c.push_back({"swiglu_len1", {{1, 2}}, [](const V& x) { return ops::swiglu(x[0]); }});
+  c.push_back({"swiglu_gate_up", {{2, 3, 5}, {2, 3, 5}}, [](const V& x) {
+                 return ops::swiglu(x[0], x[1]);
+               }});
   c.push_back({"softmax", {{3, 7}}, [](const V& x) { return ops::softmax(x[0]); }});
   c.push_back({"softmax_len1", {{2, 1}}, [](const V& x) { return ops::softmax(x[0]); }});
   // reductions

@@ -43,6 +43,32 @@ Tensor silu(const Tensor& x) {
   });
 }
 
+namespace {
+
+// out = silu(gate) * up over one row of n, and its gradient: (gate * s) * up with s the
+// sigmoid, the order of silu then mul, so the fused forms give the same bits as that pair.
+void swiglu_row(const float* gate, const float* up, float* out, int64_t n) {
+  kernels::sigmoid(gate, out, n);
+  for (int64_t j = 0; j < n; ++j) out[j] = gate[j] * out[j] * up[j];
+}
+
+void swiglu_grad_row(const float* gate, const float* up, const float* grad, float* dgate,
+                     float* dup, int64_t n) {
+  float* sig = scratch(n);
+  kernels::sigmoid(gate, sig, n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float s = sig[j];
+    dup[j] = grad[j] * (gate[j] * s);
+    dgate[j] = grad[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
+  }
+}
+
+int64_t rows_grain(int64_t inter) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1));
+}
+
+}  // namespace
+
 Tensor swiglu(const Tensor& gate_up) {
   GLM4_CHECK(gate_up.rank() >= 1 && gate_up.dim(-1) % 2 == 0, "[swiglu] last dim of ",
              shape_str(gate_up.shape()), " must be even (gate | up)");
@@ -53,16 +79,10 @@ Tensor swiglu(const Tensor& gate_up) {
   Tensor y = Tensor::empty(out_shape);
   const float* px = gate_up.data();
   float* py = y.data();
-  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t r = lo; r < hi; ++r) {
-                   const float* gate = px + r * two_i;
-                   const float* up = gate + inter;
-                   float* out = py + r * inter;
-                   kernels::sigmoid(gate, out, inter);
-                   for (int64_t j = 0; j < inter; ++j) out[j] = gate[j] * out[j] * up[j];
-                 }
-               });
+  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      swiglu_row(px + r * two_i, px + r * two_i + inter, py + r * inter, inter);
+  });
   return record(y, "swiglu", {gate_up}, {gate_up.detach()},
                 [rows, inter](Node& n, const Tensor& g) {
                   const Tensor& x = n.saved[0];
@@ -70,25 +90,41 @@ Tensor swiglu(const Tensor& gate_up) {
                   const float* px = x.data();
                   const float* pg = g.data();
                   float* pd = dx.data();
-                  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inter, 1)),
-                               [&](int64_t lo, int64_t hi) {
-                                 for (int64_t r = lo; r < hi; ++r) {
-                                   const float* gate = px + r * 2 * inter;
-                                   const float* up = gate + inter;
-                                   const float* gr = pg + r * inter;
-                                   float* dgate = pd + r * 2 * inter;
-                                   float* dup = dgate + inter;
-                                   float* sig = scratch(inter);
-                                   kernels::sigmoid(gate, sig, inter);
-                                   for (int64_t j = 0; j < inter; ++j) {
-                                     float s = sig[j];
-                                     float act = gate[j] * s;
-                                     dup[j] = gr[j] * act;
-                                     dgate[j] = gr[j] * up[j] * s * (1.0f + gate[j] * (1.0f - s));
-                                   }
-                                 }
-                               });
+                  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+                    for (int64_t r = lo; r < hi; ++r) {
+                      const int64_t at = r * 2 * inter;
+                      swiglu_grad_row(px + at, px + at + inter, pg + r * inter, pd + at,
+                                      pd + at + inter, inter);
+                    }
+                  });
                   return std::vector<Tensor>{dx};
+                });
+}
+
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  GLM4_CHECK(gate.rank() >= 1 && gate.shape() == up.shape(), "[swiglu] gate ",
+             shape_str(gate.shape()), " and up ", shape_str(up.shape()), " must have one shape");
+  const int64_t inter = gate.dim(-1), rows = gate.numel() / std::max<int64_t>(inter, 1);
+  Tensor y = Tensor::empty(gate.shape());
+  const float* pg = gate.data();
+  const float* pu = up.data();
+  float* py = y.data();
+  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      swiglu_row(pg + r * inter, pu + r * inter, py + r * inter, inter);
+  });
+  return record(y, "swiglu", {gate, up}, {gate.detach(), up.detach()},
+                [rows, inter](Node& n, const Tensor& g) {
+                  const Tensor &gate = n.saved[0], &up = n.saved[1];
+                  Tensor dgate = Tensor::empty(gate.shape()), dup = Tensor::empty(up.shape());
+                  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+                    for (int64_t r = lo; r < hi; ++r) {
+                      const int64_t at = r * inter;
+                      swiglu_grad_row(gate.data() + at, up.data() + at, g.data() + at,
+                                      dgate.data() + at, dup.data() + at, inter);
+                    }
+                  });
+                  return std::vector<Tensor>{dgate, dup};
                 });
 }
 
