@@ -4,10 +4,11 @@
 // bandwidth measured in the same run (a streaming read of 2 GiB) divided by the weight bytes
 // one token reads. --model DIR runs a model directory instead (e.g. from glm4 init --bits 4),
 // its weights held as --memory says (auto, huge_pages, mmap: load_model's FileResidency); the
-// first run's prefill (the first prompt of a process) is printed beside the best.
+// first run's prefill (the first prompt of a process) is printed beside the best. --adapter DIR
+// applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run.
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
-//                       [--memory auto|huge_pages|mmap]
+//                       [--memory auto|huge_pages|mmap] [--adapter DIR]
 #include <time.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
 #include "infer/generator.h"
+#include "model/adapter/adapter_io.h"
 #include "model/compute_choice.h"
 #include "model/config.h"
 #include "model/glm4_model.h"
@@ -40,7 +42,8 @@ struct Options {
       (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs/mid.json").string();
   std::vector<std::string> dtypes{"f32", "bf16", "f16"};
   std::string compute = "auto";
-  std::string model;  // a model directory instead of random weights
+  std::string model;    // a model directory instead of random weights
+  std::string adapter;  // a LoRA adapter applied live to --model
   FileResidency memory = FileResidency::kAuto;
   int64_t prompt = 512;
   int tokens = 128;
@@ -79,6 +82,8 @@ int main(int argc, char** argv) {
       o.threads = std::stoi(value());
     else if (a == "--model")
       o.model = value();
+    else if (a == "--adapter")
+      o.adapter = value();
     else if (a == "--memory") {
       const std::string m = value();
       if (m == "auto")
@@ -97,6 +102,10 @@ int main(int argc, char** argv) {
     }
   }
   set_max_threads(o.threads);
+  if (!o.adapter.empty() && o.model.empty()) {
+    std::fprintf(stderr, "--adapter %s needs --model (the adapter's base)\n", o.adapter.c_str());
+    return 2;
+  }
   try {
     if (!o.model.empty()) {
       o.config = o.model;
@@ -124,6 +133,11 @@ int main(int argc, char** argv) {
       std::unique_ptr<Glm4Model> owned =
           name == "file" ? load_model(o.model, o.memory) : bench::make_model(config, name);
       if (name == "file") std::printf("# %s\n", owned->loaded.describe().c_str());
+      if (!o.adapter.empty()) {
+        const std::string warning = load_adapter(*owned, o.adapter, o.model);
+        std::printf("# adapter %s applied live%s%s\n", o.adapter.c_str(),
+                    warning.empty() ? "" : ": ", warning.c_str());
+      }
       Glm4Model& model = *owned;
       const ComputeChoice compute = apply_compute_flag(model, o.compute);
       GenerationConfig gc;
