@@ -1,6 +1,6 @@
 // glm4 on mlx-lm's 4-bit glm4_moe_lite conversion, end to end: generate (the tokens of the
-// transformers layout with the same weights), QLoRA training, generate with the adapter, fuse,
-// and export gguf as llama.cpp's deepseek2.
+// transformers layout with the same weights), QLoRA training (PEFT's layout; mlx-lm's refuses
+// kv_b_proj), generate with the adapter, fuse, and export gguf as llama.cpp's deepseek2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,6 +63,15 @@ TEST(CliLiteMlx, GenerateTrainFuseAndExportOnA4BitConversion) {
         nullptr)
         << module;
   EXPECT_NE(generate_json(model, {"--adapter", adapter})["ids"], json());
+  // mlx-lm's own adapter layout has no kv_b_proj (its embed_q / unembed_out take no LoRA).
+  const testing::Result mlx_layout =
+      run({"train", "--model", model, "--data", (tmp / "train.jsonl").string(), "--out",
+           (tmp / "mlx_adapter").string(), "--iters", "1", "--lora-targets", "kv_b_proj,o_proj",
+           "--adapter-format", "mlx"});
+  EXPECT_FALSE(succeeds(mlx_layout));
+  EXPECT_NE(mlx_layout.output.find("LoRA target kv_b_proj"), std::string::npos)
+      << mlx_layout.output;
+  EXPECT_FALSE(fs::exists(tmp / "mlx_adapter" / "adapters.safetensors"));
 
   const std::string fused = (tmp / "fused").string();
   ASSERT_TRUE(succeeds(run({"fuse", "--model", model, "--adapter", adapter, "--out", fused})));
