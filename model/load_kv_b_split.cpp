@@ -85,9 +85,12 @@ Weight load_kv_b_split(const ModelConfig& c, const ModelFiles& files, const std:
   const std::string eq = attn + ".embed_q", uo = attn + ".unembed_out";
   const bool has_eq = files.find(eq + ".weight") != nullptr;
   const bool has_uo = files.find(uo + ".weight") != nullptr;
-  GLM4_CHECK(files.find(attn + ".kv_b_proj.weight") == nullptr, dir, ": ", attn,
-             ".kv_b_proj.weight and mlx-lm's split of it (", eq, ".weight, ", uo,
-             ".weight) are both present: a checkpoint holds one or the other");
+  const bool has_kv_b = files.find(attn + ".kv_b_proj.weight") != nullptr;
+  GLM4_CHECK(!has_kv_b || has_eq || has_uo, dir, ": ", attn,
+             ".kv_b_proj.weight is stored whole while other layers hold mlx-lm's split of it "
+             "(self_attn.embed_q / unembed_out): a checkpoint holds one layout or the other");
+  GLM4_CHECK(!has_kv_b, dir, ": ", attn, ".kv_b_proj.weight and mlx-lm's split of it (", eq,
+             ".weight, ", uo, ".weight) are both present: a checkpoint holds one or the other");
   if (!has_eq && !has_uo) {
     missing.push_back(attn + ".kv_b_proj.weight (or " + eq + ".weight and " + uo + ".weight)");
     return {};

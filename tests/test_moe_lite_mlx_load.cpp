@@ -185,6 +185,15 @@ TEST(MoeLiteMlxLoad, BrokenSplitsAreNamed) {
   expect_message(
       [&] { load_model(tmp / "both"); },
       {(tmp / "both").string(), kAttn1 + ".kv_b_proj.weight and mlx-lm's split", "both present"});
+  // kv_b_proj whole in a layer of a file whose other layers hold the split.
+  copy_model(mlx, tmp / "whole",
+             [&](Edited& e) {
+               return e.name.find(kAttn1 + ".embed_q") == std::string::npos &&
+                      e.name.find(kAttn1 + ".unembed_out") == std::string::npos;
+             },
+             {{kv_b.name, kv_b.dtype, kv_b.shape, {kv_b.data, kv_b.data + kv_b.nbytes}}});
+  expect_message([&] { load_model(tmp / "whole"); },
+                 {(tmp / "whole").string(), kAttn1 + ".kv_b_proj.weight is stored whole while"});
   // Halves of two dtypes.
   copy_model(mlx, tmp / "dtypes", [&](Edited& e) {
     if (e.name != kAttn1 + ".embed_q.weight") return true;
