@@ -12,6 +12,7 @@
 #include "autograd/node.h"
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
+#include "model/key_layout.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/lite_mlx_convert.h"
 #include "tests/support/temp_dir.h"
@@ -145,6 +146,25 @@ TEST(MoeLiteMlxLoad, QuantizedConversionEqualsItsDequantizedSplit) {
   cfg["quantization"][kAttn1 + ".embed_q"] = {{"group_size", 32}, {"bits", 8}};
   std::ofstream(tmp / "mlx4" / "config.json") << cfg.dump(2);
   expect_message([&] { load_model(tmp / "mlx4"); }, {kAttn1 + ".embed_q"});
+}
+
+// Stacked experts with kv_b_proj kept whole (the glm4_moe layout of mlx-lm, without the split)
+// load as well.
+TEST(MoeLiteMlxLoad, StackedExpertsWithWholeKvB) {
+  testing::TempDir tmp;
+  testing::write_lite_mlx(kLite, tmp / "mlx");
+  auto hf = SafetensorsFile::open(kLite / "model.safetensors");
+  std::vector<Edited> whole;
+  for (int layer : {0, 1, 2}) {
+    const TensorInfo& t =
+        hf->at("model.layers." + std::to_string(layer) + ".self_attn.kv_b_proj.weight");
+    whole.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+  }
+  copy_model(
+      tmp / "mlx", tmp / "whole", [](Edited& e) { return !is_split_kv_b_key(e.name); }, whole);
+  auto a = load_model(kLite), b = load_model(tmp / "whole");
+  EXPECT_EQ(logits_of(*a), logits_of(*b));
+  EXPECT_EQ(b->loaded.rebuilt_bytes, 0u);
 }
 
 TEST(MoeLiteMlxLoad, BrokenSplitsAreNamed) {
