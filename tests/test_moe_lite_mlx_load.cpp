@@ -108,14 +108,14 @@ TEST(MoeLiteMlxLoad, DenseConversionIsBitIdentical) {
   }
 }
 
-// 4 and 8 bits: each half re-quantized along its own last axis (embed_q's groups along nope), the
-// other matrices and the stacked experts quantized. kv_b_proj is held dense in the scales' dtype
-// (bf16) with the values mlx dequantizes the halves to, so the logits are those of the
+// 3, 4, 6 and 8 bits: each half re-quantized along its own last axis (embed_q's groups along nope),
+// the other matrices and the stacked experts quantized. kv_b_proj is held dense in the scales'
+// dtype (bf16) with the values mlx dequantizes the halves to, so the logits are those of the
 // transformers layout with that kv_b_proj and the same codes everywhere else.
 TEST(MoeLiteMlxLoad, QuantizedConversionEqualsItsDequantizedSplit) {
   testing::TempDir tmp;
   testing::write_wide_lite(kLite, tmp / "wide", DType::BF16);
-  for (int bits : {4, 8}) {
+  for (int bits : {3, 4, 6, 8}) {
     const fs::path mlx = tmp / ("mlx" + std::to_string(bits)),
                    oracle = tmp / ("oracle" + std::to_string(bits));
     testing::write_lite_mlx(tmp / "wide", mlx, QuantFormat{bits, 32}, oracle);
