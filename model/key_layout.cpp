@@ -80,6 +80,11 @@ bool is_stacked_expert_key(const std::string& key) {
   return key.find(".mlp.switch_mlp.") != std::string::npos;
 }
 
+bool is_split_kv_b_key(const std::string& key) {
+  return key.find(".self_attn.embed_q.") != std::string::npos ||
+         key.find(".self_attn.unembed_out.") != std::string::npos;
+}
+
 bool is_ignorable_file_key(const ModelConfig& c, const std::string& key) {
   // ChatGLM checkpoints store RoPE frequencies (at base 10000, ignoring rope_ratio): unused.
   if (c.family == ModelConfig::Family::ChatGlm) return ends_with(key, "rotary_pos_emb.inv_freq");

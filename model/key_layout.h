@@ -1,6 +1,7 @@
 // Where each of our tensors lives in a family's model files: glm4/glm/glm4_moe use our names
 // directly; ChatGLM keeps q|k|v in one query_key_value matrix and uses its own names; mlx-lm's
-// glm4_moe conversions stack each layer's experts into switch_mlp tensors [E, out, in]. This is
+// glm4_moe and glm4_moe_lite conversions stack each layer's experts into switch_mlp tensors
+// [E, out, in] (and split glm4_moe_lite's kv_b_proj, see load_kv_b_split.h). This is
 // the one place that knows these layouts, for loading and for writing back.
 #pragma once
 #include <cstdint>
@@ -26,6 +27,10 @@ FileSlice file_slice(const ModelConfig& c, const std::string& name, bool stacked
 
 // Whether `key` is one of mlx-lm's stacked expert tensors (mlp.switch_mlp.*).
 bool is_stacked_expert_key(const std::string& key);
+
+// Whether `key` is one of mlx-lm's glm4_moe_lite halves of kv_b_proj (self_attn.embed_q.*,
+// self_attn.unembed_out.*: model/load_kv_b_split.h rebuilds kv_b_proj from them).
+bool is_split_kv_b_key(const std::string& key);
 
 // Keys that a family's checkpoints carry but that hold nothing we use: ChatGLM's RoPE
 // frequencies, glm4_moe's multi-token-prediction layers (model.layers.L .. L + MTP - 1).

@@ -1,7 +1,8 @@
 // Loading a model directory: a strict name walk over the parameter visitor. Matrices stay in
 // their stored form as zero-copy views of the files' bytes in memory (dense dtypes, or mlx's affine
 // groups when config.json's quantization and the files say so; mlx-lm's stacked glm4_moe experts
-// as row ranges of their switch_mlp tensors); vectors are widened to fp32.
+// as row ranges of their switch_mlp tensors); vectors are widened to fp32. mlx-lm's glm4_moe_lite
+// split of kv_b_proj (embed_q / unembed_out) is the one matrix rebuilt into an owned copy.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "io/quantized_tensors.h"
 #include "model/glm4_model.h"
 #include "model/key_layout.h"
+#include "model/load_kv_b_split.h"
 
 namespace glm4 {
 
@@ -131,6 +133,8 @@ void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format,
   q.rows = out;
   p.assign(Weight::quantized_view(q, owners));
 }
+
+const std::string kKvBProj = ".kv_b_proj.weight";
 }  // namespace
 
 std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResidency residency) {
@@ -140,9 +144,17 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
   ModelFiles files = ModelFiles::open(dir, residency);
   bool stacked = false;  // mlx-lm's glm4_moe layout: each layer's experts in switch_mlp tensors
   for (const std::string& k : files.keys()) stacked |= is_stacked_expert_key(k);
-  GLM4_CHECK(!stacked || config.family == ModelConfig::Family::Glm4Moe, dir.string(),
+  GLM4_CHECK(!stacked || is_moe_family(config), dir.string(),
              ": the files hold stacked experts (mlp.switch_mlp.*) but config.json describes a ",
              family_name(config.family), " model");
+  bool split = false;  // mlx-lm's glm4_moe_lite layout: kv_b_proj as embed_q and unembed_out
+  for (const std::string& k : files.keys()) {
+    GLM4_CHECK(!is_split_kv_b_key(k) || has_latent_attention(config), dir.string(), ": ", k,
+               " is mlx-lm's glm4_moe_lite split of kv_b_proj, but config.json describes a ",
+               family_name(config.family), " model");
+    split |= is_split_kv_b_key(k);
+  }
+  size_t rebuilt_bytes = 0;
   std::set<std::string> used, matrices;
   std::vector<std::string> missing;
   model->visit([&](const std::string& name, Param& p) {
@@ -153,6 +165,17 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
       // module.
       const bool stacked_expert = !src.file_shape.empty();
       const std::string stored = stacked_expert ? src.key.substr(0, src.key.size() - 7) : module;
+      if (split && name.ends_with(kKvBProj)) {
+        const std::string attn = name.substr(0, name.size() - kKvBProj.size());
+        KvBSplitFormats f;
+        f.embed_q = stored_format(config, files, attn + ".embed_q", dir.string());
+        f.unembed_out = stored_format(config, files, attn + ".unembed_out", dir.string());
+        matrices.insert({attn + ".embed_q", attn + ".unembed_out"});
+        Weight w =
+            load_kv_b_split(config, files, attn, f, dir.string(), used, missing, rebuilt_bytes);
+        if (!w.empty()) p.assign(std::move(w));
+        return;
+      }
       matrices.insert(stored);
       if (auto format = stored_format(config, files, stored, dir.string())) {
         if (stacked_expert)
@@ -192,6 +215,7 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
   model->loaded.residency = files.residency();
   model->loaded.file_bytes = files.file_bytes();
   model->loaded.huge_page_bytes = anon_huge_page_bytes();
+  model->loaded.rebuilt_bytes = rebuilt_bytes;
   model->loaded.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;

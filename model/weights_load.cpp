@@ -6,7 +6,7 @@
 namespace glm4 {
 
 std::string WeightsLoad::describe() const {
-  char line[160];
+  char line[240];
   const double gb = double(file_bytes) / 1e9;
   if (residency == FileResidency::kHugePages) {
     char granted[48] = "granted: unknown";
@@ -17,14 +17,23 @@ std::string WeightsLoad::describe() const {
   } else {
     std::snprintf(line, sizeof line, "weights: %.2f GB mapped (mmap) in %.2f s", gb, seconds);
   }
-  return line;
+  std::string out = line;
+  if (rebuilt_bytes > 0) {
+    std::snprintf(line, sizeof line,
+                  ", kv_b_proj rebuilt dense from embed_q / unembed_out: %.3f GB",
+                  double(rebuilt_bytes) / 1e9);
+    out += line;
+  }
+  return out;
 }
 
 nlohmann::json WeightsLoad::fields() const {
-  return {{"weights_memory", residency_name(residency)},
-          {"weights_bytes", file_bytes},
-          {"huge_page_bytes", huge_page_bytes},
-          {"load_s", seconds}};
+  nlohmann::json j = {{"weights_memory", residency_name(residency)},
+                      {"weights_bytes", file_bytes},
+                      {"huge_page_bytes", huge_page_bytes},
+                      {"load_s", seconds}};
+  if (rebuilt_bytes > 0) j["rebuilt_bytes"] = rebuilt_bytes;
+  return j;
 }
 
 }  // namespace glm4
