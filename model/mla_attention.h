@@ -29,7 +29,8 @@ class MlaAttention {
   int64_t cache_width() const { return kv_lora_rank + rope_dim; }
 
   int64_t heads, q_lora_rank, kv_lora_rank, nope_dim, rope_dim, v_dim;
-  double rope_theta;
+  RopeFrequencies rope;  // the config's (default or YaRN)
+  double score_mscale;   // YaRN's mscale(factor, mscale_all_dim)^2 on the softmax scale, else 1
   RopeStyle rope_style;
   std::optional<Linear> q_proj;              // [heads * (nope + rope), hidden] without q lora
   std::optional<Linear> q_a_proj, q_b_proj;  // [q_lora, hidden], [heads * (nope + rope), q_lora]
