@@ -1,7 +1,8 @@
 // YaRN RoPE scaling: the frequencies and scales a config gives (against values worked out from
 // transformers' formulas), and the tiny glm4 and glm4_moe_lite models of tests/data/yarn against
 // the PyTorch oracle (tools/reference/yarn_reference.py): logits, hidden states, greedy ids
-// through the KV cache and the latent cache, cached decode equal to full recomputation.
+// through the KV cache and the latent cache, cached decode equal to full recomputation, and a
+// LoRA step's loss and gradients through YaRN's scaled rotation and softmax against PEFT.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,10 +13,13 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "infer/cached_forward.h"
+#include "infer/score.h"
+#include "model/adapter/adapter_io.h"
 #include "model/glm4_model.h"
 #include "model/lora.h"
 #include "model/rope_scaling.h"
 #include "tests/support/moe_batch_fixture.h"
+#include "tests/support/reference_batches.h"
 
 namespace glm4 {
 namespace {
@@ -152,6 +156,32 @@ TEST_P(YarnParity, CachedDecodeEqualsFullRecomputation) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, YarnParity,
                          ::testing::Values("tiny_glm4_yarn", "tiny_lite_yarn"));
+
+// PEFT LoRA on the attention projections of tiny_lite_yarn (and its shared expert's gate_proj,
+// see tools/reference/yarn_reference.py): the loss of one batch and every
+// adapter gradient (through the scaled rope backward and the mscale^2 softmax scale) equal the
+// fp64 reference's.
+TEST(YarnLora, LiteLossAndGradientsMatchPeft) {
+  auto model = load_model(yarn_dir("tiny_lite_yarn"));
+  load_adapter(*model, yarn_dir("lora_lite_yarn"));
+  const auto file = SafetensorsFile::open(yarn_dir("lora_lite_yarn") + "/fixture.safetensors");
+  Tensor loss = batch_loss(*model, testing::fixture_train_batch(*file, 0, 0), {.training = true});
+  backward(loss);
+  const double want = read_f32(file->at("losses"))[0];
+  EXPECT_NEAR(double(loss.item()), want, 1e-5 * want);
+  auto params = model->lora_parameters();
+  ASSERT_EQ(params.size(), 26u);  // 3 layers x 4 projections, the shared gate_proj; A and B
+  double worst = 0;
+  for (auto& [name, t] : params) {
+    ASSERT_TRUE(t.grad().defined()) << name;
+    const double e = testing::max_relative_error(
+        t.grad(), read_f32(file->at("grad0.base_model.model." + name + ".weight")));
+    EXPECT_LE(e, 1e-4) << name;
+    worst = std::max(worst, e);
+  }
+  std::printf("[ yarn lora ] loss %.8f (fp64 %.8f), worst gradient relative error %.3g\n",
+              double(loss.item()), want, worst);
+}
 
 // The rope op's backward is the transposed (inverse, scaled) rotation: <rope(x), g> equals
 // <x, rope^T(g)> for arbitrary frequencies and a cos/sin scale, both pair styles.
