@@ -90,8 +90,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& w, float eps);
 
 // --- rotary embedding (ops/rope.cpp) ---
 // x [B, T, H, D]: pairs (2i, 2i+1) (interleaved) or (i, i + rotary_dim/2) (rotate-half),
-// i < rotary_dim/2, at position positions[b*T + t] rotate by pos * theta^(-2i/rotary_dim); dims
-// rotary_dim..D pass through. Backward: the inverse rotation.
+// i < rotary_dim/2 = f.inv_freq.size(), at position positions[b*T + t] become
+// f.scale * rotate(pos * f.inv_freq[i]); dims rotary_dim..D pass through. Backward: the inverse
+// rotation times f.scale. Saves nothing but the positions and frequencies.
+Tensor rope(const Tensor& x, std::span<const int32_t> positions, const RopeFrequencies& f,
+            RopeStyle style = RopeStyle::Interleaved);
+// The default RoPE: inv_freq[i] = theta^(-2i/rotary_dim) (rounded to fp32), scale 1.
+RopeFrequencies default_rope_frequencies(int64_t rotary_dim, double theta);
 Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_dim, double theta,
             RopeStyle style = RopeStyle::Interleaved);
 

@@ -12,6 +12,7 @@
 #include "export/gguf_tensor_map.h"
 #include "export/gguf_vocab.h"
 #include "export/gguf_writer.h"
+#include "export/gguf_yarn.h"
 
 namespace glm4 {
 namespace {
@@ -268,11 +269,18 @@ GgufExportResult export_gguf_model(Glm4Model& model, const std::filesystem::path
   w.set("general.size_label", GgufValue::of_string(gguf_size_label(result.parameters)));
   if (c.family == ModelConfig::Family::Glm4) {
     glm4_hparams(c, w, type);
+    yarn_keys(c, w, "glm4.");
   } else if (c.family == ModelConfig::Family::Glm4Moe) {
     glm4moe_hparams(c, w, type, result.notes);
+    yarn_keys(c, w, "glm4moe.");
   } else if (c.family == ModelConfig::Family::Glm4MoeLite) {
     deepseek2_hparams(c, w, type, result.notes);
+    yarn_keys(c, w, "deepseek2.");
   } else {
+    GLM4_CHECK(!c.rope_scaling, "gguf export: rope_scaling (YaRN) is not exported for ",
+               c.model_type,
+               ": llama.cpp runs it as its chatglm architecture, whose converter writes no RoPE "
+               "scaling");
     chatglm_hparams(c, w, type, result.notes);
   }
   set_u32(w, "general.quantization_version", kGgmlQuantVersion);

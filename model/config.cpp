@@ -50,12 +50,13 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          num_hidden_layers == o.num_hidden_layers && num_attention_heads == o.num_attention_heads &&
          num_key_value_heads == o.num_key_value_heads && head_dim == o.head_dim &&
          rotary_dim == o.rotary_dim && rope_style == o.rope_style && rope_theta == o.rope_theta &&
-         rms_norm_eps == o.rms_norm_eps && attention_bias == o.attention_bias &&
-         tie_word_embeddings == o.tie_word_embeddings && post_norms == o.post_norms &&
-         max_position_embeddings == o.max_position_embeddings && eos_token_ids == o.eos_token_ids &&
-         pad_token_id == o.pad_token_id && torch_dtype == o.torch_dtype &&
-         quantization == o.quantization && use_qk_norm == o.use_qk_norm &&
-         n_routed_experts == o.n_routed_experts && num_experts_per_tok == o.num_experts_per_tok &&
+         rope_scaling == o.rope_scaling && rms_norm_eps == o.rms_norm_eps &&
+         attention_bias == o.attention_bias && tie_word_embeddings == o.tie_word_embeddings &&
+         post_norms == o.post_norms && max_position_embeddings == o.max_position_embeddings &&
+         eos_token_ids == o.eos_token_ids && pad_token_id == o.pad_token_id &&
+         torch_dtype == o.torch_dtype && quantization == o.quantization &&
+         use_qk_norm == o.use_qk_norm && n_routed_experts == o.n_routed_experts &&
+         num_experts_per_tok == o.num_experts_per_tok &&
          moe_intermediate_size == o.moe_intermediate_size &&
          n_shared_experts == o.n_shared_experts && n_group == o.n_group &&
          topk_group == o.topk_group && norm_topk_prob == o.norm_topk_prob &&
@@ -224,13 +225,50 @@ DType read_dtype(const Fields& f) {
        "\"; supported: \"float32\", \"bfloat16\", \"float16\"");
 }
 
+// One rope_scaling / rope_parameters object of type "yarn"; `key` names it in errors. The
+// factor is left 0 when the file has none (resolved against max_position_embeddings later).
+RopeScaling read_yarn(const Fields& pf, const std::string& key) {
+  RopeScaling y;
+  y.factor = 0.0;
+  auto number = [&](const char* name) -> std::optional<double> {
+    if (!pf.has_value(name)) return std::nullopt;
+    return pf.as_number(str_cat(key, ".", name), *pf.find(name));
+  };
+  if (auto v = number("factor")) {
+    if (!(*v > 0.0)) fail(pf.source(), ": field \"", key, ".factor\" (", *v, ") must be positive");
+    y.factor = *v;
+  }
+  if (pf.has_value("original_max_position_embeddings")) {
+    const std::string name = str_cat(key, ".original_max_position_embeddings");
+    const int64_t n = pf.as_integer(name, *pf.find("original_max_position_embeddings"));
+    if (n <= 0) fail(pf.source(), ": field \"", name, "\" (", n, ") must be positive");
+    y.original_max_position_embeddings = n;
+  }
+  y.beta_fast = number("beta_fast");
+  y.beta_slow = number("beta_slow");
+  y.mscale = number("mscale");
+  y.mscale_all_dim = number("mscale_all_dim");
+  y.attention_factor = number("attention_factor");
+  if (y.attention_factor && !(*y.attention_factor > 0.0))
+    fail(pf.source(), ": field \"", key, ".attention_factor\" (", *y.attention_factor,
+         ") must be positive");
+  if (pf.has_value("truncate")) {
+    const json& t = *pf.find("truncate");
+    if (!t.is_boolean()) pf.bad(str_cat(key, ".truncate"), "true or false", t);
+    y.truncate = t.get<bool>();
+  }
+  return y;
+}
+
 // glm / glm4: RoPE settings may sit at the top level (transformers 4) or in `rope_parameters`
-// (transformers 5); both places must agree. Only the default (unscaled) RoPE is supported.
+// (transformers 5); both places must agree. The default RoPE and YaRN are supported.
 // `default_factor`: GlmConfig/Glm4Config/Glm4MoeConfig set 0.5; Glm4MoeLiteConfig none (1.0).
-void read_glm_rope(const Fields& f, double default_factor, double* theta, double* factor) {
+void read_glm_rope(const Fields& f, double default_factor, double* theta, double* factor,
+                   std::optional<RopeScaling>* yarn) {
   bool has_theta = f.has("rope_theta"), has_factor = f.has("partial_rotary_factor");
   *theta = f.number("rope_theta", 10000.0);
   *factor = f.number("partial_rotary_factor", default_factor);
+  const char* yarn_key = nullptr;
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const json* p = f.find(key);
     if (p == nullptr || p->is_null()) continue;
@@ -240,9 +278,17 @@ void read_glm_rope(const Fields& f, double default_factor, double* theta, double
     for (const char* tk : {"rope_type", "type"}) {
       if (pf.has_value(tk)) type = *pf.string(tk);
     }
-    if (type != "default")
+    if (type != "default" && type != "yarn")
       fail(f.source(), ": field \"", key, "\" asks for RoPE type \"", type,
            "\"; only the default RoPE is supported");
+    if (type == "yarn") {
+      RopeScaling y = read_yarn(pf, key);
+      if (*yarn && !(**yarn == y))
+        fail(f.source(), ": fields \"", yarn_key, "\" and \"", key,
+             "\" give different YaRN settings");
+      *yarn = y;
+      yarn_key = key;
+    }
     auto merge = [&](const char* name, bool top_present, double* value) {
       if (!pf.has(name)) return;
       double v = pf.as_number(str_cat(key, ".", name), *pf.find(name));
@@ -254,6 +300,9 @@ void read_glm_rope(const Fields& f, double default_factor, double* theta, double
     merge("rope_theta", has_theta, theta);
     merge("partial_rotary_factor", has_factor, factor);
   }
+  if (*yarn && yarn->value().factor == 0.0 && !yarn->value().original_max_position_embeddings)
+    fail(f.source(), ": field \"", yarn_key,
+         "\" of RoPE type \"yarn\" needs \"factor\" (or \"original_max_position_embeddings\")");
 }
 
 // glm4_moe_lite's dense/sparse layer pattern: `mlp_layer_types` (transformers 5) must be dense
@@ -360,7 +409,7 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
     fail(src, ": field \"hidden_act\" is \"", *act, "\"; only \"silu\" is supported");
 
   double factor;
-  read_glm_rope(f, lite ? 1.0 : 0.5, &c.rope_theta, &factor);
+  read_glm_rope(f, lite ? 1.0 : 0.5, &c.rope_theta, &factor, &c.rope_scaling);
   if (!(factor > 0.0 && factor <= 1.0))
     fail(src, ": field \"partial_rotary_factor\" (", factor, ") must be in (0, 1]");
   // Python's int(head_dim * partial_rotary_factor): truncation, applied once.
@@ -373,6 +422,9 @@ ModelConfig parse_glm(const json& j, const std::string& src, Family family) {
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   c.post_norms = family == Family::Glm4;
   c.max_position_embeddings = f.integer("max_position_embeddings", 131072);
+  if (c.rope_scaling && c.rope_scaling->factor == 0.0)  // transformers 5: the context ratio
+    c.rope_scaling->factor = double(c.max_position_embeddings) /
+                             double(*c.rope_scaling->original_max_position_embeddings);
   // Glm4MoeConfig sets no eos or pad id (PretrainedConfig's None); the published checkpoints do.
   const std::vector<int32_t> no_ids;
   c.eos_token_ids =

@@ -15,6 +15,19 @@
 
 namespace glm4 {
 
+// YaRN RoPE scaling: config.json's rope_scaling (transformers 4) or rope_parameters
+// (transformers 5) with rope_type "yarn", as the file gives it. Unset fields take transformers'
+// defaults when the frequencies are computed (model/rope_scaling.h).
+struct RopeScaling {
+  double factor =
+      1.0;  // the file's, else max_position_embeddings / original_max_position_embeddings
+  std::optional<int64_t> original_max_position_embeddings;  // unset: max_position_embeddings
+  std::optional<double> beta_fast, beta_slow;               // unset (or 0): 32 and 1
+  std::optional<double> mscale, mscale_all_dim, attention_factor;
+  std::optional<bool> truncate;  // unset: true (the correction range is floored / ceiled)
+  bool operator==(const RopeScaling&) const = default;
+};
+
 struct ModelConfig {
   // Glm4: GLM-4-0414 (Glm4ForCausalLM, four norms a layer). Glm: glm-4-9b-chat-hf
   // (GlmForCausalLM). ChatGlm: ChatGLM2/3 and the original glm-4-9b-chat (remote code).
@@ -36,6 +49,7 @@ struct ModelConfig {
   int64_t rotary_dim = 0;  // leading dims of each head that RoPE rotates (glm4_moe_lite: the last)
   RopeStyle rope_style = RopeStyle::Interleaved;  // rotate-half for glm4_moe
   double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;  // YaRN; unset: the default RoPE
   double rms_norm_eps = 1.5625e-07;
   bool attention_bias = true;  // bias on q/k/v (never on o_proj)
   bool tie_word_embeddings = false;

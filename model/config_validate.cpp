@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "base/check.h"
 #include "model/config.h"
@@ -116,6 +118,29 @@ void validate_moe_fields(const ModelConfig& c, const std::string& src) {
          ") must be >= 0");
 }
 
+// YaRN (rope_scaling): a positive finite factor and original context, finite betas and scales.
+void validate_rope_scaling(const ModelConfig& c, const std::string& src) {
+  const RopeScaling& y = *c.rope_scaling;
+  if (c.family == Family::ChatGlm) fail(src, ": chatglm configs have no YaRN rope_scaling");
+  if (!(y.factor > 0.0 && std::isfinite(y.factor)))
+    fail(src, ": field \"rope_scaling.factor\" (", y.factor, ") must be positive");
+  if (y.original_max_position_embeddings && *y.original_max_position_embeddings <= 0)
+    fail(src, ": field \"rope_scaling.original_max_position_embeddings\" (",
+         *y.original_max_position_embeddings, ") must be positive");
+  const std::pair<const char*, std::optional<double>> numbers[] = {
+      {"beta_fast", y.beta_fast},
+      {"beta_slow", y.beta_slow},
+      {"mscale", y.mscale},
+      {"mscale_all_dim", y.mscale_all_dim},
+      {"attention_factor", y.attention_factor}};
+  for (const auto& [name, v] : numbers)
+    if (v && !std::isfinite(*v))
+      fail(src, ": field \"rope_scaling.", name, "\" (", *v, ") must be finite");
+  if (y.attention_factor && !(*y.attention_factor > 0.0))
+    fail(src, ": field \"rope_scaling.attention_factor\" (", *y.attention_factor,
+         ") must be positive");
+}
+
 }  // namespace
 
 void validate_model_config(const ModelConfig& c, const std::string& src) {
@@ -157,6 +182,7 @@ void validate_model_config(const ModelConfig& c, const std::string& src) {
            ") must be positive");
     fail(src, ": field \"rope_theta\" (", c.rope_theta, ") must be positive");
   }
+  if (c.rope_scaling) validate_rope_scaling(c, src);
 
   for (int32_t id : c.eos_token_ids) check_token(src, "eos_token_id", id, c.vocab_size, n.vocab);
   if (c.pad_token_id) check_token(src, "pad_token_id", *c.pad_token_id, c.vocab_size, n.vocab);

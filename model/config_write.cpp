@@ -2,6 +2,8 @@
 // keeping the keys of the original file that ModelConfig does not model.
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "base/check.h"
 #include "io/file/atomic_file.h"
@@ -64,6 +66,24 @@ void write_latent_fields(const ModelConfig& c, json& j) {
   set_default(j, "topk_method", "noaux_tc");
 }
 
+// YaRN as transformers 4 and 5 both read it: rope_scaling with rope_type "yarn" and the fields
+// the file gave (the factor always, resolved).
+json rope_scaling_json(const RopeScaling& y) {
+  json j = {{"rope_type", "yarn"}, {"factor", y.factor}};
+  if (y.original_max_position_embeddings)
+    j["original_max_position_embeddings"] = *y.original_max_position_embeddings;
+  const std::pair<const char*, std::optional<double>> numbers[] = {
+      {"beta_fast", y.beta_fast},
+      {"beta_slow", y.beta_slow},
+      {"mscale", y.mscale},
+      {"mscale_all_dim", y.mscale_all_dim},
+      {"attention_factor", y.attention_factor}};
+  for (const auto& [name, v] : numbers)
+    if (v) j[name] = *v;
+  if (y.truncate) j["truncate"] = *y.truncate;
+  return j;
+}
+
 json glm_json(const ModelConfig& c) {
   json j = carried_over(c);
   // A factor whose int(head_dim * factor) gives back rotary_dim, exactly as transformers computes
@@ -81,6 +101,7 @@ json glm_json(const ModelConfig& c) {
   // One place for each setting: top-level keys, read by transformers 4 and 5 alike.
   j.erase("rope_parameters");
   j.erase("rope_scaling");
+  if (c.rope_scaling) j["rope_scaling"] = rope_scaling_json(*c.rope_scaling);
   j.erase("dtype");
   j["architectures"] = json::array({c.family == Family::Glm4      ? "Glm4ForCausalLM"
                                     : c.family == Family::Glm4Moe ? "Glm4MoeForCausalLM"

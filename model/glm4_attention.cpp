@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "model/forward_context.h"
 #include "model/kv_cache.h"
+#include "model/rope_scaling.h"
 
 namespace glm4 {
 
@@ -15,7 +16,7 @@ Glm4Attention::Glm4Attention(const ModelConfig& c)
       kv_heads(c.num_key_value_heads),
       head_dim(c.head_dim),
       rotary_dim(c.rotary_dim),
-      rope_theta(c.rope_theta),
+      rope(rope_frequencies(c)),
       rope_style(c.rope_style),
       q_proj(c.hidden_size, heads * head_dim, c.attention_bias, 0),
       k_proj(c.hidden_size, kv_heads * head_dim, c.attention_bias, 1),
@@ -38,8 +39,8 @@ Tensor Glm4Attention::forward(const Tensor& x, const ForwardContext& ctx, Cached
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  q = ops::rope(q, ctx.positions, rotary_dim, rope_theta, rope_style);
-  k = ops::rope(k, ctx.positions, rotary_dim, rope_theta, rope_style);
+  q = ops::rope(q, ctx.positions, rope, rope_style);
+  k = ops::rope(k, ctx.positions, rope, rope_style);
   Tensor out =
       rows ? attend_cached(q, k, v, ctx, *rows) : ops::attention(q, k, v, ctx.mask, ctx.compute);
   return o_proj.forward(ops::reshape(out, {B, T, heads * head_dim}), ctx);

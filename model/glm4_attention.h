@@ -21,7 +21,7 @@ class Glm4Attention {
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 
   int64_t heads, kv_heads, head_dim, rotary_dim;
-  double rope_theta;
+  RopeFrequencies rope;  // the config's (default or YaRN)
   RopeStyle rope_style;
   Linear q_proj, k_proj, v_proj, o_proj;
   std::optional<RmsNorm> q_norm, k_norm;  // [head_dim] each, when use_qk_norm

@@ -11,6 +11,7 @@
 #include "model/forward_context.h"
 #include "model/kv_cache.h"
 #include "model/mla_latent_decode.h"
+#include "model/rope_scaling.h"
 
 namespace glm4 {
 
@@ -25,7 +26,8 @@ MlaAttention::MlaAttention(const ModelConfig& c)
       nope_dim(c.qk_nope_head_dim),
       rope_dim(c.qk_rope_head_dim),
       v_dim(c.v_head_dim),
-      rope_theta(c.rope_theta),
+      rope(rope_frequencies(c)),
+      score_mscale(latent_score_mscale(c)),
       rope_style(c.rope_style),
       kv_a_proj_with_mqa(c.hidden_size, c.kv_lora_rank + c.qk_rope_head_dim, c.attention_bias, 1),
       kv_a_layernorm(c.kv_lora_rank, kLatentNormEps),
@@ -50,14 +52,13 @@ Tensor MlaAttention::forward(const Tensor& x, const ForwardContext& ctx, CachedR
   std::vector<Tensor> from_x = forward_each(of_x, x, ctx);
   Tensor q = q_proj ? from_x[0] : q_b_proj->forward(q_a_layernorm->forward(from_x[0]), ctx);
   q = ops::reshape(q, {B, T, heads, qk});
-  Tensor q_rot =
-      ops::rope(ops::slice(q, 3, nope_dim, qk), ctx.positions, rope_dim, rope_theta, rope_style);
+  Tensor q_rot = ops::rope(ops::slice(q, 3, nope_dim, qk), ctx.positions, rope, rope_style);
   q = ops::concat({ops::slice(q, 3, 0, nope_dim), q_rot}, 3);  // [B, T, H, nope + rope]
   const Tensor& compressed = from_x[1];                        // [B, T, kv_lora + rope]
   Tensor latent = kv_a_layernorm.forward(ops::slice(compressed, 2, 0, kv_lora_rank));
   Tensor k_rot = ops::rope(
       ops::reshape(ops::slice(compressed, 2, kv_lora_rank, cache_width()), {B, T, 1, rope_dim}),
-      ctx.positions, rope_dim, rope_theta, rope_style);
+      ctx.positions, rope, rope_style);
   Tensor out;
   if (rows) {
     out = attend_cached(q, latent, k_rot, ctx, *rows);
@@ -83,16 +84,18 @@ Tensor MlaAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
   // ops::attention takes one head width for q, k and v and scales by its -1/2 power: zeros pad
   // the narrower side (and q is scaled so that the wider width's scale stays qk's).
   const int64_t qk = nope_dim + rope_dim;
+  const Tensor& q_scaled = score_mscale == 1.0 ? q : ops::scale(q, float(score_mscale));
   auto pad = [](const Tensor& t, int64_t width) {
     Shape s = t.shape();
     s[3] = width - s[3];
     return ops::concat({t, Tensor::zeros(s)}, 3);
   };
-  if (v_dim == qk) return ops::attention(q, k, v, mask, ctx.compute);
+  if (v_dim == qk) return ops::attention(q_scaled, k, v, mask, ctx.compute);
   if (v_dim < qk)
-    return ops::slice(ops::attention(q, k, pad(v, qk), mask, ctx.compute), 3, 0, v_dim);
+    return ops::slice(ops::attention(q_scaled, k, pad(v, qk), mask, ctx.compute), 3, 0, v_dim);
   const float widen = float(std::sqrt(double(v_dim) / double(qk)));
-  return ops::attention(pad(ops::scale(q, widen), v_dim), pad(k, v_dim), v, mask, ctx.compute);
+  return ops::attention(pad(ops::scale(q_scaled, widen), v_dim), pad(k, v_dim), v, mask,
+                        ctx.compute);
 }
 
 Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const Tensor& k_rot,
@@ -120,9 +123,9 @@ Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const 
         rows.caches[r]->append_keys(ctx.layer_index, ops::slice(packed, 0, begin, end));
     const int64_t S = seen.dim(1);  // [1, S, 1, W]
     if (!kv_b_proj.lora) {          // decode in the latent space: nothing expanded
-      outs.push_back(latent_attention(ops::slice(q, 1, begin, end), seen, kv_b_proj.weight,
-                                      {heads, kv_lora_rank, nope_dim, rope_dim, v_dim},
-                                      ctx.compute));
+      outs.push_back(latent_attention(
+          ops::slice(q, 1, begin, end), seen, kv_b_proj.weight,
+          {heads, kv_lora_rank, nope_dim, rope_dim, v_dim, score_mscale}, ctx.compute));
       continue;
     }
     // an unmerged adapter on kv_b_proj: expand the cached latents through it

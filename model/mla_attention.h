@@ -1,8 +1,9 @@
 // GLM-4.7-Flash's latent attention (DeepSeek-V2 MLA, glm4_moe_lite): q through an optional
 // q_lora_rank bottleneck; keys and values expanded per head by kv_b_proj from a normed
 // kv_lora_rank latent, plus one rotary key shared by all heads; RoPE on the qk_rope_head_dim tail
-// of each q/k head; scale (qk_nope + qk_rope)^-0.5. A KV cache holds only the latent and the
-// rotated shared key of each token (kv_lora_rank + qk_rope_head_dim values a layer).
+// of each q/k head; scale (qk_nope + qk_rope)^-0.5, times YaRN's mscale^2 when rope scaling sets
+// mscale_all_dim. A KV cache holds only the latent and the rotated shared key of each token
+// (kv_lora_rank + qk_rope_head_dim values a layer).
 #pragma once
 #include <optional>
 #include <utility>
@@ -29,7 +30,8 @@ class MlaAttention {
   int64_t cache_width() const { return kv_lora_rank + rope_dim; }
 
   int64_t heads, q_lora_rank, kv_lora_rank, nope_dim, rope_dim, v_dim;
-  double rope_theta;
+  RopeFrequencies rope;  // the config's (default or YaRN)
+  double score_mscale;   // YaRN's mscale(factor, mscale_all_dim)^2 on the softmax scale, else 1
   RopeStyle rope_style;
   std::optional<Linear> q_proj;              // [heads * (nope + rope), hidden] without q lora
   std::optional<Linear> q_a_proj, q_b_proj;  // [q_lora, hidden], [heads * (nope + rope), q_lora]

@@ -173,7 +173,7 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
     w_k.push_back(row_range(kv, h * (N + V), N));
     w_v.push_back(row_range(kv, h * (N + V) + N, V));
   }
-  const float scale = float(1.0 / std::sqrt(double(N + R)));
+  const float scale = float(s.score_mscale / std::sqrt(double(N + R)));
   const float* qd = q.data();
   const float* cd = cached.data();
   const int64_t block = std::clamp<int64_t>(score_budget / (H * S), 1, T);

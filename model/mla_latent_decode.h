@@ -13,6 +13,7 @@ namespace glm4 {
 
 struct LatentShape {
   int64_t heads = 0, kv_lora_rank = 0, nope_dim = 0, rope_dim = 0, v_dim = 0;
+  double score_mscale = 1.0;  // YaRN's mscale^2 (mscale_all_dim) on the softmax scale
 };
 
 // q [1, T, H, nope + rope] (rotary part already rotated), cached [1, S, 1, kv_lora + rope] (the
@@ -21,9 +22,9 @@ struct LatentShape {
 // prompt run through the cache in one chunk is taken in blocks of queries that fit.
 inline constexpr int64_t kLatentScoreBudget = int64_t(1) << 22;
 
-// kv_b [H * (nope + v), kv_lora] in any storage, read in place. Causal, scale (nope + rope)^-0.5.
-// The key half folds q in fp32 (whatever `compute`); the value half runs as `compute` says, as
-// kv_b_proj's own forward would. -> [1, T, H, v]. No tape.
+// kv_b [H * (nope + v), kv_lora] in any storage, read in place. Causal, scale (nope + rope)^-0.5
+// times s.score_mscale. The key half folds q in fp32 (whatever `compute`); the value half runs as
+// `compute` says, as kv_b_proj's own forward would. -> [1, T, H, v]. No tape.
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
                         const LatentShape& s, const ComputeChoice& compute,
                         int64_t score_budget = kLatentScoreBudget);

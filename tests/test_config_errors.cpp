@@ -200,10 +200,10 @@ TEST(ConfigErrors, RopeParametersConflictsAndScaling) {
       parse_error(j),
       R"(config.json: field "rope_theta" (10000) disagrees with "rope_parameters.rope_theta" (500))");
   j = small_glm4();
-  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
   EXPECT_CONTAINS(
       parse_error(j),
-      R"(config.json: field "rope_scaling" asks for RoPE type "yarn"; only the default RoPE is supported)");
+      R"(config.json: field "rope_scaling" asks for RoPE type "linear"; only the default RoPE is supported)");
   j = small_glm4();
   j["rope_parameters"] = "default";
   EXPECT_CONTAINS(parse_error(j),

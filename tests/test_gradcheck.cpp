@@ -129,6 +129,11 @@ std::vector<GradCase> all_cases() {
                  static auto pos = positions(2, 3, 7);
                  return ops::rope(x[0], pos, 8, 10000.0, RopeStyle::RotateHalf);
                }});
+  c.push_back({"rope_yarn_frequencies_scaled", {{2, 3, 2, 8}}, [](const V& x) {
+                 static auto pos = positions(2, 3, 50);
+                 static const RopeFrequencies f{{1.0f, 0.3f, 0.02f}, 1.14f};
+                 return ops::rope(x[0], pos, f, RopeStyle::RotateHalf);
+               }});
   c.push_back({"rope_rotate_half_full", {{1, 4, 3, 6}}, [](const V& x) {
                  static auto pos = positions(1, 4, 300);
                  return ops::rope(x[0], pos, 6, 500.0, RopeStyle::RotateHalf);

@@ -131,8 +131,8 @@ TEST(MoeLiteConfig, ErrorsNameTheField) {
   EXPECT_NE(with("use_qk_norm", true).find(R"(field "use_qk_norm" is true)"), std::string::npos);
   EXPECT_NE(with("topk_method", "greedy").find(R"(field "topk_method" is "greedy"; glm4_moe_lite)"),
             std::string::npos);
-  EXPECT_NE(with("rope_scaling", json{{"rope_type", "yarn"}, {"factor", 4.0}})
-                .find(R"(asks for RoPE type "yarn")"),
+  EXPECT_NE(with("rope_scaling", json{{"rope_type", "dynamic"}, {"factor", 4.0}})
+                .find(R"(asks for RoPE type "dynamic")"),
             std::string::npos);
 }
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 import glm4_moe_model as mm
+import yarn
 
 LATENT_NORM_EPS = 1e-6  # q_a_layernorm / kv_a_layernorm: Glm4MoeLiteRMSNorm's default, not rms_norm_eps
 
@@ -46,6 +47,16 @@ class LiteSpec:
     tie: bool
     mtp_layers: int
     dropped_choice: float = float("-inf")
+    yarn: dict = None  # rope_scaling / rope_parameters of type "yarn", else None
+    max_pos: int = 0  # max_position_embeddings, which YaRN reads
+
+    @property
+    def rope_scale(self):  # YaRN's cos/sin factor
+        return 1.0 if self.yarn is None else yarn.attention_factor(self.yarn, self.max_pos)
+
+    @property
+    def score_mscale(self):  # YaRN's mscale(factor, mscale_all_dim)^2 on the softmax scale
+        return yarn.latent_score_mscale(self.yarn, self.max_pos)
 
     @property
     def rotary_dim(self):  # glm4_moe_model.rope_angles reads it
@@ -56,8 +67,8 @@ def spec_from_config(cfg: dict) -> LiteSpec:
     if cfg.get("model_type") != "glm4_moe_lite":
         raise ValueError(f"config.json: model_type {cfg.get('model_type')!r}")
     rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    if rp.get("rope_type", rp.get("type", "default")) != "default":
-        raise ValueError("config.json: only the default RoPE is supported by this reference")
+    if rp.get("rope_type", rp.get("type", "default")) not in ("default", "yarn"):
+        raise ValueError("config.json: only the default RoPE and YaRN are supported here")
     theta = float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
     if float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))) != 1.0:
         raise ValueError("config.json: partial_rotary_factor must be 1")
@@ -81,21 +92,23 @@ def spec_from_config(cfg: dict) -> LiteSpec:
         norm_topk=bool(cfg.get("norm_topk_prob", True)),
         scaling=float(cfg.get("routed_scaling_factor", 1.0)),
         tie=bool(cfg.get("tie_word_embeddings", False)),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers", 0)))
+        mtp_layers=int(cfg.get("num_nextn_predict_layers", 0)), yarn=yarn.params(cfg),
+        max_pos=int(cfg.get("max_position_embeddings", 202752)))
 
 
-def rope_interleaved_upstream(x, angles):
+def rope_interleaved_upstream(x, angles, scale=1.0):
     """transformers' apply_rotary_pos_emb_interleave: pairs (x[2i], x[2i+1]) rotated, written
     back de-interleaved (all first members, then all second members). The permutation is the
-    same for q and k, so q.k and the attention output equal those of rotating in place."""
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    same for q and k, so q.k and the attention output equal those of rotating in place. cos/sin
+    in fp32 times `scale` (YaRN)."""
+    cos, sin = (angles.cos() * scale).to(x.dtype), (angles.sin() * scale).to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def rope_interleaved_in_place(x, angles):
+def rope_interleaved_in_place(x, angles, scale=1.0):
     """The same rotation, each pair left where it was (what the C++ rope op does)."""
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = (angles.cos() * scale).to(x.dtype), (angles.sin() * scale).to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
 
@@ -120,12 +133,12 @@ def attention(spec: LiteSpec, W, p, h, angles, allowed, lora=None, rope_in_place
         rope = rope_interleaved_in_place if rope_in_place else rope_interleaved_upstream
     else:
         rope = mm.rope_half
-    q_rot, k_rot = rope(q_rot, angles), rope(k_rot, angles)
+    q_rot, k_rot = rope(q_rot, angles, spec.rope_scale), rope(k_rot, angles, spec.rope_scale)
     kv = mm.linear(latent, W, a + "kv_b_proj", lora).view(B, T, H, N + V).transpose(1, 2)
     k_nope, v = kv.split([N, V], dim=-1)
     q = torch.cat([q_pass, q_rot], dim=-1)
     k = torch.cat([k_nope, k_rot.expand(B, H, T, R)], dim=-1)
-    scores = (q @ k.transpose(-1, -2)) * ((N + R) ** -0.5)
+    scores = (q @ k.transpose(-1, -2)) * ((N + R) ** -0.5 * spec.score_mscale)
     scores = scores.masked_fill(~allowed, float("-inf"))
     probs = torch.softmax(scores, dim=-1, dtype=mm.work_dtype(scores)).to(q.dtype)
     out = (probs @ v).transpose(1, 2).reshape(B, T, H * V)

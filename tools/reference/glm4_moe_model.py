@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+import yarn
 from st import read as st_read
 
 
@@ -120,19 +121,23 @@ def rms_norm(x, w, eps):
 
 
 def rope_angles(spec: MoeSpec, T: int, offset: int = 0):
-    """[T, rotary_dim/2] fp32 angles p * inv_freq[i], inv_freq = 1 / base^(arange(0, rd, 2)/rd)."""
+    """[T, rotary_dim/2] fp32 angles p * inv_freq[i], inv_freq = 1 / base^(arange(0, rd, 2)/rd),
+    or YaRN's when the spec has a `yarn` (glm4_moe_lite's)."""
     rd = spec.rotary_dim
     inv_freq = 1.0 / (spec.rope_base ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
+    if getattr(spec, "yarn", None) is not None:
+        inv_freq = yarn.inv_freq(spec.yarn, rd, spec.rope_base, spec.max_pos)
     pos = torch.arange(offset, offset + T, dtype=torch.float32)
     return torch.outer(pos, inv_freq)
 
 
-def rope_half(x, angles):
+def rope_half(x, angles, scale=1.0):
     """Rotate-half RoPE on the first rotary_dim dims: dim i pairs with i + rd/2 (not GLM-4-0414's
-    interleaved (2i, 2i+1)); cos/sin of cat(freqs, freqs) in fp32, cast to x's dtype."""
+    interleaved (2i, 2i+1)); cos/sin of cat(freqs, freqs) in fp32 times `scale` (YaRN), cast to
+    x's dtype."""
     rd = angles.shape[-1] * 2
     emb = torch.cat((angles, angles), dim=-1)
-    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    cos, sin = (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
     xr, xp = x[..., :rd], x[..., rd:]
     rot = torch.cat((-xr[..., rd // 2:], xr[..., : rd // 2]), dim=-1)
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)

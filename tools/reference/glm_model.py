@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+import yarn
+
 
 @dataclass
 class Spec:
@@ -27,6 +29,8 @@ class Spec:
     qkv_bias: bool
     post_norms: bool  # glm4's post_self_attn_layernorm / post_mlp_layernorm
     tie: bool
+    yarn: dict = None  # rope_scaling / rope_parameters of type "yarn" (glm4, glm), else None
+    max_pos: int = 0  # max_position_embeddings, which YaRN reads
 
 
 def spec_from_config(cfg: dict) -> Spec:
@@ -52,6 +56,8 @@ def spec_from_config(cfg: dict) -> Spec:
             qkv_bias=bool(cfg.get("attention_bias", True)),
             post_norms=(family == "glm4"),
             tie=bool(cfg.get("tie_word_embeddings", False)),
+            yarn=yarn.params(cfg),
+            max_pos=int(cfg.get("max_position_embeddings", 131072)),
         )
     if family == "chatglm":
         heads = cfg["num_attention_heads"]
@@ -97,6 +103,8 @@ def rope_angles(spec: Spec, T: int):
     (inv_freq = 1 / base^(arange(0, rd, 2)/rd) in fp32, then an fp32 product)."""
     rd = spec.rotary_dim
     inv_freq = 1.0 / (spec.rope_base ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
+    if spec.yarn is not None:
+        inv_freq = yarn.inv_freq(spec.yarn, rd, spec.rope_base, spec.max_pos)
     pos = torch.arange(T, dtype=torch.float32)
     return torch.outer(pos, inv_freq)  # [T, rd/2] fp32
 
@@ -145,12 +153,18 @@ def linear(x, W, name, lora=None):
 
 # ---------------------------------------------------------------- glm4 / glm (HF layout)
 
-def rope_hf(x, angles):
+def rope_scale(spec: Spec):
+    """YaRN's cos/sin factor (1 for the default RoPE)."""
+    return 1.0 if spec.yarn is None else yarn.attention_factor(spec.yarn, spec.max_pos)
+
+
+def rope_hf(x, angles, scale=1.0):
     """HF apply_rotary_pos_emb for glm/glm4: cos/sin of the first half of cat(freqs, freqs),
-    repeat_interleave(2); rotate_half pairs (x[2i], x[2i+1]); dims past rotary_dim pass."""
+    repeat_interleave(2), in fp32 times `scale`; rotate_half pairs (x[2i], x[2i+1]); dims past
+    rotary_dim pass."""
     rd = angles.shape[-1] * 2
-    cos = angles.cos().repeat_interleave(2, dim=-1).to(x.dtype)  # [T, rd]
-    sin = angles.sin().repeat_interleave(2, dim=-1).to(x.dtype)
+    cos = (angles.cos() * scale).repeat_interleave(2, dim=-1).to(x.dtype)  # [T, rd]
+    sin = (angles.sin() * scale).repeat_interleave(2, dim=-1).to(x.dtype)
     xr, xp = x[..., :rd], x[..., rd:]
     rot = torch.stack((-xr[..., 1::2], xr[..., 0::2]), dim=-1).flatten(-2)
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
@@ -171,7 +185,7 @@ def forward_hf(spec: Spec, W, ids, lengths=None, lora=None):
         q = linear(h, W, p + "self_attn.q_proj", lora).view(B, T, H, D).transpose(1, 2)
         k = linear(h, W, p + "self_attn.k_proj", lora).view(B, T, KV, D).transpose(1, 2)
         v = linear(h, W, p + "self_attn.v_proj", lora).view(B, T, KV, D).transpose(1, 2)
-        q, k = rope_hf(q, angles), rope_hf(k, angles)
+        q, k = rope_hf(q, angles, rope_scale(spec)), rope_hf(k, angles, rope_scale(spec))
         a = linear(core_attention(q, k, v, allowed, H // KV), W, p + "self_attn.o_proj", lora)
         if spec.post_norms:
             a = rms_norm(a, W[p + "post_self_attn_layernorm.weight"], spec.eps)

@@ -20,11 +20,11 @@ def patched(name, fn):
         setattr(gm, name, old)
 
 
-def _rope_half_split(x, angles):
+def _rope_half_split(x, angles, scale=1.0):
     # GPT-NeoX style: pairs (x[i], x[i + rd/2]) instead of (x[2i], x[2i+1])
     rd = angles.shape[-1] * 2
-    cos = torch.cat([angles.cos()] * 2, -1).to(x.dtype)
-    sin = torch.cat([angles.sin()] * 2, -1).to(x.dtype)
+    cos = torch.cat([angles.cos() * scale] * 2, -1).to(x.dtype)
+    sin = torch.cat([angles.sin() * scale] * 2, -1).to(x.dtype)
     xr, xp = x[..., :rd], x[..., rd:]
     rot = torch.cat((-xr[..., rd // 2:], xr[..., : rd // 2]), -1)
     return torch.cat((xr * cos + rot * sin, xp), -1)
@@ -56,7 +56,7 @@ def check(spec, W, ids, threshold):
     gate_up = "mlp.dense_h_to_4h.weight" if chat else "mlp.gate_up_proj.weight"
     cases = {
         "rope_half_split_pairs": (rope_fn, _rope_half_split, spec, W),
-        "rope_none": (rope_fn, lambda x, a: x, spec, W),
+        "rope_none": (rope_fn, lambda x, a, scale=1.0: x, spec, W),
         "rotary_dim_full": (None, None, dataclasses.replace(spec, rotary_dim=spec.head_dim), W),
         "rotary_dim_half_again": (None, None,
                                   dataclasses.replace(spec, rotary_dim=spec.rotary_dim // 2), W),

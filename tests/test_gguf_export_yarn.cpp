@@ -1,0 +1,72 @@
+// GGUF export of YaRN models: llama.cpp's rope.scaling keys (glm4, deepseek2 with its
+// yarn_log_multiplier), or a refusal naming rope_scaling where llama.cpp would compute otherwise.
+#include <gtest/gtest.h>
+
+#include "export/gguf_export.h"
+#include "model/glm4_model.h"
+#include "support/temp_dir.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/gguf_reader.h"
+
+namespace glm4 {
+namespace {
+
+using glm4::testing::error_of;
+using glm4::testing::TempDir;
+
+std::string yarn_dir(const std::string& name) {
+  return std::string(GLM4_TEST_DATA) + "/yarn/" + name;
+}
+
+// tiny_glm4_yarn uses betas 16 / 2 untruncated, which llama.cpp cannot express: refused. With
+// llama.cpp's betas the keys are written under glm4.
+TEST(YarnGguf, Glm4KeysOrRefusal) {
+  auto model = load_model(yarn_dir("tiny_glm4_yarn"));
+  TempDir dir;
+  const std::string refused = error_of([&] {
+    export_gguf_model(*model, yarn_dir("tiny_glm4_yarn"), dir / "x.gguf", GgmlType::F32);
+  });
+  EXPECT_NE(refused.find("gguf export: rope_scaling (YaRN) has beta_fast 16"), std::string::npos)
+      << refused;
+  model->config.rope_scaling->beta_fast.reset();
+  model->config.rope_scaling->beta_slow = 1.0;
+  EXPECT_NE(error_of([&] {
+              export_gguf_model(*model, yarn_dir("tiny_glm4_yarn"), dir / "x.gguf", GgmlType::F32);
+            }).find("has truncate false"),
+            std::string::npos);
+  model->config.rope_scaling->truncate.reset();
+  export_gguf_model(*model, yarn_dir("tiny_glm4_yarn"), dir / "m.gguf", GgmlType::F32);
+  auto f = GgufFile::open(dir / "m.gguf");
+  EXPECT_EQ(f->get_string("glm4.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f->get_f32("glm4.rope.scaling.factor"), 4.0f);
+  EXPECT_EQ(f->get_u32("glm4.rope.scaling.original_context_length"), 64u);
+  EXPECT_EQ(f->find("glm4.rope.scaling.yarn_log_multiplier"), nullptr);
+  // an attention factor llama.cpp would not compute
+  model->config.rope_scaling->attention_factor = 1.5;
+  EXPECT_NE(error_of([&] {
+              export_gguf_model(*model, yarn_dir("tiny_glm4_yarn"), dir / "x.gguf", GgmlType::F32);
+            }).find("scales cos/sin by 1.5"),
+            std::string::npos);
+}
+
+// glm4_moe_lite as deepseek2: the yarn_log_multiplier is 0.1 * mscale_all_dim, as llama.cpp's
+// converter writes it; without mscale_all_dim llama.cpp would also scale the softmax: refused.
+TEST(YarnGguf, LiteKeysWithLogMultiplierOrRefusal) {
+  auto model = load_model(yarn_dir("tiny_lite_yarn"));
+  TempDir dir;
+  export_gguf_model(*model, yarn_dir("tiny_lite_yarn"), dir / "m.gguf", GgmlType::F32);
+  auto f = GgufFile::open(dir / "m.gguf");
+  EXPECT_EQ(f->get_string("deepseek2.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f->get_f32("deepseek2.rope.scaling.factor"), 4.0f);
+  EXPECT_EQ(f->get_u32("deepseek2.rope.scaling.original_context_length"), 64u);
+  EXPECT_EQ(f->get_f32("deepseek2.rope.scaling.yarn_log_multiplier"), 0.1f);
+  model->config.rope_scaling->mscale_all_dim.reset();
+  model->config.rope_scaling->mscale.reset();
+  EXPECT_NE(error_of([&] {
+              export_gguf_model(*model, yarn_dir("tiny_lite_yarn"), dir / "x.gguf", GgmlType::F32);
+            }).find("where llama.cpp's deepseek2 takes"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace glm4
