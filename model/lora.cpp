@@ -127,6 +127,8 @@ bool names_moe_targets(const std::vector<std::string>& targets) {
         t == "gate" || t.rfind("experts.", 0) == 0 || t.rfind("shared_experts.", 0) == 0 ||
         t == "mlp.gate_proj" || t == "mlp.up_proj" || t == "mlp.gate")
       return true;
+    // Latent attention is glm4_moe_lite's alone.
+    if (is_latent_attention_leaf(t.rfind("self_attn.", 0) == 0 ? t.substr(10) : t)) return true;
   }
   return false;
 }
@@ -149,6 +151,11 @@ bool lora_target_matches(const std::string& target, const std::string& path) {
     return std::find(linears.begin(), linears.end(), leaf) != linears.end();
   }
   return qualified_lora_target(path) == target;
+}
+
+bool is_latent_attention_path(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return is_latent_attention_leaf(dot == std::string::npos ? path : path.substr(dot + 1));
 }
 
 bool is_moe_module_path(const std::string& path) {

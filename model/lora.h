@@ -59,7 +59,8 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
 // (mlp.gate) is no linear layer and cannot be a target. glm4_moe_lite's latent attention
 // projections (q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj) come last.
 const std::vector<std::string>& moe_lora_target_names();
-// Whether a target list names glm4_moe's own modules (gate_proj, up_proj, experts, ...).
+// Whether a target list names glm4_moe's own modules (gate_proj, up_proj, experts, ...) or
+// glm4_moe_lite's latent attention projections.
 bool names_moe_targets(const std::vector<std::string>& targets);
 // Whether resolved target `target` adapts the linear at `path` (a module path as
 // Glm4Model::visit_linears gives it, e.g. model.layers.3.mlp.experts.7.up_proj).
@@ -71,6 +72,8 @@ std::string qualified_lora_target(const std::string& path);
 // Whether `path` is one of glm4_moe's MLP module paths (gate_proj or up_proj, or inside
 // shared_experts or experts).
 bool is_moe_module_path(const std::string& path);
+// Whether `path` ends in one of glm4_moe_lite's latent attention projections (q_a_proj, ...).
+bool is_latent_attention_path(const std::string& path);
 // ChatGLM's own name for a target (dense for o_proj, ...); others are returned unchanged.
 std::string chatglm_target_name(const std::string& name);
 

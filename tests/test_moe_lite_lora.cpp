@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "autograd/node.h"
 #include "infer/merge.h"
@@ -160,6 +162,60 @@ void run_twenty_steps(bool recompute_layers) {
   std::printf(
       "[ moe lite lora ] 20 AdamW steps%s: max |loss - fp64| %.3g, final adapters rel %.3g\n",
       recompute_layers ? " (gradient checkpointing)" : "", worst_loss, worst_param);
+}
+
+// all-linear on latent attention adapts q_a/q_b/kv_a/kv_b/o and the MLPs; the adapter written
+// lists those (no k_proj / v_proj, which this attention has not) and loads back to the same
+// logits. It once listed k_proj and v_proj, and loading it failed on them.
+TEST(MoeLiteLora, AllLinearAdapterSavesAndLoadsBack) {
+  std::unique_ptr<Glm4Model> trained = load_model(dir_of("tiny_lite"));
+  LoraConfig lora;
+  lora.rank = 4;
+  lora.alpha = 8;
+  lora.targets = {"all-linear"};
+  trained->add_lora(lora, 7);
+  for (auto& [name, t] : trained->lora_parameters()) {  // B != 0, so the adapter changes logits
+    float* p = t.data();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] += 0.01f * float((i * 7 + 3) % 11) - 0.05f;
+  }
+  testing::TempDir tmp;
+  save_adapter(*trained, lora, tmp / "adapter", "peft", dir_of("tiny_lite"));
+  std::ifstream in(tmp / "adapter" / "adapter_config.json");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(config.find("\"k_proj\""), std::string::npos) << config;
+  EXPECT_EQ(config.find("\"v_proj\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"kv_b_proj\""), std::string::npos) << config;
+
+  std::unique_ptr<Glm4Model> loaded = load_model(dir_of("tiny_lite"));
+  load_adapter(*loaded, tmp / "adapter");
+  auto logits_of = [](const Glm4Model& model) {
+    const std::vector<int32_t> ids{5, 9, 2, 17, 3};
+    NoGradGuard no_grad;
+    ForwardContext ctx;
+    ctx.batch = 1;
+    ctx.seq = 5;
+    ctx.positions = {0, 1, 2, 3, 4};
+    return model.logits(model.forward_hidden(ids, ctx), ctx).to_vector();
+  };
+  const std::vector<float> want = logits_of(*trained), got = logits_of(*loaded);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << i;
+}
+
+// An adapter on the latent attention alone (no MLP target, nothing else that says glm4_moe)
+// loads: PEFT writes such adapters for GLM-4.7-Flash.
+TEST(MoeLiteLora, AttentionOnlyAdapterLoads) {
+  std::unique_ptr<Glm4Model> trained = load_model(dir_of("tiny_lite"));
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.alpha = 4;
+  lora.targets = {"kv_a_proj_with_mqa", "kv_b_proj", "o_proj"};
+  trained->add_lora(lora, 3);
+  testing::TempDir tmp;
+  save_adapter(*trained, lora, tmp / "adapter", "peft", dir_of("tiny_lite"));
+  std::unique_ptr<Glm4Model> loaded = load_model(dir_of("tiny_lite"));
+  const std::string warning = load_adapter(*loaded, tmp / "adapter");
+  EXPECT_EQ(loaded->lora_parameters().size(), trained->lora_parameters().size()) << warning;
 }
 
 TEST(MoeLiteLoraParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }

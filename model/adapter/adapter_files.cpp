@@ -232,10 +232,18 @@ void check_moe_modules(AdapterFile& a, const std::string& fname, bool targets_fr
                ", which adapter_config.json does not list as a target");
     owners.insert(module.substr(0, module.rfind('.')));
   }
+  // An attention kind the file holds nowhere may be one the architecture lacks (PEFT lists
+  // k_proj for GLM-4.7-Flash, whose latent attention has none); against the model, load_adapter
+  // checks every linear a target names.
+  std::set<std::string> attention_kinds;
+  for (const auto& [module, m] : a.modules)
+    if (module.find(".self_attn.") != std::string::npos)
+      attention_kinds.insert(module.substr(module.rfind('.') + 1));
   for (int64_t layer : a.layers_present())
     for (const char* n : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
       const std::string path = lora_module_path(layer, n);
-      if (targeted(path) && !a.modules.count(path)) missing.push_back(key(path));
+      if (attention_kinds.count(n) && targeted(path) && !a.modules.count(path))
+        missing.push_back(key(path));
     }
   for (const std::string& owner : owners) {
     if (owner.ends_with(".self_attn")) continue;
@@ -337,7 +345,8 @@ void read_tensors(AdapterFile& a, const fs::path& path, const KeyParser& parse, 
                " but ", key(module, AdapterPart::B), " has ", m.b_shape[0], " rows");
 
   bool moe = false;
-  for (const auto& [module, m] : a.modules) moe |= is_moe_module_path(module);
+  for (const auto& [module, m] : a.modules)
+    moe |= is_moe_module_path(module) || is_latent_attention_path(module);
   if (moe) {
     check_moe_modules(a, fname, targets_from_config);
     return;

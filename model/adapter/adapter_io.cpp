@@ -90,6 +90,15 @@ void save_adapter(Glm4Model& model, const LoraConfig& lora, const fs::path& dir,
   a.info.lora = lora;
   const bool moe = is_moe_family(model.config);
   a.info.lora.targets = resolve_lora_targets(lora.targets, moe, has_latent_attention(model.config));
+  if (moe) {  // only kinds the model has: all-linear on latent attention names no k_proj / v_proj
+    std::vector<std::string>& targets = a.info.lora.targets;
+    std::set<std::string> present;
+    model.visit_linears([&](const LinearSite& site, Linear&) {
+      for (const std::string& t : targets)
+        if (lora_target_matches(t, site.path)) present.insert(t);
+    });
+    std::erase_if(targets, [&](const std::string& t) { return !present.count(t); });
+  }
   a.info.base_model_name_or_path = base_model;
   a.info.scale = lora.scale();
   a.total_layers = int64_t(model.layers.size());
