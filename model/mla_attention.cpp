@@ -1,6 +1,7 @@
 // Latent attention for glm4_moe_lite: the training form expands per-head keys and values from
 // the latents; a cached forward stores only latents and rotated shared keys and attends in the
-// latent space (expanding only through an unmerged kv_b_proj adapter).
+// latent space (expanding only through an unmerged kv_b_proj adapter, live or a row's resident
+// one).
 #include "model/mla_attention.h"
 
 #include <cmath>
@@ -98,12 +99,21 @@ Tensor MlaAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
                         ctx.compute);
 }
 
+namespace {
+// The resident adapter slot of token `index` of a cached forward, -1 when it has none.
+int32_t resident_slot_at(const ForwardContext& ctx, int64_t index) {
+  if (!ctx.adapter_rows) return -1;
+  const AdapterRows& a = *ctx.adapter_rows;
+  for (size_t r = 0; r + 1 < a.offsets.size(); ++r)
+    if (index >= a.offsets[r] && index < a.offsets[r + 1]) return a.slots[r];
+  return -1;
+}
+}  // namespace
+
 Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const Tensor& k_rot,
                                    const ForwardContext& ctx, CachedRows& rows) const {
   GLM4_CHECK(!GradMode::enabled() || !q.requires_grad(),
              "[mla] KV caches are for inference; run it under NoGradGuard");
-  GLM4_CHECK(kv_b_proj.resident.empty(),
-             "[mla] per-request adapters on kv_b_proj are not supported with the latent cache");
   const size_t R = rows.caches.size();
   const int64_t N = q.dim(1), W = cache_width();
   GLM4_CHECK(q.dim(0) == 1 && rows.offsets.size() == R + 1 && rows.offsets.front() == 0 &&
@@ -122,15 +132,22 @@ Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const 
     const Tensor seen =
         rows.caches[r]->append_keys(ctx.layer_index, ops::slice(packed, 0, begin, end));
     const int64_t S = seen.dim(1);  // [1, S, 1, W]
-    if (!kv_b_proj.lora) {          // decode in the latent space: nothing expanded
+    const int32_t slot = resident_slot_at(ctx, begin);
+    const bool resident =
+        slot >= 0 && size_t(slot) < kv_b_proj.resident.size() && kv_b_proj.resident[size_t(slot)];
+    if (!kv_b_proj.lora && !resident) {  // decode in the latent space: nothing expanded
       outs.push_back(latent_attention(
           ops::slice(q, 1, begin, end), seen, kv_b_proj.weight,
           {heads, kv_lora_rank, nope_dim, rope_dim, v_dim, score_mscale}, ctx.compute));
       continue;
     }
-    // an unmerged adapter on kv_b_proj: expand the cached latents through it
+    // an unmerged adapter on kv_b_proj (live, or this row's resident one): expand the cached
+    // latents through it
+    AdapterRows row_adapter{{0, S}, {slot}};
+    expand_ctx.adapter_rows = resident ? &row_adapter : nullptr;
     auto [k, v] = expand(ops::reshape(ops::slice(seen, 3, 0, kv_lora_rank), {1, S, kv_lora_rank}),
                          ops::slice(seen, 3, kv_lora_rank, W), expand_ctx);
+    expand_ctx.adapter_rows = nullptr;
     AttentionMask mask;
     mask.q_offset = S - (end - begin);  // the row's new tokens follow what it cached
     outs.push_back(attend(ops::slice(q, 1, begin, end), k, v, ctx, mask));
