@@ -280,7 +280,7 @@ void read_glm_rope(const Fields& f, double default_factor, double* theta, double
     }
     if (type != "default" && type != "yarn")
       fail(f.source(), ": field \"", key, "\" asks for RoPE type \"", type,
-           "\"; only the default RoPE is supported");
+           "\"; supported: \"default\" and \"yarn\"");
     if (type == "yarn") {
       RopeScaling y = read_yarn(pf, key);
       if (*yarn && !(**yarn == y))

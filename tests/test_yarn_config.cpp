@@ -115,7 +115,7 @@ TEST(YarnConfig, OtherScalingTypesStayRefused) {
     json j = small_glm4();
     j["rope_scaling"] = {{"rope_type", type}, {"factor", 4}};
     EXPECT_NE(parse_error(j).find(str_cat("field \"rope_scaling\" asks for RoPE type \"", type,
-                                          "\"; only the default RoPE is supported")),
+                                          "\"; supported: \"default\" and \"yarn\"")),
               std::string::npos)
         << type;
   }
