@@ -2,11 +2,13 @@
 // glm4_moe_lite) that every
 // C++ module uses, read from and written back to a Hugging Face config.json.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/rope_style.h"
@@ -26,6 +28,15 @@ struct RopeScaling {
   std::optional<double> mscale, mscale_all_dim, attention_factor;
   std::optional<bool> truncate;  // unset: true (the correction range is floored / ceiled)
   bool operator==(const RopeScaling&) const = default;
+
+  // The optional numbers by their config.json names, for checking and writing them back.
+  std::array<std::pair<const char*, std::optional<double>>, 5> optional_numbers() const {
+    return {{{"beta_fast", beta_fast},
+             {"beta_slow", beta_slow},
+             {"mscale", mscale},
+             {"mscale_all_dim", mscale_all_dim},
+             {"attention_factor", attention_factor}}};
+  }
 };
 
 struct ModelConfig {

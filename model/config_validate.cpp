@@ -127,13 +127,7 @@ void validate_rope_scaling(const ModelConfig& c, const std::string& src) {
   if (y.original_max_position_embeddings && *y.original_max_position_embeddings <= 0)
     fail(src, ": field \"rope_scaling.original_max_position_embeddings\" (",
          *y.original_max_position_embeddings, ") must be positive");
-  const std::pair<const char*, std::optional<double>> numbers[] = {
-      {"beta_fast", y.beta_fast},
-      {"beta_slow", y.beta_slow},
-      {"mscale", y.mscale},
-      {"mscale_all_dim", y.mscale_all_dim},
-      {"attention_factor", y.attention_factor}};
-  for (const auto& [name, v] : numbers)
+  for (const auto& [name, v] : y.optional_numbers())
     if (v && !std::isfinite(*v))
       fail(src, ": field \"rope_scaling.", name, "\" (", *v, ") must be finite");
   if (y.attention_factor && !(*y.attention_factor > 0.0))

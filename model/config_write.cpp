@@ -72,13 +72,7 @@ json rope_scaling_json(const RopeScaling& y) {
   json j = {{"rope_type", "yarn"}, {"factor", y.factor}};
   if (y.original_max_position_embeddings)
     j["original_max_position_embeddings"] = *y.original_max_position_embeddings;
-  const std::pair<const char*, std::optional<double>> numbers[] = {
-      {"beta_fast", y.beta_fast},
-      {"beta_slow", y.beta_slow},
-      {"mscale", y.mscale},
-      {"mscale_all_dim", y.mscale_all_dim},
-      {"attention_factor", y.attention_factor}};
-  for (const auto& [name, v] : numbers)
+  for (const auto& [name, v] : y.optional_numbers())
     if (v) j[name] = *v;
   if (y.truncate) j["truncate"] = *y.truncate;
   return j;

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/key_layout.h"
+#include "tests/support/edited_model_copy.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/lite_mlx_convert.h"
 #include "tests/support/temp_dir.h"
@@ -48,26 +49,10 @@ const Param& kv_b_of(Glm4Model& m, int layer) {
   return *found;
 }
 
-// A copy of model directory `from` whose tensors went through `edit` (return false to drop one).
-struct Edited {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> bytes;
-};
+using Edited = testing::EditedTensor;
 void copy_model(const fs::path& from, const fs::path& out, const std::function<bool(Edited&)>& edit,
                 std::vector<Edited> extra = {}) {
-  fs::create_directories(out);
-  fs::copy_file(from / "config.json", out / "config.json");
-  auto file = SafetensorsFile::open(from / "model.safetensors");
-  std::vector<Edited> kept = std::move(extra);
-  for (const TensorInfo& t : file->tensors()) {
-    Edited e{t.name, t.dtype, t.shape, std::vector<std::byte>(t.data, t.data + t.nbytes)};
-    if (edit(e)) kept.push_back(std::move(e));
-  }
-  std::vector<TensorToWrite> w;
-  for (const Edited& e : kept)
-    w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
-  write_safetensors(out / "model.safetensors", w);
+  testing::copy_model_edited(from, out, edit, std::move(extra));
 }
 
 // tiny_lite in fp32 and a wider random model in bf16 (f16 too): mlx-lm's dense layout has no

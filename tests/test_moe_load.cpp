@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
+#include "tests/support/edited_model_copy.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 
@@ -29,26 +30,10 @@ std::string moe_dir(const std::string& name) {
 
 // A copy of fixture `name` whose tensors went through `edit` (return false to drop one; it may
 // change the name, shape and bytes).
-struct Edited {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> bytes;
-};
+using Edited = testing::EditedTensor;
 void copy_model(const std::string& name, const fs::path& out,
                 const std::function<bool(Edited&)>& edit) {
-  fs::create_directories(out);
-  fs::copy_file(moe_dir(name) + "/config.json", out / "config.json");
-  std::vector<std::string> files{"model.safetensors"};
-  auto file = SafetensorsFile::open(moe_dir(name) + "/model.safetensors");
-  std::vector<Edited> kept;
-  for (const TensorInfo& t : file->tensors()) {
-    Edited e{t.name, t.dtype, t.shape, std::vector<std::byte>(t.data, t.data + t.nbytes)};
-    if (edit(e)) kept.push_back(std::move(e));
-  }
-  std::vector<TensorToWrite> w;
-  for (const Edited& e : kept)
-    w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
-  write_safetensors(out / "model.safetensors", w);
+  testing::copy_model_edited(moe_dir(name), out, edit);
 }
 
 std::vector<float> logits_of(const Glm4Model& m) {
