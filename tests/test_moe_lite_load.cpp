@@ -15,6 +15,7 @@
 #include "model/moe_router.h"
 #include "model/save.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/fixture_logits.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
@@ -25,14 +26,7 @@ std::string lite_dir(const std::string& name) {
   return std::string(GLM4_TEST_DATA) + "/moe_lite/" + name;
 }
 
-std::vector<float> logits_of(const Glm4Model& m) {
-  NoGradGuard no_grad;
-  const std::vector<int32_t> ids{5, 17, 200, 3, 9, 41};
-  ForwardContext ctx;
-  ctx.seq = int64_t(ids.size());
-  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
-  return m.logits(m.forward_hidden(ids, ctx), ctx).to_vector();
-}
+std::vector<float> logits_of(const Glm4Model& m) { return testing::short_prompt_logits(m); }
 
 std::map<std::string, Shape> param_shapes(Glm4Model& m) {
   std::map<std::string, Shape> out;

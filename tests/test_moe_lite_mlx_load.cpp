@@ -15,6 +15,7 @@
 #include "model/key_layout.h"
 #include "tests/support/edited_model_copy.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/fixture_logits.h"
 #include "tests/support/lite_mlx_convert.h"
 #include "tests/support/temp_dir.h"
 
@@ -25,14 +26,7 @@ namespace fs = std::filesystem;
 const fs::path kLite = fs::path(GLM4_TEST_DATA) / "moe_lite" / "tiny_lite";
 const std::string kAttn1 = "model.layers.1.self_attn";
 
-std::vector<float> logits_of(const Glm4Model& m) {
-  NoGradGuard no_grad;
-  const std::vector<int32_t> ids{5, 17, 200, 3, 9, 41};
-  ForwardContext ctx;
-  ctx.seq = int64_t(ids.size());
-  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
-  return m.logits(m.forward_hidden(ids, ctx), ctx).to_vector();
-}
+std::vector<float> logits_of(const Glm4Model& m) { return testing::short_prompt_logits(m); }
 
 // Fails unless f throws glm4::Error whose message holds every one of `parts`.
 void expect_message(const std::function<void()>& f, const std::vector<std::string>& parts) {

@@ -18,6 +18,7 @@
 #include "model/save.h"
 #include "tests/support/edited_model_copy.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/fixture_logits.h"
 #include "tests/support/temp_dir.h"
 
 namespace glm4 {
@@ -36,14 +37,7 @@ void copy_model(const std::string& name, const fs::path& out,
   testing::copy_model_edited(moe_dir(name), out, edit);
 }
 
-std::vector<float> logits_of(const Glm4Model& m) {
-  NoGradGuard no_grad;
-  const std::vector<int32_t> ids{5, 17, 200, 3, 9, 41};
-  ForwardContext ctx;
-  ctx.seq = int64_t(ids.size());
-  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
-  return m.logits(m.forward_hidden(ids, ctx), ctx).to_vector();
-}
+std::vector<float> logits_of(const Glm4Model& m) { return testing::short_prompt_logits(m); }
 
 // The MTP layer (model.layers.3.*: a whole decoder layer, enorm, hnorm, eh_proj, shared_head)
 // is in the files and skipped: NaN in all of it leaves the logits bit for bit.

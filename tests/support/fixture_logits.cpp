@@ -36,4 +36,13 @@ double max_relative_error(const std::vector<float>& a, const std::vector<float>&
   return worst / scale;
 }
 
+std::vector<float> short_prompt_logits(const Glm4Model& model) {
+  NoGradGuard no_grad;
+  const std::vector<int32_t> ids{5, 17, 200, 3, 9, 41};
+  ForwardContext ctx;
+  ctx.seq = int64_t(ids.size());
+  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
+  return model.logits(model.forward_hidden(ids, ctx), ctx).to_vector();
+}
+
 }  // namespace glm4::testing
