@@ -14,6 +14,7 @@
 #include "io/quantized_tensors.h"
 #include "model/glm4_model.h"
 #include "model/key_layout.h"
+#include "model/load_file_tensors.h"
 #include "model/load_kv_b_split.h"
 
 namespace glm4 {
@@ -29,15 +30,10 @@ std::string join_sorted(std::vector<std::string> keys, size_t limit = 50) {
 
 void load_param(const std::string& name, Param& p, const FileSlice& src, const TensorInfo& t,
                 std::shared_ptr<const void> owner, const std::string& dir) {
-  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name,
-             " holds U32 (quantized) codes, but config.json's "
-             "\"quantization\" does not quantize this module");
-  DType dtype = t.float_dtype();
   Shape expected = p.shape;
   if (src.total_rows >= 0) expected[0] = src.total_rows;
   if (!src.file_shape.empty()) expected = src.file_shape;
-  GLM4_CHECK(t.shape == expected, dir, ": tensor ", t.name, " has shape ", shape_str(t.shape),
-             ", expected ", shape_str(expected), " from config.json");
+  const DType dtype = dense_tensor_dtype(t, expected, dir);
   int64_t rows = p.shape[0], cols = p.shape.size() == 2 ? p.shape[1] : 1;
   const std::byte* data = t.data + size_t(src.row_begin * cols) * dtype_size(dtype);
   bool aligned = reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0;
@@ -101,29 +97,11 @@ void load_quantized_expert(const FileSlice& src, Param& p, QuantFormat format,
                            std::set<std::string>& used, std::vector<std::string>& missing) {
   const std::string module = src.key.substr(0, src.key.size() - 7);
   const int64_t experts = src.file_shape[0], out = src.file_shape[1];
-  TensorInfo flat[3];
   auto owners = std::make_shared<Owners>();
-  const char* suffixes[3] = {".weight", ".scales", ".biases"};
-  bool complete = true;
-  for (int i = 0; i < 3; ++i) {
-    const std::string key = module + suffixes[i];
-    const TensorInfo* t = files.find(key);
-    const bool first = used.insert(key).second;
-    if (t == nullptr) {
-      if (first) missing.push_back(key);
-      complete = false;
-      continue;
-    }
-    GLM4_CHECK(t->shape.size() == 3 && t->shape[0] == experts && t->shape[1] == out, dir,
-               ": tensor ", key, " has shape ", shape_str(t->shape), ", expected (", experts, ",",
-               out, ",...) from config.json");
-    owners->files.push_back(files.owner(key));
-    flat[i] = *t;
-    flat[i].shape = {experts * out, t->shape[2]};
-  }
-  if (!complete) return;
-  QuantizedMatrix q =
-      quantized_module_view(&flat[0], &flat[1], &flat[2], dir + ": " + module, format);
+  std::optional<QuantizedMatrix> stacked = stacked_quantized_view(
+      files, module, experts, out, format, dir, used, missing, &owners->files);
+  if (!stacked) return;
+  QuantizedMatrix q = *stacked;
   GLM4_CHECK(q.cols == p.shape[1], dir, ": ", module, " holds experts of ", q.cols, " inputs at ",
              format.bits, " bits, expected ", p.shape[1], " from config.json");
   const size_t param_bytes = size_t(src.row_begin * q.groups()) * dtype_size(q.scale_dtype);

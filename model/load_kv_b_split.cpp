@@ -8,6 +8,7 @@
 #include "autograd/tensor.h"
 #include "base/check.h"
 #include "io/quantized_tensors.h"
+#include "model/load_file_tensors.h"
 
 namespace glm4 {
 
@@ -21,47 +22,20 @@ struct Half {
   std::vector<std::byte> owned;
 };
 
-Half dense_half(const TensorInfo& t, const Shape& expected, const std::string& dir) {
-  GLM4_CHECK(t.dtype != "U32", dir, ": ", t.name,
-             " holds U32 (quantized) codes, but config.json's \"quantization\" does not quantize "
-             "this module");
-  GLM4_CHECK(t.shape == expected, dir, ": tensor ", t.name, " has shape ", shape_str(t.shape),
-             ", expected ", shape_str(expected), " from config.json");
-  return {t.data, t.float_dtype(), {}};
-}
-
-// MODULE.{weight,scales,biases} [heads, rows, *] read as one [heads * rows, cols] affine matrix
-// and dequantized bit for bit as mlx's dequantize does (scale * code + bias in the scales'
-// dtype). False when a part is missing (recorded in `missing`).
+// MODULE [heads, rows, cols] affine-quantized, dequantized bit for bit as mlx's dequantize does
+// (scale * code + bias in the scales' dtype). False when a part is missing (recorded in
+// `missing`).
 bool quantized_half(const ModelFiles& files, const std::string& module, const Shape& expected,
                     QuantFormat format, const std::string& dir, std::set<std::string>& used,
                     std::vector<std::string>& missing, Half& half) {
-  TensorInfo flat[3];
-  const char* suffixes[3] = {".weight", ".scales", ".biases"};
-  bool complete = true;
-  for (int i = 0; i < 3; ++i) {
-    const std::string key = module + suffixes[i];
-    const TensorInfo* t = files.find(key);
-    used.insert(key);
-    if (t == nullptr) {
-      missing.push_back(key);
-      complete = false;
-      continue;
-    }
-    GLM4_CHECK(t->shape.size() == 3 && t->shape[0] == expected[0] && t->shape[1] == expected[1],
-               dir, ": tensor ", key, " has shape ", shape_str(t->shape), ", expected (",
-               expected[0], ",", expected[1], ",...) from config.json");
-    flat[i] = *t;
-    flat[i].shape = {expected[0] * expected[1], t->shape[2]};
-  }
-  if (!complete) return false;
-  const QuantizedMatrix q =
-      quantized_module_view(&flat[0], &flat[1], &flat[2], dir + ": " + module, format);
-  GLM4_CHECK(q.cols == expected[2], dir, ": ", module, " holds rows of ", q.cols, " values at ",
+  const std::optional<QuantizedMatrix> q =
+      stacked_quantized_view(files, module, expected[0], expected[1], format, dir, used, missing);
+  if (!q) return false;
+  GLM4_CHECK(q->cols == expected[2], dir, ": ", module, " holds rows of ", q->cols, " values at ",
              format.bits, " bits, expected ", shape_str(expected), " from config.json");
-  half.dtype = q.scale_dtype;
-  half.owned.resize(size_t(q.rows * q.cols) * dtype_size(q.scale_dtype));
-  dequantize_affine(q, half.owned.data());
+  half.dtype = q->scale_dtype;
+  half.owned.resize(size_t(q->rows * q->cols) * dtype_size(q->scale_dtype));
+  dequantize_affine(*q, half.owned.data());
   half.data = half.owned.data();
   return true;
 }
@@ -73,7 +47,8 @@ bool read_half(const ModelFiles& files, const std::string& module, const Shape& 
   if (format) return quantized_half(files, module, expected, *format, dir, used, missing, half);
   const std::string key = module + ".weight";
   used.insert(key);
-  half = dense_half(files.at(key), expected, dir);
+  const TensorInfo& t = files.at(key);
+  half = {t.data, dense_tensor_dtype(t, expected, dir), {}};
   return true;
 }
 
