@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "model/config.h"
+#include "tests/support/small_config.h"
 
 namespace glm4 {
 namespace {
@@ -43,13 +44,7 @@ struct TempDir {
 };
 
 // A small glm4 config.json to vary in tests.
-json small_glm4() {
-  return json::parse(R"({
-    "architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "vocab_size": 1000,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "eos_token_id": 3,
-    "pad_token_id": 0})");
-}
+json small_glm4() { return testing::small_glm4_config(); }
 
 TEST(ConfigReal, Glm4_9B_0414) {
   ModelConfig c = load_model_config(hf_config("glm-4-9b-0414.json"));

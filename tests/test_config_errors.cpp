@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "model/config.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/small_config.h"
 
 namespace glm4 {
 namespace {
@@ -17,13 +18,7 @@ using json = nlohmann::json;
 
 using glm4::testing::error_of;
 
-json small_glm4() {
-  return json::parse(R"({
-    "architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "vocab_size": 1000,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "eos_token_id": 3,
-    "pad_token_id": 0})");
-}
+json small_glm4() { return testing::small_glm4_config(); }
 
 json chatglm3() {
   std::ifstream in(fs::path(GLM4_TEST_DATA) / "hf_configs" / "chatglm3-6b.json");

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "model/config.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/small_config.h"
 
 namespace glm4 {
 namespace {
@@ -13,12 +14,11 @@ namespace {
 using json = nlohmann::json;
 using glm4::testing::error_of;
 
+// A context of 8192, so that a factor can come from max_position_embeddings.
 json small_glm4() {
-  return json::parse(R"({
-    "architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "vocab_size": 1000,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "eos_token_id": 3,
-    "pad_token_id": 0, "max_position_embeddings": 8192})");
+  json j = testing::small_glm4_config();
+  j["max_position_embeddings"] = 8192;
+  return j;
 }
 
 std::string parse_error(const json& j) {
