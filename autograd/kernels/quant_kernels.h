@@ -22,6 +22,11 @@ struct QuantKernels {
   // out[j] = fma(scale, code, bias) for columns [c0, c0 + count) of row r; c0 and count are
   // multiples of the group size.
   void (*dequant_row)(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count, float* out);
+  // dX[m * W.cols + c] (+)= sum_n dY[m * W.rows + n] deq(W)[n, c] for c in [c0, c1) (multiples of
+  // the group size), m < M <= kDecodeMaxM, each sum over n in order. False (or null) where this
+  // set has no such kernel for W's width: quant_linear.cpp then widens W row by row.
+  bool (*input_grad_stripe)(const float* dY, int64_t M, const QuantizedMatrix& W, int64_t c0,
+                            int64_t c1, float* dX, bool accumulate) = nullptr;
 };
 
 const QuantKernels& scalar_kernels();

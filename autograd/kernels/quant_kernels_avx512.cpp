@@ -216,10 +216,97 @@ void dequant_row(const QuantizedMatrix& W, int64_t r, int64_t c0, int64_t count,
   }
 }
 
+// One scale or bias of W, widened to fp32.
+inline float param_at(const QuantizedMatrix& W, const void* params, int64_t i) {
+  if (W.scale_dtype == DType::F32) return static_cast<const float*>(params)[i];
+  const uint16_t h = static_cast<const uint16_t*>(params)[i];
+  if (W.scale_dtype == DType::F16) return _cvtsh_ss(h);
+  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(int(uint32_t(h) << 16))));
+}
+
+// dX[m, cs : cs + 32 C] (+)= sum_n dY[m, n] deq(W)[n, cs : cs + 32 C] for a 4-bit W: the
+// accumulators stay in registers as the code tables give them (each 32 columns' even ones, then
+// their odd ones) and are put back in column order once, after the last row.
+template <int M, int C>
+void input_grad_4bit(const float* dY, const QuantizedMatrix& W, int64_t cs, float* dX,
+                     bool accumulate) {
+  const int64_t N = W.rows, K = W.cols, group = W.group_size, groups = W.groups();
+  __m512 even[M][C], odd[M][C];
+  for (int m = 0; m < M; ++m)
+    for (int c = 0; c < C; ++c) even[m][c] = odd[m][c] = _mm512_setzero_ps();
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* row = W.row(n);
+    prefetch(W.row(n + 8) + cs / 2);
+    __m512 d[M];
+    for (int m = 0; m < M; ++m) d[m] = _mm512_set1_ps(dY[m * N + n]);
+    __m512 table = _mm512_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      const int64_t col = cs + 32 * c;
+      if (c == 0 || col % group == 0) {
+        const int64_t i = n * groups + col / group;
+        table = _mm512_fmadd_ps(iota, _mm512_set1_ps(param_at(W, W.scales, i)),
+                                _mm512_set1_ps(param_at(W, W.biases, i)));
+      }
+      const __m512i v = widen_bytes(row + col / 2);
+      const __m512 lo = _mm512_permutexvar_ps(v, table);
+      const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+      for (int m = 0; m < M; ++m) {
+        even[m][c] = _mm512_fmadd_ps(d[m], lo, even[m][c]);
+        odd[m][c] = _mm512_fmadd_ps(d[m], hi, odd[m][c]);
+      }
+    }
+  }
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int m = 0; m < M; ++m)
+    for (int c = 0; c < C; ++c) {
+      float* dx = dX + m * K + cs + 32 * c;
+      __m512 a = _mm512_permutex2var_ps(even[m][c], first, odd[m][c]);
+      __m512 b = _mm512_permutex2var_ps(even[m][c], second, odd[m][c]);
+      if (accumulate) {
+        a = _mm512_add_ps(_mm512_loadu_ps(dx), a);
+        b = _mm512_add_ps(_mm512_loadu_ps(dx + 16), b);
+      }
+      _mm512_storeu_ps(dx, a);
+      _mm512_storeu_ps(dx + 16, b);
+    }
+}
+
+// Columns [c0, c1) in blocks of 32 C (16 accumulators for M rows), then 32 at a time.
+template <int M, int C>
+void input_grad_4bit_m(const float* dY, const QuantizedMatrix& W, int64_t c0, int64_t c1, float* dX,
+                       bool accumulate) {
+  int64_t c = c0;
+  for (; c + 32 * C <= c1; c += 32 * C) input_grad_4bit<M, C>(dY, W, c, dX, accumulate);
+  for (; c < c1; c += 32) input_grad_4bit<M, 1>(dY, W, c, dX, accumulate);
+}
+
+bool input_grad_stripe(const float* dY, int64_t M, const QuantizedMatrix& W, int64_t c0, int64_t c1,
+                       float* dX, bool accumulate) {
+  if (W.bits != 4) return false;
+  switch (M) {
+    case 1:
+      input_grad_4bit_m<1, 8>(dY, W, c0, c1, dX, accumulate);
+      return true;
+    case 2:
+      input_grad_4bit_m<2, 4>(dY, W, c0, c1, dX, accumulate);
+      return true;
+    case 3:
+      input_grad_4bit_m<3, 2>(dY, W, c0, c1, dX, accumulate);
+      return true;
+    case 4:
+      input_grad_4bit_m<4, 2>(dY, W, c0, c1, dX, accumulate);
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const QuantKernels& avx512_kernels() {
-  static const QuantKernels k{"avx512", prepare_x, forward_rows, dequant_row};
+  static const QuantKernels k{"avx512", prepare_x, forward_rows, dequant_row, input_grad_stripe};
   return k;
 }
 

@@ -115,6 +115,7 @@ void decode_forward(const float* X, int64_t M, const QuantizedMatrix& W, float* 
 void decode_input_grad_stripe(const float* dY, int64_t M, const QuantizedMatrix& W, int64_t c0,
                               int64_t c1, float* dX, bool accumulate) {
   const quant_detail::QuantKernels& k = quant_detail::active();
+  if (k.input_grad_stripe && k.input_grad_stripe(dY, M, W, c0, c1, dX, accumulate)) return;
   const int64_t width = c1 - c0, N = W.rows, K = W.cols;
   alignas(64) float acc[kDecodeMaxM][kPanel];
   alignas(64) float w[kPanel];
