@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -103,6 +104,19 @@ FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
 }
 
 FileBytes::~FileBytes() { release(); }
+
+size_t FileBytes::discard(const void* p, size_t n) {
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  const auto base = reinterpret_cast<uintptr_t>(base_);
+  GLM4_CHECK(n == 0 || (begin >= base && end <= base + size_), "[file bytes] discard of ", n,
+             " bytes outside the file's ", size_, " bytes");
+  const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
+  if (last <= first) return 0;
+  GLM4_CHECK(::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0,
+             "[file bytes] madvise(MADV_DONTNEED) failed: ", std::strerror(errno));
+  return last - first;
+}
 
 void FileBytes::release() {
   if (base_ == nullptr) return;

@@ -33,6 +33,10 @@ class FileBytes {
   const unsigned char* data() const { return static_cast<const unsigned char*>(base_); }
   size_t size() const { return size_; }
   FileResidency residency() const { return residency_; }  // what was used
+  // Gives the whole 4 KB pages inside [p, p + n) back to the system (a huge page they share is
+  // split) and returns their bytes. For bytes that were read once and are never read again: a
+  // later read gives zeros (huge pages) or the file's bytes again (mapped).
+  size_t discard(const void* p, size_t n);
 
  private:
   void release();

@@ -116,6 +116,12 @@ std::shared_ptr<const void> ModelFiles::owner(const std::string& key) const {
   return it->second.file;
 }
 
+size_t ModelFiles::discard(const std::string& key) {
+  auto it = entries_.find(key);
+  GLM4_CHECK(it != entries_.end(), "model directory ", dir_, ": no tensor '", key, "'");
+  return it->second.file->discard(*it->second.info);
+}
+
 namespace {
 
 // Greedy in order, as transformers' shard_checkpoint: close a shard when the next tensor would

@@ -25,6 +25,9 @@ class ModelFiles {
   std::vector<std::string> keys() const;                 // sorted
   // The mapping that holds `key`'s bytes (its SafetensorsFile); keep it to keep `data` valid.
   std::shared_ptr<const void> owner(const std::string& key) const;
+  // Frees the memory of `key`'s bytes, which must never be read again (SafetensorsFile::discard):
+  // for tensors whose values were copied into another form at load. Returns the bytes freed.
+  size_t discard(const std::string& key);
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
   const std::filesystem::path& dir() const { return dir_; }
   FileResidency residency() const { return residency_; }  // as resolved

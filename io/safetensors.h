@@ -57,6 +57,8 @@ class SafetensorsFile {
   const std::filesystem::path& path() const { return path_; }
   FileResidency residency() const { return bytes_.residency(); }
   size_t file_bytes() const { return bytes_.size(); }
+  // FileBytes::discard of `t`'s bytes (a tensor of this file), never to be read again.
+  size_t discard(const TensorInfo& t) { return bytes_.discard(t.data, t.nbytes); }
 
  private:
   SafetensorsFile() = default;

@@ -2,7 +2,8 @@
 // their stored form as zero-copy views of the files' bytes in memory (dense dtypes, or mlx's affine
 // groups when config.json's quantization and the files say so; mlx-lm's stacked glm4_moe experts
 // as row ranges of their switch_mlp tensors); vectors are widened to fp32. mlx-lm's glm4_moe_lite
-// split of kv_b_proj (embed_q / unembed_out) is the one matrix rebuilt into an owned copy.
+// split of kv_b_proj (embed_q / unembed_out) is the one matrix rebuilt into an owned copy, and
+// the halves' memory is given back.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -151,7 +152,9 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
         matrices.insert({attn + ".embed_q", attn + ".unembed_out"});
         Weight w =
             load_kv_b_split(config, files, attn, f, dir.string(), used, missing, rebuilt_bytes);
-        if (!w.empty()) p.assign(std::move(w));
+        if (w.empty()) return;
+        p.assign(std::move(w));
+        discard_kv_b_split(files, attn);
         return;
       }
       matrices.insert(stored);

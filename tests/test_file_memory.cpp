@@ -67,6 +67,47 @@ TEST(FileMemory, HugePagesHoldTheFileBytesIn2MbAlignedAdvisedMemory) {
   EXPECT_EQ(thp_eligible(f.data()), mode == "never" ? 0 : 1) << "THP mode " << mode;
 }
 
+// The "Rss:" of the /proc/self/smaps mapping that holds `p`, in bytes; -1 if not found.
+int64_t mapping_rss(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo, hi;
+    char dash;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= addr && addr < hi;
+      continue;
+    }
+    if (inside && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4)) * 1024;
+  }
+  return -1;
+}
+
+TEST(FileMemory, DiscardGivesBackTheWholePagesInsideARange) {
+  TempDir dir;
+  const size_t n = 3 * kHugePageBytes;
+  const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
+  FileBytes f = FileBytes::open(dir / "w.bin", FileResidency::kHugePages, "test");
+  const size_t begin = 1000, end = begin + kHugePageBytes + 5000;  // pages 1 .. 512 inside
+  const int64_t rss_before = mapping_rss(f.data());
+  ASSERT_GE(rss_before, int64_t(n));
+  EXPECT_EQ(f.discard(f.data() + begin, end - begin), size_t(512 * 4096));
+  EXPECT_LE(mapping_rss(f.data()), rss_before - 512 * 4096);
+  EXPECT_EQ(std::memcmp(f.data(), want.data(), 4096), 0);  // the partial pages keep their bytes
+  EXPECT_EQ(std::memcmp(f.data() + 513 * 4096, want.data() + 513 * 4096, n - 513 * 4096), 0);
+  EXPECT_EQ(f.data()[4096], 0);  // the discarded pages read as zeros
+  EXPECT_EQ(f.data()[513 * 4096 - 1], 0);
+  EXPECT_EQ(f.discard(f.data() + 10, 4000), 0u);  // no whole page inside
+  testing::expect_error([&] { f.discard(f.data() + n - 10, 20); }, "outside the file");
+
+  FileBytes mapped = FileBytes::open(dir / "w.bin", FileResidency::kMapped, "test");
+  EXPECT_EQ(mapped.discard(mapped.data() + begin, end - begin), size_t(512 * 4096));
+  EXPECT_EQ(std::memcmp(mapped.data(), want.data(), n), 0);  // read again from the file
+}
+
 TEST(FileMemory, MappedAndSmallFilesAreMapsOfTheFile) {
   TempDir dir;
   const std::vector<unsigned char> big = write_random_file(dir / "big.bin", 3 * kHugePageBytes);
