@@ -1,4 +1,4 @@
-// GGUF export of YaRN models: llama.cpp's rope.scaling keys (glm4, deepseek2 with its
+// GGUF export of YaRN models: llama.cpp's rope.scaling keys (glm4, glm4moe, deepseek2 with its
 // yarn_log_multiplier), or a refusal naming rope_scaling where llama.cpp would compute otherwise.
 #include <gtest/gtest.h>
 
@@ -46,6 +46,28 @@ TEST(YarnGguf, Glm4KeysOrRefusal) {
   EXPECT_NE(error_of([&] {
               export_gguf_model(*model, yarn_dir("tiny_glm4_yarn"), dir / "x.gguf", GgmlType::F32);
             }).find("scales cos/sin by 1.5"),
+            std::string::npos);
+}
+
+// tiny_moe_yarn has llama.cpp's betas, a truncated range and cos/sin times mscale(4): the keys
+// under glm4moe, whose YaRN llama.cpp runs over the rope.dimension_count rotated dims, and no
+// yarn_log_multiplier (deepseek2 only). An attention factor of its own is refused.
+TEST(YarnGguf, Glm4MoeKeysOrRefusal) {
+  auto model = load_model(yarn_dir("tiny_moe_yarn"));
+  TempDir dir;
+  export_gguf_model(*model, yarn_dir("tiny_moe_yarn"), dir / "m.gguf", GgmlType::F32);
+  auto f = GgufFile::open(dir / "m.gguf");
+  EXPECT_EQ(f->get_string("general.architecture"), "glm4moe");
+  EXPECT_EQ(f->get_string("glm4moe.rope.scaling.type"), "yarn");
+  EXPECT_EQ(f->get_f32("glm4moe.rope.scaling.factor"), 4.0f);
+  EXPECT_EQ(f->get_u32("glm4moe.rope.scaling.original_context_length"), 64u);
+  EXPECT_EQ(f->get_u32("glm4moe.rope.dimension_count"), 8u);
+  EXPECT_EQ(f->find("glm4moe.rope.scaling.yarn_log_multiplier"), nullptr);
+  model->config.rope_scaling->mscale_all_dim = 1.0;  // cos/sin by mscale(4) / mscale(4, 1) = 1
+  model->config.rope_scaling->mscale = 1.0;
+  EXPECT_NE(error_of([&] {
+              export_gguf_model(*model, yarn_dir("tiny_moe_yarn"), dir / "x.gguf", GgmlType::F32);
+            }).find("scales cos/sin by 1 where llama.cpp takes 1.13"),
             std::string::npos);
 }
 

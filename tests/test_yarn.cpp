@@ -1,6 +1,6 @@
 // YaRN RoPE scaling: the frequencies and scales a config gives (against values worked out from
-// transformers' formulas), and the tiny glm4 and glm4_moe_lite models of tests/data/yarn against
-// the PyTorch oracle (tools/reference/yarn_reference.py): logits, hidden states, greedy ids
+// transformers' formulas), and the tiny glm4, glm4_moe_lite and glm4_moe models of tests/data/yarn
+// against the PyTorch oracle (tools/reference/yarn_reference.py): logits, hidden states, greedy ids
 // through the KV cache and the latent cache, cached decode equal to full recomputation, and a
 // LoRA step's loss and gradients through YaRN's scaled rotation and softmax against PEFT.
 #include <gtest/gtest.h>
@@ -110,7 +110,7 @@ TEST_P(YarnParity, LogitsAndHiddenStatesMatchTheReference) {
               GetParam().c_str(), logits_err, worst_hidden);
 }
 
-// Greedy ids through the KV cache (glm4) or the latent cache (glm4_moe_lite) equal the
+// Greedy ids through the KV cache (glm4, glm4_moe) or the latent cache (glm4_moe_lite) equal the
 // reference's, which it computed by full recomputation.
 TEST_P(YarnParity, GreedyIdsThroughTheCacheMatchTheReference) {
   auto model = load_model(yarn_dir(GetParam()));
@@ -155,7 +155,7 @@ TEST_P(YarnParity, CachedDecodeEqualsFullRecomputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, YarnParity,
-                         ::testing::Values("tiny_glm4_yarn", "tiny_lite_yarn"));
+                         ::testing::Values("tiny_glm4_yarn", "tiny_lite_yarn", "tiny_moe_yarn"));
 
 // PEFT LoRA on the attention projections of tiny_lite_yarn (and its shared expert's gate_proj,
 // see tools/reference/yarn_reference.py): the loss of one batch and every

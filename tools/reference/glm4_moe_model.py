@@ -44,16 +44,22 @@ class MoeSpec:
     scaling: float  # routed_scaling_factor
     tie: bool
     mtp_layers: int  # num_nextn_predict_layers (on disk, skipped)
+    yarn: dict = None  # rope_scaling / rope_parameters of type "yarn", else None
+    max_pos: int = 0  # max_position_embeddings, which YaRN reads
+
+    @property
+    def rope_scale(self):  # YaRN's cos/sin factor (no softmax mscale: that is latent attention's)
+        return 1.0 if self.yarn is None else yarn.attention_factor(self.yarn, self.max_pos)
 
 
 def _rope_fields(cfg):
     """(rope_theta, partial_rotary_factor): `rope_parameters` (transformers 5) wins over the
     top-level fields (transformers 4.x, the published checkpoints); Glm4MoeConfig's defaults are
-    10000 and 0.5."""
+    10000 and 0.5. The default RoPE or YaRN (yarn.params reads its fields)."""
     rp = cfg.get("rope_parameters") or {}
     rs = cfg.get("rope_scaling") or {}
     kind = rp.get("rope_type", rp.get("type", rs.get("rope_type", rs.get("type", "default"))))
-    if kind != "default":
+    if kind not in ("default", "yarn"):
         raise ValueError(f"config.json: rope type {kind!r} is not supported by this reference")
     theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
     factor = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.5))
@@ -93,6 +99,8 @@ def spec_from_config(cfg: dict) -> MoeSpec:
         scaling=float(cfg.get("routed_scaling_factor", 1.0)),
         tie=bool(cfg.get("tie_word_embeddings", False)),
         mtp_layers=int(cfg.get("num_nextn_predict_layers", 0)),
+        yarn=yarn.params(cfg),
+        max_pos=int(cfg.get("max_position_embeddings", 131072)),
     )
     if spec.n_experts % spec.n_group or spec.n_experts // spec.n_group < 2:
         raise ValueError("config.json: n_routed_experts must split into n_group groups of >= 2 "
@@ -122,10 +130,10 @@ def rms_norm(x, w, eps):
 
 def rope_angles(spec: MoeSpec, T: int, offset: int = 0):
     """[T, rotary_dim/2] fp32 angles p * inv_freq[i], inv_freq = 1 / base^(arange(0, rd, 2)/rd),
-    or YaRN's when the spec has a `yarn` (glm4_moe_lite's)."""
+    or YaRN's over the rotary dims when the spec has a `yarn`."""
     rd = spec.rotary_dim
     inv_freq = 1.0 / (spec.rope_base ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd))
-    if getattr(spec, "yarn", None) is not None:
+    if spec.yarn is not None:
         inv_freq = yarn.inv_freq(spec.yarn, rd, spec.rope_base, spec.max_pos)
     pos = torch.arange(offset, offset + T, dtype=torch.float32)
     return torch.outer(pos, inv_freq)
@@ -276,7 +284,7 @@ def attention(spec: MoeSpec, W, p, h, angles, allowed, lora=None):
         q = rms_norm(q, W[p + "self_attn.q_norm.weight"], spec.eps)
         k = rms_norm(k, W[p + "self_attn.k_norm.weight"], spec.eps)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-    q, k = rope_half(q, angles), rope_half(k, angles)
+    q, k = rope_half(q, angles, spec.rope_scale), rope_half(k, angles, spec.rope_scale)
     k = k.repeat_interleave(H // KV, dim=1)  # query head h reads kv head h // (H / KV)
     v = v.repeat_interleave(H // KV, dim=1)
     scores = (q @ k.transpose(-1, -2)) * (D ** -0.5)

@@ -53,10 +53,10 @@ def check_rope_scalar(spec):
     assert torch.allclose(mm.rope_half(x, angles), ref, rtol=0, atol=1e-14)
 
 
-def _rope_interleaved(x, angles):
+def _rope_interleaved(x, angles, scale=1.0):
     rd = angles.shape[-1] * 2
-    cos = angles.cos().repeat_interleave(2, dim=-1).to(x.dtype)
-    sin = angles.sin().repeat_interleave(2, dim=-1).to(x.dtype)
+    cos = (angles.cos() * scale).repeat_interleave(2, dim=-1).to(x.dtype)
+    sin = (angles.sin() * scale).repeat_interleave(2, dim=-1).to(x.dtype)
     xr, xp = x[..., :rd], x[..., rd:]
     rot = torch.stack((-xr[..., 1::2], xr[..., 0::2]), dim=-1).flatten(-2)
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
@@ -96,6 +96,11 @@ def mutations(spec, W):
             rep(spec, rotary_dim=spec.head_dim // 2), W, {})
     if spec.rope_base != 10000.0:
         out["rope_theta 10000 (the field ignored)"] = (rep(spec, rope_base=10000.0), W, {})
+    if spec.yarn is not None:
+        out["YaRN ignored (the default RoPE)"] = (rep(spec, yarn=None), W, {})
+        half = mm.rope_half
+        out["YaRN's cos/sin attention factor ignored"] = (
+            spec, W, {"rope_half": lambda x, angles, scale=1.0: half(x, angles)})
     return out
 
 

@@ -2,10 +2,12 @@
 """Writes the YaRN fixtures under tests/data/yarn/: a tiny glm4 (interleaved partial RoPE,
 transformers 4 "rope_scaling", truncate false, cos/sin scaled by mscale(4)) and a tiny
 glm4_moe_lite (rotate-half, transformers 5 "rope_parameters", mscale = mscale_all_dim = 1, so the
-softmax scale gains mscale(4, 1)^2), each with factor 4 over an original context of 64 at
-rope_theta 50 so that the ramp mixes several pairs; logits, hidden states and greedy ids from
-the fp64 oracles of reference.py and moe_lite_reference.py; and lora_lite_yarn/, a PEFT adapter
-on tiny_lite_yarn's attention projections with one batch's loss and every gradient.
+softmax scale gains mscale(4, 1)^2) and a tiny glm4_moe (rotate-half on half of each head,
+grouped routing, transformers 4 "rope_scaling", cos/sin scaled by mscale(4), no softmax mscale),
+each with factor 4 over an original context of 64 at rope_theta 50 so that the ramp mixes several
+pairs; logits, hidden states and greedy ids from the fp64 oracles of reference.py,
+moe_lite_reference.py and moe_reference.py; and lora_lite_yarn/, a PEFT adapter on
+tiny_lite_yarn's attention projections with one batch's loss and every gradient.
 Usage: /usr/bin/python3 tools/reference/yarn_reference.py [--out tests/data/yarn]"""
 
 import argparse
@@ -21,6 +23,7 @@ import glm4_moe_lite_model as lm
 import glm4_moe_model as mm
 import glm_model as gm
 import moe_lite_reference as lite_ref
+import moe_reference as moe_ref
 import reference as ref
 import st
 import yarn
@@ -34,6 +37,9 @@ LITE = dict(lite_ref.CONFIG_B, **{
     "rope_parameters": {"rope_theta": 50.0, "rope_type": "yarn", "factor": 4.0,
                         "original_max_position_embeddings": 64, "mscale": 1.0,
                         "mscale_all_dim": 1.0}})
+MOE = dict(moe_ref.CONFIG_A, **{
+    "max_position_embeddings": 256, "rope_theta": 50.0,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}})
 GLM4_SEED = 10
 
 
@@ -82,6 +88,24 @@ def lite_case(out):
     rep["interpolated_share"] = ramp_report(spec.yarn, spec.qk_rope, 50.0, 256)
     rep["score_mscale"] = spec.score_mscale
     rep["lora"] = lora_case(out, spec, W)
+    return rep
+
+
+def moe_case(out):
+    """tiny_moe_yarn: moe_reference's case (a) config (4 expert groups, 8 of 16 head dims
+    rotated) with YaRN; the same seed search and self-checks as the MoE fixtures."""
+    spec = mm.spec_from_config(MOE)
+    assert spec.yarn is not None and (spec.rotary_dim, spec.n_group, spec.max_pos) == (8, 4, 256)
+    seed, W = moe_ref.choose_seed(spec, 300, [], need_share=False)
+    _, t, rep = moe_ref.model_case(out, "tiny_moe_yarn", MOE, W, seed)
+    # the same weights without YaRN give other logits: the fixture tells the two apart
+    W64, ids = mm.cast_weights(W, torch.float64), t["input_ids"][1:2].long()
+    plain = dataclasses.replace(spec, yarn=None)
+    rep["logit_change_without_yarn"] = float(
+        (mm.forward(plain, W64, ids).logits - mm.forward(spec, W64, ids).logits).abs().max())
+    assert rep["logit_change_without_yarn"] > 1e-2, rep
+    rep["interpolated_share"] = ramp_report(spec.yarn, spec.rotary_dim, 50.0, 256)
+    rep["cos_sin_scale"] = spec.rope_scale
     return rep
 
 
@@ -137,7 +161,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    report = {"tiny_glm4_yarn": glm4_case(args.out), "tiny_lite_yarn": lite_case(args.out)}
+    report = {"tiny_glm4_yarn": glm4_case(args.out), "tiny_lite_yarn": lite_case(args.out),
+              "tiny_moe_yarn": moe_case(args.out)}
     json.dump(report, sys.stdout, indent=1)
     print()
 
