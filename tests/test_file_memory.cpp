@@ -33,8 +33,9 @@ std::vector<unsigned char> write_random_file(const std::filesystem::path& path, 
   return bytes;
 }
 
-// The "THPeligible:" value of the /proc/self/smaps mapping that holds `p`; -1 if not found.
-int thp_eligible(const void* p) {
+// The number after `field` (e.g. "Rss:") in the /proc/self/smaps entry of the mapping that holds
+// `p`; -1 if not found.
+int64_t smaps_value(const void* p, const std::string& field) {
   std::ifstream smaps("/proc/self/smaps");
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   std::string line;
@@ -47,10 +48,12 @@ int thp_eligible(const void* p) {
       inside = lo <= addr && addr < hi;
       continue;
     }
-    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+    if (inside && line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
   }
   return -1;
 }
+
+int thp_eligible(const void* p) { return int(smaps_value(p, "THPeligible:")); }
 
 TEST(FileMemory, HugePagesHoldTheFileBytesIn2MbAlignedAdvisedMemory) {
   TempDir dir;
@@ -67,24 +70,8 @@ TEST(FileMemory, HugePagesHoldTheFileBytesIn2MbAlignedAdvisedMemory) {
   EXPECT_EQ(thp_eligible(f.data()), mode == "never" ? 0 : 1) << "THP mode " << mode;
 }
 
-// The "Rss:" of the /proc/self/smaps mapping that holds `p`, in bytes; -1 if not found.
-int64_t mapping_rss(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  std::string line;
-  bool inside = false;
-  while (std::getline(smaps, line)) {
-    uintptr_t lo, hi;
-    char dash;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = lo <= addr && addr < hi;
-      continue;
-    }
-    if (inside && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4)) * 1024;
-  }
-  return -1;
-}
+// The resident bytes of the mapping that holds `p` (its smaps "Rss:", in kB there).
+int64_t mapping_rss(const void* p) { return smaps_value(p, "Rss:") * 1024; }
 
 TEST(FileMemory, DiscardGivesBackTheWholePagesInsideARange) {
   TempDir dir;
