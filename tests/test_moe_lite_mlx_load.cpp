@@ -87,6 +87,28 @@ TEST(MoeLiteMlxLoad, DenseConversionIsBitIdentical) {
   }
 }
 
+// Read into 2 MB pages (files of a few MB: a vocabulary of 65536), the halves' pages are given
+// back once kv_b_proj is rebuilt; nothing else the model reads may lose its bytes, so the logits
+// stay those of the transformers layout (dense) and of the same codes (4 bits).
+TEST(MoeLiteMlxLoad, HugePageLoadsGiveTheHalvesBackAndKeepEverythingElse) {
+  testing::TempDir tmp;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kLite / "config.json"));
+  j["vocab_size"] = 65536;
+  fs::create_directories(tmp / "like");
+  std::ofstream(tmp / "like" / "config.json") << j.dump(2);
+  testing::write_wide_lite(tmp / "like", tmp / "wide", DType::BF16);
+  testing::write_lite_mlx(tmp / "wide", tmp / "mlx");
+  testing::write_lite_mlx(tmp / "wide", tmp / "mlx4", QuantFormat{4, 32}, tmp / "oracle4");
+  for (const char* dir : {"mlx", "mlx4"})
+    ASSERT_GE(fs::file_size(tmp / dir / "model.safetensors"), size_t(2) << 20) << dir;
+  auto mlx = load_model(tmp / "mlx", FileResidency::kHugePages);
+  EXPECT_EQ(mlx->loaded.residency, FileResidency::kHugePages);
+  EXPECT_EQ(logits_of(*mlx), logits_of(*load_model(tmp / "wide", FileResidency::kMapped)));
+  auto mlx4 = load_model(tmp / "mlx4", FileResidency::kHugePages);
+  EXPECT_EQ(mlx4->loaded.residency, FileResidency::kHugePages);
+  EXPECT_EQ(logits_of(*mlx4), logits_of(*load_model(tmp / "oracle4", FileResidency::kMapped)));
+}
+
 // 3, 4, 6 and 8 bits: each half re-quantized along its own last axis (embed_q's groups along nope),
 // the other matrices and the stacked experts quantized. kv_b_proj is held dense in the scales'
 // dtype (bf16) with the values mlx dequantizes the halves to, so the logits are those of the
