@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numbers>
 
 #include "autograd/node.h"
@@ -18,8 +20,10 @@
 #include "model/glm4_model.h"
 #include "model/lora.h"
 #include "model/rope_scaling.h"
+#include "tests/support/edited_model_copy.h"
 #include "tests/support/moe_batch_fixture.h"
 #include "tests/support/reference_batches.h"
+#include "tests/support/temp_dir.h"
 
 namespace glm4 {
 namespace {
@@ -108,6 +112,27 @@ TEST_P(YarnParity, LogitsAndHiddenStatesMatchTheReference) {
   EXPECT_LE(logits_err, 1e-4);
   std::printf("[ yarn ] %s: max |ours - fp64| logits %.3g, hidden states %.3g\n",
               GetParam().c_str(), logits_err, worst_hidden);
+}
+
+// tiny_moe_yarn's settings written as transformers 5 writes them (YaRN, rope_theta and
+// partial_rotary_factor inside rope_parameters, none at the top level) give the same model.
+TEST(YarnConfig, Glm4MoeRopeParametersFormGivesTheSameLogits) {
+  testing::TempDir tmp;
+  testing::copy_model_edited(yarn_dir("tiny_moe_yarn"), tmp.path(),
+                             [](testing::EditedTensor&) { return true; });
+  nlohmann::json j =
+      nlohmann::json::parse(std::ifstream(yarn_dir("tiny_moe_yarn") + "/config.json"));
+  nlohmann::json rp = j["rope_scaling"];
+  rp["rope_theta"] = j["rope_theta"];
+  rp["partial_rotary_factor"] = j["partial_rotary_factor"];
+  for (const char* k : {"rope_scaling", "rope_theta", "partial_rotary_factor"}) j.erase(k);
+  j["rope_parameters"] = rp;
+  std::ofstream(tmp / "config.json") << j.dump(2);
+  auto t4 = load_model(yarn_dir("tiny_moe_yarn")), t5 = load_model(tmp.path());
+  ASSERT_TRUE(t5->config.rope_scaling);
+  const testing::BatchFixture f = read_fixture("tiny_moe_yarn");
+  EXPECT_EQ(testing::run_batch(*t5, f).logits.to_vector(),
+            testing::run_batch(*t4, f).logits.to_vector());
 }
 
 // Greedy ids through the KV cache (glm4, glm4_moe) or the latent cache (glm4_moe_lite) equal the
