@@ -66,6 +66,43 @@ TEST(LinearForwardBatch, EqualsEachProductAloneToTheBit) {
   }
 }
 
+// Products that read the same rows of X in one quantized format share one int8 form of them (an
+// expert's gate_proj and up_proj); other row counts, rows and formats get their own; a second
+// call reuses the thread's buffers. Each still equals its product alone.
+TEST(LinearForwardBatch, SharedInputsEqualEachProductAlone) {
+  const int64_t K = 256;
+  const std::vector<float> X = randn(size_t(2 * K), 77);
+  struct Case {
+    int form;  // 3: 4 bits in groups of 64, 4: 8 bits in groups of 32
+    int64_t M, N, first_row;
+  };
+  const std::vector<Case> cases{{3, 1, 100, 0}, {3, 1, 60, 0}, {4, 1, 90, 0},
+                                {3, 2, 50, 0},  {3, 1, 70, 1}, {3, 1, 40, 0}};
+  for (const ComputeChoice& compute : computes_to_test()) {
+    std::vector<Weight> weights;
+    std::vector<std::vector<float>> alone;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      weights.push_back(random_weight(c.form, c.N, K, uint32_t(300 + i)));
+      alone.emplace_back(size_t(c.M * c.N));
+      linear_forward(X.data() + c.first_row * K, c.M, K, weights[i], alone[i].data(), false,
+                     compute);
+    }
+    for (int call = 0; call < 2; ++call) {
+      std::vector<std::vector<float>> batched;
+      std::vector<LinearProduct> products;
+      for (size_t i = 0; i < cases.size(); ++i) batched.emplace_back(alone[i].size(), -1.0f);
+      for (size_t i = 0; i < cases.size(); ++i)
+        products.push_back(
+            {X.data() + cases[i].first_row * K, cases[i].M, &weights[i], batched[i].data()});
+      linear_forward_batch(products, compute);
+      for (size_t i = 0; i < cases.size(); ++i)
+        EXPECT_EQ(batched[i], alone[i])
+            << "product " << i << ", call " << call << " under " << compute.describe();
+    }
+  }
+}
+
 TEST(ForwardEach, EqualsEachLayerAloneWithBiasesAndAdapters) {
   std::mt19937_64 rng(3);
   std::vector<Linear> layers;

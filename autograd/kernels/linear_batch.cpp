@@ -33,10 +33,56 @@ int64_t weight_row_bytes(const Weight& W) {
   return std::max<int64_t>(1, bytes);
 }
 
+// The int8 forms of one call's inputs: products that read the same rows of X in the same format
+// (an expert's gate_proj and up_proj, every expert of a decode token) share one, and the buffers
+// are the calling thread's from its earlier calls (a decode token prepares about a thousand).
+class Int8Inputs {
+ public:
+  Int8Inputs() : nested_(depth_++ > 0) {}
+  ~Int8Inputs() { --depth_; }
+  Int8Inputs(const Int8Inputs&) = delete;
+  Int8Inputs& operator=(const Int8Inputs&) = delete;
+
+  // X prepared for q, or nullptr when X holds a non-finite value.
+  const quant_detail::Int8DecodeInput* get(const QuantizedMatrix& q, const float* X, int64_t M) {
+    for (const Entry& e : entries_)
+      if (e.X == X && e.M == M && e.K == q.cols && e.bits == q.bits && e.group == q.group_size)
+        return e.in;
+    quant_detail::Int8DecodeInput* in = nullptr;
+    if (nested_) {
+      owned_.push_back(std::make_unique<quant_detail::Int8DecodeInput>());
+      in = owned_.back().get();
+    } else {
+      if (used_ == pool_.size()) pool_.push_back(std::make_unique<quant_detail::Int8DecodeInput>());
+      in = pool_[used_++].get();
+    }
+    if (!quant_detail::prepare_int8_decode_input(q, X, M, *in)) in = nullptr;
+    entries_.push_back({X, M, q.cols, q.bits, q.group_size, in});
+    return in;
+  }
+
+ private:
+  struct Entry {
+    const float* X;
+    int64_t M, K;
+    int bits, group;
+    const quant_detail::Int8DecodeInput* in;
+  };
+  static thread_local int depth_;
+  static thread_local std::vector<std::unique_ptr<quant_detail::Int8DecodeInput>> pool_;
+  bool nested_;
+  size_t used_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<std::unique_ptr<quant_detail::Int8DecodeInput>> owned_;  // when nested
+};
+thread_local int Int8Inputs::depth_ = 0;
+thread_local std::vector<std::unique_ptr<quant_detail::Int8DecodeInput>> Int8Inputs::pool_;
+
 // The row-range form of p's kernel, or an empty function when linear_forward runs it otherwise.
-// Prepared inputs are kept in `inputs` until the loop ends.
+// Prepared inputs are kept in `inputs` (or `int8`) until the loop ends.
 std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const ComputeChoice& compute,
-                                               std::vector<std::shared_ptr<void>>& inputs) {
+                                               std::vector<std::shared_ptr<void>>& inputs,
+                                               Int8Inputs& int8) {
   const Weight& W = *p.W;
   const int64_t M = p.M, K = W.cols(), N = W.rows();
   float* Y = p.Y;
@@ -44,13 +90,11 @@ std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const Com
     if (M > quant_detail::kDecodeMaxM) return {};
     const QuantizedMatrix* q = &W.quant();
     if (gemm_detail::use_int8_decode_kernels(W, M, compute)) {
-      auto in = std::make_shared<quant_detail::Int8DecodeInput>();
-      if (quant_detail::prepare_int8_decode_input(*q, p.X, M, *in)) {
-        inputs.push_back(in);
-        return [q, in = in.get(), M, N, Y](int64_t n0, int64_t n1) {
+      if (const quant_detail::Int8DecodeInput* in = int8.get(*q, p.X, M))
+        return [q, in, M, N, Y](int64_t n0, int64_t n1) {
           quant_detail::int8_decode_rows(*q, *in, 0, M, n0, n1, Y, N, false);
         };
-      }  // a non-finite X: the fp32 decode kernels carry it, as quant_linear_forward_int8 does
+      // a non-finite X: the fp32 decode kernels carry it, as quant_linear_forward_int8 does
     }
     const quant_detail::QuantKernels& k = quant_detail::active();
     auto xp = std::make_shared<std::vector<float>>(size_t(M * K));
@@ -88,13 +132,14 @@ int64_t linear_forward_batch(std::span<const LinearProduct> products,
                              const ComputeChoice& compute) {
   std::vector<RowProduct> batch;
   std::vector<std::shared_ptr<void>> inputs;
+  Int8Inputs int8;
   std::vector<int64_t> first_block{0};
   for (const LinearProduct& p : products) {
     GLM4_CHECK(p.W != nullptr && p.M >= 0, "[linear_forward_batch] product without a weight");
     const int64_t N = p.W->rows();
     if (p.M == 0 || N == 0) continue;
     const ComputeChoice& c = p.compute ? *p.compute : compute;
-    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, c, inputs);
+    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, c, inputs, int8);
     if (!rows) {
       linear_forward(p.X, p.M, p.W->cols(), *p.W, p.Y, false, c);
       continue;
