@@ -159,7 +159,7 @@ TEST(MoeLiteMlxLoad, StackedExpertsWithWholeKvB) {
   for (int layer : {0, 1, 2}) {
     const TensorInfo& t =
         hf->at("model.layers." + std::to_string(layer) + ".self_attn.kv_b_proj.weight");
-    whole.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+    whole.push_back(testing::edited_tensor(t));
   }
   copy_model(
       tmp / "mlx", tmp / "whole", [](Edited& e) { return !is_split_kv_b_key(e.name); }, whole);
@@ -201,8 +201,7 @@ TEST(MoeLiteMlxLoad, BrokenSplitsAreNamed) {
   // kv_b_proj and its split side by side.
   auto hf = SafetensorsFile::open(kLite / "model.safetensors");
   const TensorInfo& kv_b = hf->at(kAttn1 + ".kv_b_proj.weight");
-  copy_model(mlx, tmp / "both", [](Edited&) { return true; },
-             {{kv_b.name, kv_b.dtype, kv_b.shape, {kv_b.data, kv_b.data + kv_b.nbytes}}});
+  copy_model(mlx, tmp / "both", [](Edited&) { return true; }, {testing::edited_tensor(kv_b)});
   expect_message(
       [&] { load_model(tmp / "both"); },
       {(tmp / "both").string(), kAttn1 + ".kv_b_proj.weight and mlx-lm's split", "both present"});
@@ -212,7 +211,7 @@ TEST(MoeLiteMlxLoad, BrokenSplitsAreNamed) {
                return e.name.find(kAttn1 + ".embed_q") == std::string::npos &&
                       e.name.find(kAttn1 + ".unembed_out") == std::string::npos;
              },
-             {{kv_b.name, kv_b.dtype, kv_b.shape, {kv_b.data, kv_b.data + kv_b.nbytes}}});
+             {testing::edited_tensor(kv_b)});
   expect_message([&] { load_model(tmp / "whole"); },
                  {(tmp / "whole").string(), kAttn1 + ".kv_b_proj.weight is stored whole while"});
   // Halves of two dtypes.
@@ -235,8 +234,7 @@ TEST(MoeLiteMlxLoad, BrokenSplitsAreNamed) {
   const fs::path moe = fs::path(GLM4_TEST_DATA) / "moe" / "tiny_moe";
   auto mlx_file = SafetensorsFile::open(mlx / "model.safetensors");
   const TensorInfo& eq = mlx_file->at(kAttn1 + ".embed_q.weight");
-  copy_model(moe, tmp / "glm4_moe", [](Edited&) { return true; },
-             {{eq.name, eq.dtype, eq.shape, {eq.data, eq.data + eq.nbytes}}});
+  copy_model(moe, tmp / "glm4_moe", [](Edited&) { return true; }, {testing::edited_tensor(eq)});
   expect_message(
       [&] { load_model(tmp / "glm4_moe"); },
       {kAttn1 + ".embed_q.weight is mlx-lm's glm4_moe_lite split of kv_b_proj", "glm4_moe model"});

@@ -77,13 +77,10 @@ TEST(MoeLoad, WrongExpertCountIsNamed) {
   {
     auto file = SafetensorsFile::open(more / "model.safetensors");
     std::vector<Edited> all;
-    for (const TensorInfo& t : file->tensors())
-      all.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+    for (const TensorInfo& t : file->tensors()) all.push_back(testing::edited_tensor(t));
     const TensorInfo& extra = file->at("model.layers.1.mlp.experts.0.gate_proj.weight");
-    all.push_back({"model.layers.1.mlp.experts.16.gate_proj.weight",
-                   extra.dtype,
-                   extra.shape,
-                   {extra.data, extra.data + extra.nbytes}});
+    all.push_back(testing::edited_tensor(extra));
+    all.back().name = "model.layers.1.mlp.experts.16.gate_proj.weight";
     std::vector<TensorToWrite> w;
     for (const Edited& e : all)
       w.push_back({e.name, e.dtype, e.shape, e.bytes.data(), e.bytes.size()});
@@ -142,8 +139,7 @@ TEST(MoeLoad, StackedQuantizedExpertsEqualThePerExpertLayout) {
   auto file = SafetensorsFile::open(per_expert / "model.safetensors");
   std::vector<Edited> out;
   for (const TensorInfo& t : file->tensors())
-    if (t.name.find(".mlp.experts.") == std::string::npos)
-      out.push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.nbytes}});
+    if (t.name.find(".mlp.experts.") == std::string::npos) out.push_back(testing::edited_tensor(t));
   for (int layer : {1, 2})
     for (const std::string proj : {"gate_proj", "up_proj", "down_proj"})
       for (const std::string part : {".weight", ".scales", ".biases"}) {

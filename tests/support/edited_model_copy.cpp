@@ -1,9 +1,11 @@
 // A model directory copied tensor by tensor through an edit (edited_model_copy.h).
 #include "tests/support/edited_model_copy.h"
 
-#include "io/safetensors.h"
-
 namespace glm4::testing {
+
+EditedTensor edited_tensor(const TensorInfo& t) {
+  return {t.name, t.dtype, t.shape, std::vector<std::byte>(t.data, t.data + t.nbytes)};
+}
 
 void copy_model_edited(const std::filesystem::path& from, const std::filesystem::path& out,
                        const std::function<bool(EditedTensor&)>& edit,
@@ -13,7 +15,7 @@ void copy_model_edited(const std::filesystem::path& from, const std::filesystem:
   auto file = SafetensorsFile::open(from / "model.safetensors");
   std::vector<EditedTensor> kept = std::move(extra);
   for (const TensorInfo& t : file->tensors()) {
-    EditedTensor e{t.name, t.dtype, t.shape, std::vector<std::byte>(t.data, t.data + t.nbytes)};
+    EditedTensor e = edited_tensor(t);
     if (edit(e)) kept.push_back(std::move(e));
   }
   std::vector<TensorToWrite> w;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
+
 namespace glm4::testing {
 
 struct EditedTensor {
@@ -15,6 +17,9 @@ struct EditedTensor {
   std::vector<int64_t> shape;
   std::vector<std::byte> bytes;
 };
+
+// A copy of file tensor `t` (name, dtype, shape and bytes), to edit or to append.
+EditedTensor edited_tensor(const TensorInfo& t);
 
 // Copies `from`'s config.json and model.safetensors to `out`, each tensor through `edit` (which
 // may change its name, dtype, shape and bytes; false drops it), then `extra` appended.
