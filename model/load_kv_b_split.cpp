@@ -102,14 +102,12 @@ Weight load_kv_b_split(const ModelConfig& c, const ModelFiles& files, const std:
   return Weight::copy_of(key_half.dtype, out.data(), rows, kv);
 }
 
-size_t discard_kv_b_split(ModelFiles& files, const std::string& attn) {
-  size_t freed = 0;
+void discard_kv_b_split(ModelFiles& files, const std::string& attn) {
   for (const char* half : {".embed_q", ".unembed_out"})
     for (const char* part : {".weight", ".scales", ".biases"}) {
       const std::string key = attn + half + part;
-      if (files.find(key)) freed += files.discard(key);
+      if (files.find(key)) files.discard(key);
     }
-  return freed;
 }
 
 }  // namespace glm4

@@ -31,7 +31,7 @@ Weight load_kv_b_split(const ModelConfig& c, const ModelFiles& files, const std:
                        std::vector<std::string>& missing, size_t& extra_bytes);
 
 // After load_kv_b_split: frees the memory of the halves' keys in `files` (their values now live
-// in the rebuilt kv_b_proj, so the model keeps one copy). Returns the bytes freed.
-size_t discard_kv_b_split(ModelFiles& files, const std::string& attn);
+// in the rebuilt kv_b_proj, so the model keeps one copy).
+void discard_kv_b_split(ModelFiles& files, const std::string& attn);
 
 }  // namespace glm4
