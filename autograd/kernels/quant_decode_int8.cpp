@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/kernels/quant_kernels.h"
 
@@ -142,7 +143,9 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       }
     }
     const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
-    for (int64_t c = c0; c < c1; c += kStep) {
+    // A step of kStep columns; only the last of a row can be short (c1 <= K, and only the last
+    // block ends off a step), so the others load their codes without a mask or a branch.
+    auto step = [&](int64_t c, auto full) {
       const __m512i group =
           _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
       __m512i xa1[M], xa2[M], xb1[M], xb2[M];
@@ -153,12 +156,19 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           xb1[m] = _mm512_loadu_si512(q1[m] + c + 64);
           xb2[m] = _mm512_loadu_si512(q2[m] + c + 64);
         }
+        // Held in registers: GCC would otherwise fold each into every row's dot products,
+        // and on Zen 4 the 4R loads of 64 bytes a step outweigh the arithmetic.
+        asm("" : "+v"(xa1[m]), "+v"(xa2[m]));
+        if constexpr (Bits == 4) asm("" : "+v"(xb1[m]), "+v"(xb2[m]));
       }
-      const int64_t valid = (K - c) * Bits / 8;
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = row[r] + c * Bits / 8;
         prefetch(p + kPrefetchBytes);
-        const __m512i v = load_codes(p, valid);
+        __m512i v;
+        if constexpr (decltype(full)::value)
+          v = _mm512_loadu_si512(p);
+        else
+          v = load_codes(p, (K - c) * Bits / 8);
         __m512i lo = v, hi = v;
         if constexpr (Bits == 4) {
           lo = _mm512_and_si512(v, nibble);
@@ -174,7 +184,10 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
                                       _mm512_permutexvar_ps(group, scale_unit[r][m]), acc[r][m]);
         }
       }
-    }
+    };
+    int64_t c = c0;
+    for (; c + kStep <= c1; c += kStep) step(c, std::true_type{});
+    if (c < c1) step(c, std::false_type{});
   }
   emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
