@@ -24,15 +24,48 @@ Edge edge_of(const Tensor& t) {
   return e;
 }
 
-// dst += g, without writing into g's storage (gradients may alias each other).
-void accumulate(Tensor& dst, const Tensor& g, const char* where) {
-  if (!dst.defined()) {
-    dst = g;
+// A gradient being summed for one node. `owned` says the engine made its storage for this sum
+// alone, so further terms may be added in place; otherwise it may alias a gradient another op
+// handed on (add's backward gives one tensor to both inputs) and is copied before it changes.
+struct GradSum {
+  Tensor value;
+  bool owned = false;
+};
+
+// dst += g.
+void accumulate(GradSum& dst, const Tensor& g, const char* where) {
+  if (!dst.value.defined()) {
+    dst.value = g;
     return;
   }
-  GLM4_CHECK(dst.shape() == g.shape(), "[backward] gradient of ", shape_str(g.shape()),
-             " for a tensor of ", shape_str(dst.shape()), " from ", where);
-  dst = add_values(dst, g);
+  GLM4_CHECK(dst.value.shape() == g.shape(), "[backward] gradient of ", shape_str(g.shape()),
+             " for a tensor of ", shape_str(dst.value.shape()), " from ", where);
+  if (dst.owned) {
+    add_into(dst.value, g);
+  } else {
+    dst.value = add_values(dst.value, g);
+    dst.owned = true;
+  }
+}
+
+// target[rows[i]] += g[i] for the rows of a node with grad_rows (distinct, so rows in parallel).
+void add_rows_into(Tensor& target, const Tensor& g, const Node& from) {
+  GLM4_CHECK(g.rank() == 2 && g.dim(0) == int64_t(from.grad_rows.size()) && target.rank() == 2 &&
+                 target.dim(0) == from.grad_row_count && target.dim(1) == g.dim(1),
+             "[backward] ", from.op, " gave a gradient of ", shape_str(g.shape()), " for ",
+             from.grad_rows.size(), " rows of a tensor of ", shape_str(target.shape()));
+  add_rows(target, g, from.grad_rows);
+}
+
+void accumulate_rows(GradSum& dst, const Tensor& g, const Node& from) {
+  if (!dst.value.defined()) {
+    dst.value = Tensor::zeros({from.grad_row_count, g.rank() == 2 ? g.dim(1) : int64_t{0}});
+    dst.owned = true;
+  } else if (!dst.owned) {
+    dst.value = dst.value.clone();
+    dst.owned = true;
+  }
+  add_rows_into(dst.value, g, from);
 }
 
 void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, const char* where) {
@@ -43,6 +76,12 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, const char* where) 
     return;
   }
   add_into(Tensor(leaf.grad), g);
+}
+
+void accumulate_rows_into_leaf(TensorImpl& leaf, const Tensor& g, const Node& from) {
+  if (!leaf.grad) leaf.grad = Tensor::zeros(leaf.shape).impl_ptr();
+  Tensor target(leaf.grad);
+  add_rows_into(target, g, from);
 }
 }  // namespace
 
@@ -114,7 +153,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       for (const Edge& e : node->inputs)
         if (e.leaf) ++pending[e.leaf.get()];
 
-  std::unordered_map<Node*, Tensor> grad_of;
+  std::unordered_map<Node*, GradSum> grad_of;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     if (!r.defined() || !r.requires_grad()) continue;
@@ -138,7 +177,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (found != grad_of.end()) {
       GLM4_CHECK(node->backward, "[backward] the graph through op ", node->op,
                  " was already freed by an earlier backward pass");
-      Tensor g = std::move(found->second);
+      Tensor g = std::move(found->second.value);
       grad_of.erase(found);
       std::vector<Tensor> input_grads = node->backward(*node, g);
       GLM4_CHECK(input_grads.size() == node->inputs.size(), "[backward] op ", node->op,
@@ -147,8 +186,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       for (size_t i = 0; i < node->inputs.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.active() || !input_grads[i].defined()) continue;
-        if (e.node)
+        const bool rows = node->grad_row_count > 0;
+        if (e.node && rows)
+          accumulate_rows(grad_of[e.node.get()], input_grads[i], *node);
+        else if (e.node)
           accumulate(grad_of[e.node.get()], input_grads[i], node->op);
+        else if (rows)
+          accumulate_rows_into_leaf(*e.leaf, input_grads[i], *node);
         else
           accumulate_into_leaf(*e.leaf, input_grads[i], node->op);
       }

@@ -1,5 +1,7 @@
 #include "autograd/tensor_math.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/parallel.h"
 
@@ -30,6 +32,20 @@ void add_into(Tensor dst, const Tensor& src) {
   parallel_for(dst.numel(), kGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) pd[i] += ps[i];
   });
+}
+
+void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows) {
+  const int64_t width = src.rank() == 2 ? src.dim(1) : 0;
+  float* pd = dst.data();
+  const float* ps = src.data();
+  parallel_for(int64_t(rows.size()), std::max<int64_t>(1, kGrain / std::max<int64_t>(width, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t i = lo; i < hi; ++i) {
+                   float* d = pd + rows[size_t(i)] * width;
+                   const float* x = ps + i * width;
+                   for (int64_t j = 0; j < width; ++j) d[j] += x[j];
+                 }
+               });
 }
 
 void scale_into(Tensor dst, float s) {

@@ -1,12 +1,16 @@
 // Value-level helpers on tensors that record nothing: used by the engine, the optimizer and
 // backward formulas.
 #pragma once
+#include <vector>
+
 #include "autograd/tensor.h"
 
 namespace glm4 {
 
 Tensor add_values(const Tensor& a, const Tensor& b);  // same shapes, new tensor
 void add_into(Tensor dst, const Tensor& src);         // dst += src, same shapes
-void scale_into(Tensor dst, float s);                 // dst *= s
+// dst[rows[i]] += src[i] for [., width] matrices; rows distinct (they run in parallel).
+void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows);
+void scale_into(Tensor dst, float s);  // dst *= s
 
 }  // namespace glm4

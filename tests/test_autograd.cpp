@@ -2,6 +2,7 @@
 // when a leaf's gradient is complete (checkpointing: test_recompute.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "autograd/node.h"
@@ -32,6 +33,47 @@ TEST(Autograd, ATensorUsedTwiceGetsBothContributions) {
   Tensor y = ops::add(x, x);
   backward(ops::sum(ops::mul(y, x)));  // sum(2 x^2) -> 4x
   EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{4, -8}));
+}
+
+// An expert's gather returns its own rows of the gradient; the engine adds them in place. The
+// sums must be those of full-size gradients, bit for bit, in the same order.
+TEST(Autograd, RowGradientsOfGathersSumLikeFullSizeOnes) {
+  Tensor x = testing::random_tensor({6, 5}, 3).set_requires_grad(true);
+  const std::vector<std::vector<int64_t>> rows{{0, 3, 5}, {1, 3}, {2, 4, 5}};
+  const Tensor seed = testing::random_tensor({6, 5}, 4);
+  auto run = [&](bool increasing) {
+    x.zero_grad();
+    const Tensor h = ops::scale(x, 1.5f);
+    std::vector<Tensor> parts;
+    std::vector<std::vector<int64_t>> order;
+    for (std::vector<int64_t> r : rows) {
+      if (!increasing) std::reverse(r.begin(), r.end());  // the full-size path
+      parts.push_back(ops::mul(ops::gather_rows(h, r), ops::gather_rows(seed, r)));
+      order.push_back(r);
+    }
+    backward(ops::sum(ops::add(ops::scatter_add_rows(parts, order, 6), ops::mul(h, h))));
+    return x.grad().to_vector();
+  };
+  EXPECT_EQ(run(true), run(false));
+  const Tensor g = ops::gather_rows(ops::scale(x, 1.0f), rows[0]);
+  EXPECT_EQ(g.grad_fn()->grad_rows, rows[0]);
+}
+
+// A node's gradient may start as a tensor someone else holds (a caller's seed, or what add's
+// backward handed to both inputs). Rows added later must go into a copy.
+TEST(Autograd, RowGradientsDoNotWriteIntoATensorSomeoneElseHolds) {
+  Tensor x = Tensor::from({3, 2}, {1, 2, 3, 4, 5, 6}).set_requires_grad(true);
+  const Tensor h = ops::scale(x, 2.0f);
+  const std::vector<int64_t> rows{0, 2};
+  const Tensor seed = Tensor::from({3, 2}, {1, 1, 1, 1, 1, 1});
+  backward({h, ops::sum(ops::scale(ops::gather_rows(h, rows), 10.0f))}, {seed, Tensor()});
+  EXPECT_EQ(seed.to_vector(), (std::vector<float>{1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{22, 22, 2, 2, 22, 22}));
+  x.zero_grad();  // the same for a whole gradient added in place
+  const Tensor h2 = ops::scale(x, 2.0f);
+  backward({h2, ops::sum(ops::scale(h2, 10.0f))}, {seed, Tensor()});
+  EXPECT_EQ(seed.to_vector(), (std::vector<float>{1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{22, 22, 22, 22, 22, 22}));
 }
 
 TEST(Autograd, NoGradModeRecordsNothing) {

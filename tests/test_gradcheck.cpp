@@ -143,6 +143,13 @@ std::vector<GradCase> all_cases() {
                  static const std::vector<int64_t> rows{4, 0, 4, 2};
                  return ops::gather_rows(x[0], rows);
                }});
+  // Increasing rows hand back their gradient rows alone (Node::grad_rows), twice into one node.
+  c.push_back({"gather_rows_increasing_into_one_node_twice", {{5, 3}}, [](const V& x) {
+                 static const std::vector<std::vector<int64_t>> rows{{0, 2, 4}, {1, 2}};
+                 const Tensor h = ops::scale(x[0], 2.0f);
+                 return ops::scatter_add_rows(
+                     {ops::gather_rows(h, rows[0]), ops::gather_rows(h, rows[1])}, rows, 5);
+               }});
   c.push_back({"scatter_add_rows", {{3, 4}, {1, 4}, {2, 4}}, [](const V& x) {
                  static const std::vector<std::vector<int64_t>> rows{{0, 2, 5}, {2}, {5, 1}};
                  return ops::scatter_add_rows(x, rows, 6);

@@ -1,7 +1,9 @@
 // Row and last-dimension indexing: gather_rows, scatter_add_rows (the Mixture-of-Experts block's
 // dispatch and combine), gather_last (the routing weights of the chosen experts). Each backward
 // is the opposite move: gathers scatter-add, scatters gather.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -52,6 +54,17 @@ Tensor gather_rows(const Tensor& x, std::span<const int64_t> rows) {
   Tensor out = Tensor::empty({int64_t(rows.size()), width});
   copy_rows(x.data(), rows, width, out.data());
   std::vector<int64_t> kept(rows.begin(), rows.end());
+  // Increasing rows (an expert's tokens) hand back only their own gradient rows, which the
+  // engine adds where they belong (Node::grad_rows); others scatter into a full-size gradient.
+  if (std::is_sorted(kept.begin(), kept.end(), std::less_equal<int64_t>())) {
+    out = record(out, "gather_rows", {x}, {},
+                 [](Node&, const Tensor& g) { return std::vector<Tensor>{g.detach()}; });
+    if (const auto& node = out.grad_fn()) {
+      node->grad_rows = std::move(kept);
+      node->grad_row_count = n;
+    }
+    return out;
+  }
   return record(out, "gather_rows", {x}, {},
                 [kept = std::move(kept), n, width](Node&, const Tensor& g) {
                   return std::vector<Tensor>{scatter_add_rows({g.detach()}, {kept}, n)};
