@@ -63,6 +63,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 // input gradient): only x (and bias) get gradients; saves nothing but the weight handle.
 Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute);
 
+// scale[i] * (x[i] W^T) for x [M, K], scale [M, 1] and a frozen W [N, K]: a Mixture-of-Experts
+// expert's down_proj times its routing weights. Saves x and scale, not the product: the backward
+// takes gW = g W once, dx = scale * gW and dscale = x . gW. With `values` false the product is not
+// run and the output is zero, for a block rerun whose output only carries gradients back.
+Tensor scaled_rows_linear(const Tensor& x, const Weight& w, const Tensor& scale,
+                          const ComputeChoice& compute, bool values = true);
+
 // y + scale * h B^T (LoRA's second product and its sum with the frozen output): y [..., out],
 // h [..., r], B [out, r] fp32. Consumes y: the result is written into y's storage, so y must be
 // referenced by nothing else (the fresh output of the frozen product). Saves h, B.

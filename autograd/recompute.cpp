@@ -15,6 +15,7 @@ class EnableGradGuard {
   bool prev_;
 };
 thread_local int pending_depth = 0;
+thread_local int rerun_depth = 0;
 
 class PendingScope {
  public:
@@ -24,6 +25,7 @@ class PendingScope {
 }  // namespace
 
 bool recompute_pending() { return pending_depth > 0; }
+bool recompute_rerunning() { return rerun_depth > 0; }
 
 Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
   if (!GradMode::enabled()) return fn(inputs);
@@ -65,7 +67,14 @@ Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
     Tensor recomputed;
     {
       EnableGradGuard grad_on;
-      recomputed = fn(leaves);
+      ++rerun_depth;
+      try {
+        recomputed = fn(leaves);
+      } catch (...) {
+        --rerun_depth;
+        throw;
+      }
+      --rerun_depth;
       // Parameters inside accumulate their gradients here; inputs' land in the leaves.
       backward({recomputed}, {g});
     }

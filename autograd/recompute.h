@@ -20,4 +20,8 @@ Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs);
 // runs of the block agree.
 bool recompute_pending();
 
+// True on this thread while a backward pass reruns a recompute() block: the block's output is
+// then only the root its gradient flows back from, and its values are never read.
+bool recompute_rerunning();
+
 }  // namespace glm4

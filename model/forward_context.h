@@ -33,6 +33,9 @@ struct ForwardContext {
   // caller running a layer alone sets it.
   ComputeChoice compute = kF32Compute;
   const AdapterRows* adapter_rows = nullptr;  // per-row resident adapters (inference)
+  // Set by a decoder layer when its MLP output's values will not be read (a recompute rerun only
+  // sends gradients back through it): a MoE block then skips its routed experts' down products.
+  bool mlp_output_unread = false;
 };
 
 // One Mixture-of-Experts layer's routing of the N tokens of a forward (tests, inspection).

@@ -1,6 +1,8 @@
 #include "model/glm4_decoder_layer.h"
 
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
+#include "model/forward_context.h"
 
 namespace glm4 {
 
@@ -36,7 +38,14 @@ Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
   if (post_self_attn_layernorm) a = post_self_attn_layernorm->forward(a);
   Tensor h = ops::add(x, a);
   Tensor normed = post_attention_layernorm.forward(h);
-  Tensor m = std::visit([&](const auto& mlp) { return mlp.forward(normed, ctx); }, mlp);
+  ForwardContext mlp_ctx_storage;
+  const ForwardContext* mlp_ctx = &ctx;
+  if (!post_mlp_layernorm && recompute_rerunning()) {  // m then only goes into the residual sum
+    mlp_ctx_storage = ctx;
+    mlp_ctx_storage.mlp_output_unread = true;
+    mlp_ctx = &mlp_ctx_storage;
+  }
+  Tensor m = std::visit([&](const auto& mlp) { return mlp.forward(normed, *mlp_ctx); }, mlp);
   if (post_mlp_layernorm) m = post_mlp_layernorm->forward(m);
   return ops::add(h, m);
 }

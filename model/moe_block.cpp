@@ -76,8 +76,15 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
       }
       expert_ctx = &expert_ctx_storage;
     }
-    Tensor y = experts[e].forward(ops::gather_rows(flat, tokens), *expert_ctx);  // [n_e, H]
-    parts.push_back(ops::mul(y, ops::gather_rows(slot_weights, slots)));
+    const SwigluMlp& expert = experts[e];
+    const Tensor x_e = ops::gather_rows(flat, tokens), w_e = ops::gather_rows(slot_weights, slots);
+    if (expert.down_proj.frozen_only()) {  // routing weights' gradient without saving the output
+      parts.push_back(ops::scaled_rows_linear(expert.hidden(x_e, *expert_ctx),
+                                              expert.down_proj.weight.frozen, w_e, ctx.compute,
+                                              !ctx.mlp_output_unread));
+    } else {
+      parts.push_back(ops::mul(expert.forward(x_e, *expert_ctx), w_e));  // [n_e, H]
+    }
     rows.push_back(std::move(tokens));
   }
   Tensor routed = ops::reshape(ops::scatter_add_rows(parts, rows, N), x.shape());

@@ -4,8 +4,12 @@
 
 namespace glm4 {
 
+Tensor SwigluMlp::hidden(const Tensor& x, const ForwardContext& ctx) const {
+  return ops::swiglu(gate_proj.forward(x, ctx), up_proj.forward(x, ctx));
+}
+
 Tensor SwigluMlp::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return down_proj.forward(ops::swiglu(gate_proj.forward(x, ctx), up_proj.forward(x, ctx)), ctx);
+  return down_proj.forward(hidden(x, ctx), ctx);
 }
 
 void SwigluMlp::visit(const std::string& prefix, const ParamVisitor& fn) {

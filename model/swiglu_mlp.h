@@ -15,6 +15,8 @@ class SwigluMlp {
         up_proj(hidden, intermediate, false, seed_slot + 1),
         down_proj(intermediate, hidden, false, seed_slot + 2) {}
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [..., hidden]
+  // silu(gate_proj(x)) * up_proj(x): down_proj's input, [..., intermediate].
+  Tensor hidden(const Tensor& x, const ForwardContext& ctx) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 

@@ -133,6 +133,56 @@ Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const Comput
   });
 }
 
+Tensor scaled_rows_linear(const Tensor& x, const Weight& w, const Tensor& scale,
+                          const ComputeChoice& compute, bool values) {
+  const int64_t n = w.rows(), k = w.cols();
+  check_linear(x, n, k, Tensor());
+  const int64_t m = x.numel() / k;
+  GLM4_CHECK(x.rank() == 2 && scale.numel() == m, "[scaled_rows_linear] x ", shape_str(x.shape()),
+             " and scale ", shape_str(scale.shape()));
+  Tensor y;
+  if (values) {
+    y = linear_values(x, w, Tensor(), compute);
+    float* py = y.data();
+    const float* ps = scale.data();
+    parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t i = lo; i < hi; ++i)
+                     for (int64_t j = 0; j < n; ++j) py[i * n + j] *= ps[i];
+                 });
+  } else {
+    y = Tensor::zeros({m, n});
+  }
+  return record(y, "scaled_rows_linear", {x, scale}, {x.detach(), scale.detach()},
+                [w, n, k, m, compute](Node& node, const Tensor& g) {
+                  const Tensor& x = node.saved[0];
+                  const Tensor& s = node.saved[1];
+                  Tensor gw = Tensor::empty({m, k});
+                  linear_input_grad(g.data(), m, n, w, gw.data(), false, compute);
+                  Tensor dx, ds;
+                  if (node.needs_grad(0)) dx = Tensor::empty({m, k});
+                  if (node.needs_grad(1)) ds = Tensor::empty(s.shape());
+                  const float *pg = gw.data(), *px = x.data(), *ps = s.data();
+                  float* pdx = dx.defined() ? dx.data() : nullptr;
+                  float* pds = ds.defined() ? ds.data() : nullptr;
+                  parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)),
+                               [&](int64_t lo, int64_t hi) {
+                                 for (int64_t i = lo; i < hi; ++i) {
+                                   const float* gi = pg + i * k;
+                                   if (pdx)
+                                     for (int64_t c = 0; c < k; ++c) pdx[i * k + c] = ps[i] * gi[c];
+                                   if (pds) {
+                                     double dot = 0.0;
+                                     for (int64_t c = 0; c < k; ++c)
+                                       dot += double(px[i * k + c]) * gi[c];
+                                     pds[i] = float(dot);
+                                   }
+                                 }
+                               });
+                  return std::vector<Tensor>{dx, ds};
+                });
+}
+
 Tensor add_low_rank(Tensor y, const Tensor& h, const Tensor& B, float scale) {
   GLM4_CHECK(B.rank() == 2 && h.rank() >= 1 && h.dim(-1) == B.dim(1) && y.rank() == h.rank() &&
                  y.dim(-1) == B.dim(0) && y.numel() / B.dim(0) == h.numel() / B.dim(1),
