@@ -22,6 +22,12 @@ class PendingScope {
   PendingScope() { ++pending_depth; }
   ~PendingScope() { --pending_depth; }
 };
+
+class RerunScope {
+ public:
+  RerunScope() { ++rerun_depth; }
+  ~RerunScope() { --rerun_depth; }
+};
 }  // namespace
 
 bool recompute_pending() { return pending_depth > 0; }
@@ -67,14 +73,10 @@ Tensor recompute(const Block& fn, const std::vector<Tensor>& inputs) {
     Tensor recomputed;
     {
       EnableGradGuard grad_on;
-      ++rerun_depth;
-      try {
+      {
+        RerunScope rerun;
         recomputed = fn(leaves);
-      } catch (...) {
-        --rerun_depth;
-        throw;
       }
-      --rerun_depth;
       // Parameters inside accumulate their gradients here; inputs' land in the leaves.
       backward({recomputed}, {g});
     }
