@@ -60,8 +60,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., K] W^T + bias: W [N, K] trainable fp32, bias [N] or undefined; saves x, W.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 // Same with a frozen weight in its stored dtype, multiplied as `compute` says (forward and
-// input gradient): only x (and bias) get gradients; saves nothing but the weight handle.
-Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute);
+// input gradient): only x (and bias) get gradients; saves nothing but the weight handle. With
+// `values` false the product is not run and the output is zero (see scaled_rows_linear).
+Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute,
+              bool values = true);
 
 // scale[i] * (x[i] W^T) for x [M, K], scale [M, 1] and a frozen W [N, K]: a Mixture-of-Experts
 // expert's down_proj times its routing weights. Saves x and scale, not the product: the backward

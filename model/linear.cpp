@@ -21,6 +21,14 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, int slot)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
+  return forward_values(x, ctx, true);
+}
+
+Tensor Linear::forward_unread(const Tensor& x, const ForwardContext& ctx) const {
+  return forward_values(x, ctx, false);
+}
+
+Tensor Linear::forward_values(const Tensor& x, const ForwardContext& ctx, bool values) const {
   Tensor y;
   if (lora) {
     Tensor in = x;
@@ -30,12 +38,12 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
     if (lora->dora()) {
       y = dora_forward(x, in, weight, bias.value, *lora, ctx.compute);
     } else {
-      y = linear(x, weight, bias.value, ctx.compute);
+      y = linear(x, weight, bias.value, ctx.compute, values);
       y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B,
                             lora->scale);
     }
   } else {
-    y = linear(x, weight, bias.value, ctx.compute);
+    y = linear(x, weight, bias.value, ctx.compute, values);
   }
   if (ctx.adapter_rows && !resident.empty()) add_resident_deltas(x, y, *ctx.adapter_rows);
   return y;

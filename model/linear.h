@@ -50,6 +50,9 @@ class Linear {
   Linear(int64_t in_features, int64_t out_features, bool bias, int seed_slot);
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // x [..., in] -> [..., out]
+  // The same graph where the output's values will not be read (a recompute rerun's last
+  // product): a frozen weight's product is skipped; the adapter's terms still run.
+  Tensor forward_unread(const Tensor& x, const ForwardContext& ctx) const;
   // Whether forward is the frozen weight's product (+ bias) alone: no trainable weight, adapter
   // or resident adapter.
   bool frozen_only() const;
@@ -78,6 +81,7 @@ class Linear {
   std::vector<std::unique_ptr<LoraWeights>> resident;
 
  private:
+  Tensor forward_values(const Tensor& x, const ForwardContext& ctx, bool values) const;
   // y[t] += scale_s * (x[t] A_s^T) B_s^T for the tokens of each slot s (gathered per slot).
   void add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const;
 };

@@ -67,8 +67,9 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
     ForwardContext expert_ctx_storage;
     const ForwardContext* expert_ctx = &ctx;
     AdapterRows sub_rows;
-    if (ctx.training || ctx.adapter_rows) {
+    if (ctx.training || ctx.adapter_rows || ctx.mlp_output_unread) {
       expert_ctx_storage = ctx;
+      expert_ctx_storage.mlp_output_unread = false;  // an adapted expert's output is read below
       expert_ctx_storage.dropout_seed = ctx.seed_for(ctx.layer_index, 1000 + int64_t(e));
       if (ctx.adapter_rows) {
         sub_rows = rows_of(*ctx.adapter_rows, tokens);

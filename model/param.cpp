@@ -32,9 +32,10 @@ void Param::make_trainable() {
   value.set_requires_grad(true);
 }
 
-Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute) {
+Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute,
+              bool values) {
   return w.value.defined() ? ops::linear(x, w.value, bias)
-                           : ops::linear(x, w.frozen, bias, compute);
+                           : ops::linear(x, w.frozen, bias, compute, values);
 }
 
 Tensor embedding(std::span<const int32_t> ids, const Param& table) {

@@ -29,8 +29,9 @@ struct Param {
 };
 
 // x [..., in] W^T + bias with W frozen (multiplied as `compute` says) or trainable, whichever
-// the parameter holds.
-Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute);
+// the parameter holds. `values` false: a frozen W's product is skipped (ops::linear).
+Tensor linear(const Tensor& x, const Param& w, const Tensor& bias, const ComputeChoice& compute,
+              bool values = true);
 // Rows `ids` of the table [vocab, hidden]; a graph only when the table is trainable.
 Tensor embedding(std::span<const int32_t> ids, const Param& table);
 

@@ -1,6 +1,7 @@
 #include "model/swiglu_mlp.h"
 
 #include "autograd/ops.h"
+#include "model/forward_context.h"
 
 namespace glm4 {
 
@@ -9,7 +10,8 @@ Tensor SwigluMlp::hidden(const Tensor& x, const ForwardContext& ctx) const {
 }
 
 Tensor SwigluMlp::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return down_proj.forward(hidden(x, ctx), ctx);
+  const Tensor h = hidden(x, ctx);
+  return ctx.mlp_output_unread ? down_proj.forward_unread(h, ctx) : down_proj.forward(h, ctx);
 }
 
 void SwigluMlp::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -116,10 +116,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
       });
 }
 
-Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute) {
+Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute,
+              bool values) {
   int64_t n = w.rows(), k = w.cols();
   check_linear(x, n, k, bias);
-  Tensor y = linear_values(x, w, bias, compute);
+  Shape out_shape = x.shape();
+  out_shape.back() = n;
+  Tensor y = values ? linear_values(x, w, bias, compute) : Tensor::zeros(out_shape);
   return record(y, "linear_frozen", {x, bias}, {}, [w, n, k, compute](Node& node, const Tensor& g) {
     Tensor dx, db;
     if (node.needs_grad(0)) {
