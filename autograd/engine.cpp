@@ -183,10 +183,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       GLM4_CHECK(input_grads.size() == node->inputs.size(), "[backward] op ", node->op,
                  " returned ", input_grads.size(), " gradients for ", node->inputs.size(),
                  " inputs");
-      const bool rows = node->grad_row_count > 0;  // gradients of a few rows (Node::grad_rows)
       for (size_t i = 0; i < node->inputs.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.active() || !input_grads[i].defined()) continue;
+        // A gradient of a few rows (Node::grad_rows)?
+        const bool rows = node->grad_row_count > 0 && i == node->grad_rows_input;
         if (e.node && rows)
           accumulate_rows(grad_of[e.node.get()], input_grads[i], *node);
         else if (e.node)

@@ -25,12 +25,14 @@ struct Node {
   std::vector<Edge> inputs;
   std::vector<Tensor> saved;
   Backward backward;
-  // Set by an op whose one input gets a gradient on a few rows only (gather_rows): backward then
-  // returns just those rows, row i landing on row grad_rows[i] (all distinct) of an input with
-  // grad_row_count rows, and the engine adds them where they go. A Mixture-of-Experts layer
-  // gathers from one input once per expert; full-size gradients would cost experts x tokens rows.
+  // Set by an op whose input grad_rows_input gets a gradient on a few rows only (gather_rows,
+  // linear_gathered): backward then returns just those rows for it, row i landing on row
+  // grad_rows[i] (all distinct) of an input with grad_row_count rows, and the engine adds them
+  // where they go. A Mixture-of-Experts layer gathers from one input once per expert; full-size
+  // gradients would cost experts x tokens rows.
   std::vector<int64_t> grad_rows;
   int64_t grad_row_count = 0;
+  size_t grad_rows_input = 0;
 
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].active(); }
   void release() {  // after backward ran: free what it kept

@@ -40,6 +40,10 @@ Tensor silu(const Tensor& x);          // saves x
 Tensor swiglu(const Tensor& gate_up);  // [..., 2I] -> silu(gate) * up [..., I]; saves input
 // silu(gate) * up of two [..., I] tensors; saves both (not silu(gate): the backward recomputes it)
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// scale[i] * silu(gate[i]) * up[i] for gate, up [M, I] and scale [M, 1]: a routed expert's
+// hidden state times its routing weight, so the expert's down_proj output is never kept for the
+// weight's gradient (sum_j g[i, j] * h[i, j], with h recomputed). Saves gate, up and scale.
+Tensor swiglu(const Tensor& gate, const Tensor& up, const Tensor& scale);
 Tensor softmax(const Tensor& x);  // over the last dim; saves y
 
 // --- reductions (ops/reduce.cpp) ---
@@ -61,16 +65,17 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias);
 // Same with a frozen weight in its stored dtype, multiplied as `compute` says (forward and
 // input gradient): only x (and bias) get gradients; saves nothing but the weight handle. With
-// `values` false the product is not run and the output is zero (see scaled_rows_linear).
+// `values` false the product is not run and the output is zero, for a recompute rerun's last
+// product, whose output only carries gradients back.
 Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute,
               bool values = true);
 
-// scale[i] * (x[i] W^T) for x [M, K], scale [M, 1] and a frozen W [N, K]: a Mixture-of-Experts
-// expert's down_proj times its routing weights. Saves x and scale, not the product: the backward
-// takes gW = g W once, dx = scale * gW and dscale = x . gW. With `values` false the product is not
-// run and the output is zero, for a block rerun whose output only carries gradients back.
-Tensor scaled_rows_linear(const Tensor& x, const Weight& w, const Tensor& scale,
-                          const ComputeChoice& compute, bool values = true);
+// linear(x, w, {}) for x [n, K] that is rows `rows` of source [N, K] (x = source[rows], rows
+// increasing: a Mixture-of-Experts expert's tokens): saves source and w, not x, and sends x's
+// gradient to those rows of source. The LoRA A product of an expert, whose input the graph need
+// not keep once per expert. Repeated rows fall back to linear(x, w, {}).
+Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const int64_t> rows,
+                       const Tensor& w);
 
 // y + scale * h B^T (LoRA's second product and its sum with the frozen output): y [..., out],
 // h [..., r], B [out, r] fp32. Consumes y: the result is written into y's storage, so y must be

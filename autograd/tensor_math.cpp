@@ -1,6 +1,7 @@
 #include "autograd/tensor_math.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/check.h"
 #include "base/parallel.h"
@@ -45,6 +46,15 @@ void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows) {
                    const float* x = ps + i * width;
                    for (int64_t j = 0; j < width; ++j) d[j] += x[j];
                  }
+               });
+}
+
+void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst) {
+  parallel_for(int64_t(rows.size()), std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t i = lo; i < hi; ++i)
+                   std::memcpy(dst + i * width, src + rows[size_t(i)] * width,
+                               size_t(width) * sizeof(float));
                });
 }
 

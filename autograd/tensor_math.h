@@ -1,6 +1,8 @@
 // Value-level helpers on tensors that record nothing: used by the engine, the optimizer and
 // backward formulas.
 #pragma once
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -12,5 +14,7 @@ void add_into(Tensor dst, const Tensor& src);         // dst += src, same shapes
 // dst[rows[i]] += src[i] for [., width] matrices; rows distinct (they run in parallel).
 void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows);
 void scale_into(Tensor dst, float s);  // dst *= s
+// dst[i] = src[rows[i]] for [., width] row-major matrices (rows may repeat).
+void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst);
 
 }  // namespace glm4

@@ -34,8 +34,8 @@ struct ForwardContext {
   ComputeChoice compute = kF32Compute;
   const AdapterRows* adapter_rows = nullptr;  // per-row resident adapters (inference)
   // Set by a decoder layer when its MLP output's values will not be read (a recompute rerun only
-  // sends gradients back through it): a SwiGLU MLP (dense or shared experts) and a MoE block's
-  // frozen routed experts then skip their down_proj's frozen product.
+  // sends gradients back through it): every SwiGLU MLP (dense, shared and routed experts) then
+  // skips its down_proj's frozen product.
   bool mlp_output_unread = false;
 };
 

@@ -24,6 +24,16 @@ Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
   return forward_values(x, ctx, true);
 }
 
+Tensor Linear::forward(const Tensor& x, const GatheredRows& from, const ForwardContext& ctx) const {
+  const bool plain_lora = lora && !lora->dora() && !(ctx.training && lora->dropout > 0);
+  if (!plain_lora || (ctx.adapter_rows && !resident.empty()) || !GradMode::enabled())
+    return forward(x, ctx);
+  Tensor y = linear(x, weight, bias.value, ctx.compute);
+  return ops::add_low_rank(std::move(y),
+                           ops::linear_gathered(x, from.source, from.rows, lora->lora_A),
+                           lora->lora_B, lora->scale);
+}
+
 Tensor Linear::forward_unread(const Tensor& x, const ForwardContext& ctx) const {
   return forward_values(x, ctx, false);
 }

@@ -44,12 +44,21 @@ struct LinearSite {
 };
 using LinearVisitor = std::function<void(const LinearSite& site, Linear& linear)>;
 
+// Where a layer's input came from: x = source[rows] (ops::gather_rows), rows increasing.
+struct GatheredRows {
+  const Tensor& source;
+  std::span<const int64_t> rows;
+};
+
 class Linear {
  public:
   // seed_slot tells this layer's dropout masks apart from the other linears of its layer.
   Linear(int64_t in_features, int64_t out_features, bool bias, int seed_slot);
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // x [..., in] -> [..., out]
+  // The same for x = from.source[from.rows]: a plain LoRA adapter's first product keeps the
+  // source and the rows (ops::linear_gathered), not x, for its gradient.
+  Tensor forward(const Tensor& x, const GatheredRows& from, const ForwardContext& ctx) const;
   // The same graph where the output's values will not be read (a recompute rerun's last
   // product): a frozen weight's product is skipped; the adapter's terms still run.
   Tensor forward_unread(const Tensor& x, const ForwardContext& ctx) const;

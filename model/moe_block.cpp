@@ -67,9 +67,8 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
     ForwardContext expert_ctx_storage;
     const ForwardContext* expert_ctx = &ctx;
     AdapterRows sub_rows;
-    if (ctx.training || ctx.adapter_rows || ctx.mlp_output_unread) {
+    if (ctx.training || ctx.adapter_rows) {
       expert_ctx_storage = ctx;
-      expert_ctx_storage.mlp_output_unread = false;  // an adapted expert's output is read below
       expert_ctx_storage.dropout_seed = ctx.seed_for(ctx.layer_index, 1000 + int64_t(e));
       if (ctx.adapter_rows) {
         sub_rows = rows_of(*ctx.adapter_rows, tokens);
@@ -77,15 +76,8 @@ Tensor MoeBlock::forward(const Tensor& x, const ForwardContext& ctx) const {
       }
       expert_ctx = &expert_ctx_storage;
     }
-    const SwigluMlp& expert = experts[e];
-    const Tensor x_e = ops::gather_rows(flat, tokens), w_e = ops::gather_rows(slot_weights, slots);
-    if (expert.down_proj.frozen_only()) {  // routing weights' gradient without saving the output
-      parts.push_back(ops::scaled_rows_linear(expert.hidden(x_e, *expert_ctx),
-                                              expert.down_proj.weight.frozen, w_e, ctx.compute,
-                                              !ctx.mlp_output_unread));
-    } else {
-      parts.push_back(ops::mul(expert.forward(x_e, *expert_ctx), w_e));  // [n_e, H]
-    }
+    parts.push_back(experts[e].forward_rows(flat, tokens, ops::gather_rows(slot_weights, slots),
+                                            *expert_ctx));  // [n_e, H]
     rows.push_back(std::move(tokens));
   }
   Tensor routed = ops::reshape(ops::scatter_add_rows(parts, rows, N), x.shape());

@@ -115,17 +115,22 @@ struct ExpertRun {
   const SwigluMlp* mlp;
   const float* x;  // [tokens, hidden]
   int64_t tokens;
+  std::vector<float> scale;          // a routed expert's routing weights, [tokens]; empty: none
   std::optional<AdapterRows> rows;   // the resident adapters' rows among these tokens
   std::vector<float> gate, up, out;  // [tokens, intermediate] x 2, [tokens, hidden]
 };
 
-// gate = silu(gate) * up, as ops::silu then ops::mul compute it.
-void swiglu_in_place(std::vector<float>& gate, const std::vector<float>& up) {
+// gate = silu(gate) * up, times each row's scale when there is one, as ops::swiglu computes it.
+void swiglu_in_place(std::vector<float>& gate, const std::vector<float>& up,
+                     const std::vector<float>& scale) {
   const int64_t n = int64_t(gate.size());
   std::vector<float> sig(gate.size());
   kernels::sigmoid(gate.data(), sig.data(), n);
   for (int64_t i = 0; i < n; ++i)
-    gate[size_t(i)] = sig[size_t(i)] * gate[size_t(i)] * up[size_t(i)];
+    gate[size_t(i)] = gate[size_t(i)] * sig[size_t(i)] * up[size_t(i)];
+  if (scale.empty()) return;
+  const size_t width = gate.size() / scale.size();
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] *= scale[i / width];
 }
 
 void run_experts(std::vector<ExpertRun>& runs, int64_t hidden, const ComputeChoice& compute) {
@@ -141,7 +146,7 @@ void run_experts(std::vector<ExpertRun>& runs, int64_t hidden, const ComputeChoi
   run_products(products, compute);
   products.clear();
   for (ExpertRun& r : runs) {
-    swiglu_in_place(r.gate, r.up);
+    swiglu_in_place(r.gate, r.up, r.scale);
     r.out.resize(size_t(r.tokens * hidden));
     products.push_back(product_of(r.mlp->down_proj, r.gate.data(), r.tokens, r.out.data(),
                                   r.rows ? &*r.rows : nullptr));
@@ -178,17 +183,18 @@ Tensor MoeBlock::decode_forward(const Tensor& flat, const MoeRoute& route, const
       x = rows.data();
     }
     ExpertRun& run =
-        runs.emplace_back(ExpertRun{&experts[e], x, int64_t(slots.size()), {}, {}, {}, {}});
+        runs.emplace_back(ExpertRun{&experts[e], x, int64_t(slots.size()), {}, {}, {}, {}, {}});
+    for (int64_t slot : slots) run.scale.push_back(weights.data()[slot]);
     if (ctx.adapter_rows) run.rows = rows_of(*ctx.adapter_rows, tokens);
   }
-  ExpertRun& shared = runs.emplace_back(ExpertRun{&shared_experts, flat.data(), N, {}, {}, {}, {}});
+  ExpertRun& shared =
+      runs.emplace_back(ExpertRun{&shared_experts, flat.data(), N, {}, {}, {}, {}, {}});
   if (ctx.adapter_rows) shared.rows = *ctx.adapter_rows;
   run_experts(runs, H, ctx.compute);
 
   // The routed sum in expert order, then the shared expert: scatter_add_rows and add's order.
   Tensor out = Tensor::zeros({N, H});
   float* po = out.data();
-  const float* w = weights.data();
   size_t run = 0;
   for (size_t e = 0; e < experts.size(); ++e) {
     const std::vector<int64_t>& slots = route.slots[e];
@@ -196,8 +202,7 @@ Tensor MoeBlock::decode_forward(const Tensor& flat, const MoeRoute& route, const
     const float* y = runs[run++].out.data();
     for (size_t i = 0; i < slots.size(); ++i) {
       float* o = po + slots[i] / route.k * H;
-      const float wi = w[slots[i]];
-      for (int64_t j = 0; j < H; ++j) o[j] += y[int64_t(i) * H + j] * wi;
+      for (int64_t j = 0; j < H; ++j) o[j] += y[int64_t(i) * H + j];
     }
   }
   const float* shared_out = runs.back().out.data();

@@ -5,13 +5,23 @@
 
 namespace glm4 {
 
-Tensor SwigluMlp::hidden(const Tensor& x, const ForwardContext& ctx) const {
-  return ops::swiglu(gate_proj.forward(x, ctx), up_proj.forward(x, ctx));
+namespace {
+Tensor down(const Linear& down_proj, const Tensor& h, const ForwardContext& ctx) {
+  return ctx.mlp_output_unread ? down_proj.forward_unread(h, ctx) : down_proj.forward(h, ctx);
 }
+}  // namespace
 
 Tensor SwigluMlp::forward(const Tensor& x, const ForwardContext& ctx) const {
-  const Tensor h = hidden(x, ctx);
-  return ctx.mlp_output_unread ? down_proj.forward_unread(h, ctx) : down_proj.forward(h, ctx);
+  return down(down_proj, ops::swiglu(gate_proj.forward(x, ctx), up_proj.forward(x, ctx)), ctx);
+}
+
+Tensor SwigluMlp::forward_rows(const Tensor& source, std::span<const int64_t> rows,
+                               const Tensor& scale, const ForwardContext& ctx) const {
+  const Tensor x = ops::gather_rows(source, rows);
+  const GatheredRows from{source, rows};
+  return down(down_proj,
+              ops::swiglu(gate_proj.forward(x, from, ctx), up_proj.forward(x, from, ctx), scale),
+              ctx);
 }
 
 void SwigluMlp::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -15,8 +15,12 @@ class SwigluMlp {
         up_proj(hidden, intermediate, false, seed_slot + 1),
         down_proj(intermediate, hidden, false, seed_slot + 2) {}
   Tensor forward(const Tensor& x, const ForwardContext& ctx) const;  // [..., hidden]
-  // silu(gate_proj(x)) * up_proj(x): down_proj's input, [..., intermediate].
-  Tensor hidden(const Tensor& x, const ForwardContext& ctx) const;
+  // A routed expert: down_proj(scale * silu(gate_proj(x)) * up_proj(x)) for x = source[rows]
+  // (rows increasing) and its routing weights scale [rows, 1]. Scaling the hidden state rather
+  // than the output (the same up to rounding) keeps no output for the weights' gradient, and
+  // the adapters' first products keep source, not x (Linear's GatheredRows form).
+  Tensor forward_rows(const Tensor& source, std::span<const int64_t> rows, const Tensor& scale,
+                      const ForwardContext& ctx) const;
   void visit(const std::string& prefix, const ParamVisitor& fn);
   void visit_linears(const std::string& prefix, int64_t layer, const LinearVisitor& fn);
 

@@ -65,6 +65,9 @@ std::vector<GradCase> all_cases() {
   c.push_back({"swiglu_gate_up", {{2, 3, 5}, {2, 3, 5}}, [](const V& x) {
                  return ops::swiglu(x[0], x[1]);
                }});
+  c.push_back({"swiglu_row_scaled", {{3, 5}, {3, 5}, {3, 1}}, [](const V& x) {
+                 return ops::swiglu(x[0], x[1], x[2]);
+               }});
   c.push_back({"softmax", {{3, 7}}, [](const V& x) { return ops::softmax(x[0]); }});
   c.push_back({"softmax_len1", {{2, 1}}, [](const V& x) { return ops::softmax(x[0]); }});
   // reductions
@@ -149,6 +152,19 @@ std::vector<GradCase> all_cases() {
                  const Tensor h = ops::scale(x[0], 2.0f);
                  return ops::scatter_add_rows(
                      {ops::gather_rows(h, rows[0]), ops::gather_rows(h, rows[1])}, rows, 5);
+               }});
+  // An expert's LoRA A product keeps its source, not its gathered input; its weight's gradient
+  // is whole while the source's comes back as rows (Node::grad_rows_input), beside the gather's.
+  c.push_back({"linear_gathered_beside_its_gather", {{5, 4}, {3, 4}, {3, 4}}, [](const V& x) {
+                 static const std::vector<int64_t> rows{0, 2, 3};
+                 const Tensor h = ops::scale(x[0], 2.0f);
+                 const Tensor g = ops::gather_rows(h, rows);
+                 return ops::add(ops::linear_gathered(g, h, rows, x[1]),
+                                 ops::linear(g, x[2], Tensor()));
+               }});
+  c.push_back({"linear_gathered_repeated_rows", {{4, 3}, {2, 3}}, [](const V& x) {
+                 static const std::vector<int64_t> rows{1, 1, 3};
+                 return ops::linear_gathered(ops::gather_rows(x[0], rows), x[0], rows, x[1]);
                }});
   c.push_back({"scatter_add_rows", {{3, 4}, {1, 4}, {2, 4}}, [](const V& x) {
                  static const std::vector<std::vector<int64_t>> rows{{0, 2, 5}, {2}, {5, 1}};

@@ -1,4 +1,5 @@
-// silu, fused swiglu on a gate_up tensor, softmax over the last dimension.
+// silu, fused swiglu (on a gate_up tensor, on gate and up, and times a row scale), softmax over
+// the last dimension.
 #include <cmath>
 #include <vector>
 
@@ -125,6 +126,47 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                     }
                   });
                   return std::vector<Tensor>{dgate, dup};
+                });
+}
+
+Tensor swiglu(const Tensor& gate, const Tensor& up, const Tensor& scale) {
+  GLM4_CHECK(gate.rank() == 2 && gate.shape() == up.shape() && scale.numel() == gate.dim(0),
+             "[swiglu] gate ", shape_str(gate.shape()), ", up ", shape_str(up.shape()),
+             " and row scale ", shape_str(scale.shape()));
+  const int64_t rows = gate.dim(0), inter = gate.dim(1);
+  Tensor y = Tensor::empty(gate.shape());
+  float* py = y.data();
+  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      float* out = py + r * inter;
+      swiglu_row(gate.data() + r * inter, up.data() + r * inter, out, inter);
+      const float s = scale.data()[r];
+      for (int64_t j = 0; j < inter; ++j) out[j] *= s;
+    }
+  });
+  return record(y, "swiglu_scaled", {gate, up, scale}, {gate.detach(), up.detach(), scale.detach()},
+                [rows, inter](Node& n, const Tensor& g) {
+                  const Tensor &gate = n.saved[0], &up = n.saved[1], &scale = n.saved[2];
+                  Tensor dgate = Tensor::empty(gate.shape()), dup = Tensor::empty(up.shape());
+                  Tensor dscale = n.needs_grad(2) ? Tensor::empty(scale.shape()) : Tensor();
+                  parallel_for(rows, rows_grain(inter), [&](int64_t lo, int64_t hi) {
+                    std::vector<float> row(static_cast<size_t>(inter));
+                    for (int64_t r = lo; r < hi; ++r) {
+                      const int64_t at = r * inter;
+                      const float* gr = g.data() + at;
+                      if (dscale.defined()) {  // d scale = g . h
+                        swiglu_row(gate.data() + at, up.data() + at, row.data(), inter);
+                        double dot = 0.0;
+                        for (int64_t j = 0; j < inter; ++j) dot += double(gr[j]) * row[size_t(j)];
+                        dscale.data()[r] = float(dot);
+                      }
+                      const float s = scale.data()[r];
+                      for (int64_t j = 0; j < inter; ++j) row[size_t(j)] = gr[j] * s;
+                      swiglu_grad_row(gate.data() + at, up.data() + at, row.data(),
+                                      dgate.data() + at, dup.data() + at, inter);
+                    }
+                  });
+                  return std::vector<Tensor>{dgate, dup, dscale};
                 });
 }
 

@@ -7,22 +7,13 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/tensor_math.h"
 #include "base/check.h"
 #include "base/parallel.h"
 
 namespace glm4::ops {
 
 namespace {
-// dst[i] = src[rows[i]] for [., width] row-major matrices.
-void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst) {
-  parallel_for(int64_t(rows.size()), std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t i = lo; i < hi; ++i)
-                   std::memcpy(dst + i * width, src + rows[size_t(i)] * width,
-                               size_t(width) * sizeof(float));
-               });
-}
-
 // Output row r receives the part rows (part, i) listed in sources[begin[r], begin[r + 1]), in
 // part order and then row order: the order of the additions is fixed whatever the threads.
 struct RowSources {

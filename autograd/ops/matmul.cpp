@@ -1,7 +1,11 @@
 // Batched matmul and linear layers (trainable fp32 weights and frozen stored-dtype weights).
+#include <algorithm>
+#include <functional>
+
 #include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/tensor_math.h"
 #include "autograd/weight.h"
 #include "base/check.h"
 #include "base/parallel.h"
@@ -136,54 +140,43 @@ Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const Comput
   });
 }
 
-Tensor scaled_rows_linear(const Tensor& x, const Weight& w, const Tensor& scale,
-                          const ComputeChoice& compute, bool values) {
-  const int64_t n = w.rows(), k = w.cols();
-  check_linear(x, n, k, Tensor());
-  const int64_t m = x.numel() / k;
-  GLM4_CHECK(x.rank() == 2 && scale.numel() == m, "[scaled_rows_linear] x ", shape_str(x.shape()),
-             " and scale ", shape_str(scale.shape()));
-  Tensor y;
-  if (values) {
-    y = linear_values(x, w, Tensor(), compute);
-    float* py = y.data();
-    const float* ps = scale.data();
-    parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
-                 [&](int64_t lo, int64_t hi) {
-                   for (int64_t i = lo; i < hi; ++i)
-                     for (int64_t j = 0; j < n; ++j) py[i * n + j] *= ps[i];
-                 });
-  } else {
-    y = Tensor::zeros({m, n});
+Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const int64_t> rows,
+                       const Tensor& w) {
+  GLM4_CHECK(w.rank() == 2, "[linear_gathered] weight must be 2-D, got ", shape_str(w.shape()));
+  const int64_t n = w.dim(0), k = w.dim(1), m = int64_t(rows.size());
+  GLM4_CHECK(
+      x.rank() == 2 && x.dim(0) == m && x.dim(1) == k && source.rank() == 2 && source.dim(1) == k,
+      "[linear_gathered] x ", shape_str(x.shape()), " as ", m, " rows of source ",
+      shape_str(source.shape()), " with weight ", shape_str(w.shape()));
+  std::vector<int64_t> kept(rows.begin(), rows.end());
+  if (!std::is_sorted(kept.begin(), kept.end(), std::less_equal<int64_t>()))
+    return linear(x, w, Tensor());  // repeated rows: x's gradient is not a set of distinct rows
+  Tensor y = linear_values(x, weight_view(w), Tensor(), kF32Compute);  // as linear computes it
+  const int64_t N = source.dim(0);
+  Tensor out =
+      record(y, "linear_gathered", {source, w}, {source.detach(), w.detach()},
+             [kept, n, k, m](Node& node, const Tensor& g) {
+               const Tensor& source = node.saved[0];
+               const Tensor& w = node.saved[1];
+               Tensor dx, dw;
+               if (node.needs_grad(0)) {  // x's rows of source's gradient
+                 dx = Tensor::empty({m, k});
+                 linear_input_grad(g.data(), m, n, weight_view(w), dx.data(), false, kF32Compute);
+               }
+               if (node.needs_grad(1)) {
+                 Tensor x = Tensor::empty({m, k});
+                 copy_rows(source.data(), kept, k, x.data());
+                 dw = Tensor::empty(w.shape());
+                 linear_weight_grad(g.data(), x.data(), m, n, k, dw.data(), false);
+               }
+               return std::vector<Tensor>{dx, dw};
+             });
+  if (const auto& node = out.grad_fn()) {
+    node->grad_rows = std::move(kept);
+    node->grad_row_count = N;
+    node->grad_rows_input = 0;
   }
-  return record(y, "scaled_rows_linear", {x, scale}, {x.detach(), scale.detach()},
-                [w, n, k, m, compute](Node& node, const Tensor& g) {
-                  const Tensor& x = node.saved[0];
-                  const Tensor& s = node.saved[1];
-                  Tensor gw = Tensor::empty({m, k});
-                  linear_input_grad(g.data(), m, n, w, gw.data(), false, compute);
-                  Tensor dx, ds;
-                  if (node.needs_grad(0)) dx = Tensor::empty({m, k});
-                  if (node.needs_grad(1)) ds = Tensor::empty(s.shape());
-                  const float *pg = gw.data(), *px = x.data(), *ps = s.data();
-                  float* pdx = dx.defined() ? dx.data() : nullptr;
-                  float* pds = ds.defined() ? ds.data() : nullptr;
-                  parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)),
-                               [&](int64_t lo, int64_t hi) {
-                                 for (int64_t i = lo; i < hi; ++i) {
-                                   const float* gi = pg + i * k;
-                                   if (pdx)
-                                     for (int64_t c = 0; c < k; ++c) pdx[i * k + c] = ps[i] * gi[c];
-                                   if (pds) {
-                                     double dot = 0.0;
-                                     for (int64_t c = 0; c < k; ++c)
-                                       dot += double(px[i * k + c]) * gi[c];
-                                     pds[i] = float(dot);
-                                   }
-                                 }
-                               });
-                  return std::vector<Tensor>{dx, ds};
-                });
+  return out;
 }
 
 Tensor add_low_rank(Tensor y, const Tensor& h, const Tensor& B, float scale) {
