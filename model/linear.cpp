@@ -21,36 +21,33 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, int slot)
 }
 
 Tensor Linear::forward(const Tensor& x, const ForwardContext& ctx) const {
-  return forward_values(x, ctx, true);
+  return forward_values(x, nullptr, ctx, true);
 }
 
 Tensor Linear::forward(const Tensor& x, const GatheredRows& from, const ForwardContext& ctx) const {
-  const bool plain_lora = lora && !lora->dora() && !(ctx.training && lora->dropout > 0);
-  if (!plain_lora || (ctx.adapter_rows && !resident.empty()) || !GradMode::enabled())
-    return forward(x, ctx);
-  Tensor y = linear(x, weight, bias.value, ctx.compute);
-  return ops::add_low_rank(std::move(y),
-                           ops::linear_gathered(x, from.source, from.rows, lora->lora_A),
-                           lora->lora_B, lora->scale);
+  return forward_values(x, &from, ctx, true);
 }
 
 Tensor Linear::forward_unread(const Tensor& x, const ForwardContext& ctx) const {
-  return forward_values(x, ctx, false);
+  return forward_values(x, nullptr, ctx, false);
 }
 
-Tensor Linear::forward_values(const Tensor& x, const ForwardContext& ctx, bool values) const {
+Tensor Linear::forward_values(const Tensor& x, const GatheredRows* from, const ForwardContext& ctx,
+                              bool values) const {
   Tensor y;
   if (lora) {
+    const bool dropped = ctx.training && lora->dropout > 0;
     Tensor in = x;
     const int slot = lora->dropout_slot >= 0 ? lora->dropout_slot : seed_slot;
-    if (ctx.training && lora->dropout > 0)
-      in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
+    if (dropped) in = ops::dropout(x, lora->dropout, ctx.seed_for(ctx.layer_index, slot));
     if (lora->dora()) {
       y = dora_forward(x, in, weight, bias.value, *lora, ctx.compute);
     } else {
       y = linear(x, weight, bias.value, ctx.compute, values);
-      y = ops::add_low_rank(std::move(y), ops::linear(in, lora->lora_A, Tensor()), lora->lora_B,
-                            lora->scale);
+      const Tensor h = from && !dropped
+                           ? ops::linear_gathered(x, from->source, from->rows, lora->lora_A)
+                           : ops::linear(in, lora->lora_A, Tensor());
+      y = ops::add_low_rank(std::move(y), h, lora->lora_B, lora->scale);
     }
   } else {
     y = linear(x, weight, bias.value, ctx.compute, values);

@@ -90,7 +90,9 @@ class Linear {
   std::vector<std::unique_ptr<LoraWeights>> resident;
 
  private:
-  Tensor forward_values(const Tensor& x, const ForwardContext& ctx, bool values) const;
+  // forward, forward with GatheredRows (from not null) and forward_unread (values false).
+  Tensor forward_values(const Tensor& x, const GatheredRows* from, const ForwardContext& ctx,
+                        bool values) const;
   // y[t] += scale_s * (x[t] A_s^T) B_s^T for the tokens of each slot s (gathered per slot).
   void add_resident_deltas(const Tensor& x, Tensor& y, const AdapterRows& rows) const;
 };
