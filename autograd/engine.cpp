@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "autograd/saved_bf16.h"
 #include "autograd/tensor_math.h"
 #include "base/check.h"
 
@@ -117,6 +118,15 @@ Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
   TensorImpl* impl = out.impl();
   impl->requires_grad = true;
   impl->grad_fn = std::move(node);
+  return out;
+}
+
+Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
+              std::vector<Tensor> saved, std::initializer_list<size_t> bf16_slots,
+              Node::Backward backward) {
+  out = record(std::move(out), op, inputs, std::move(saved), std::move(backward));
+  if (const std::shared_ptr<Node>& node = out.grad_fn())
+    for (size_t i : bf16_slots) SavedInBf16::offer(node->saved[i]);
   return out;
 }
 

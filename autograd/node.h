@@ -3,6 +3,7 @@
 // written in the op's file right under its forward.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,12 @@ class NoGradGuard {
 // otherwise returns `out` unchanged (no node, no saved tensors). `saved` is what backward needs.
 Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
               std::vector<Tensor> saved, Node::Backward backward);
+
+// The same, where saved[i] for each i in bf16_slots is an activation (never a parameter) that an
+// open SavedInBf16 scope may keep in bf16 until backward (autograd/saved_bf16.h).
+Tensor record(Tensor out, const char* op, const std::vector<Tensor>& inputs,
+              std::vector<Tensor> saved, std::initializer_list<size_t> bf16_slots,
+              Node::Backward backward);
 
 // True when some input requires grad and grad mode is on (an op may skip work otherwise).
 bool any_requires_grad(const std::vector<Tensor>& inputs);

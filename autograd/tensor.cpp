@@ -4,15 +4,20 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
+#include "autograd/kernels/convert.h"
 #include "autograd/storage_pool.h"
 #include "base/check.h"
+#include "base/dtype.h"
+#include "base/parallel.h"
 
 namespace glm4 {
 
 namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
+constexpr int64_t kConvertGrain = int64_t(1) << 16;  // elements a task packs or widens
 
 void count_alloc(int64_t bytes) {
   int64_t now = g_live.fetch_add(bytes) + bytes;
@@ -46,7 +51,41 @@ Storage::Storage(int64_t numel) : numel_(numel) {
 
 Storage::~Storage() {
   pool_release(block_);
+  g_live.fetch_sub(int64_t(numel_) * (packed() ? 2 : 4));
+}
+
+void Storage::pack_bf16() {
+  if (packed()) return;
+  PoolBlock half = pool_allocate(size_t(std::max<int64_t>(numel_, 1)) * sizeof(uint16_t));
+  count_alloc(int64_t(numel_) * 2);
+  auto* dst = static_cast<uint16_t*>(half.data);
+  const float* src = data_;
+  parallel_for(numel_, kConvertGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+  pool_release(block_);
   g_live.fetch_sub(int64_t(numel_) * 4);
+  block_ = half;
+  data_ = nullptr;
+  packed_.store(true, std::memory_order_release);
+}
+
+void Storage::unpack() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!packed_.load(std::memory_order_acquire)) return;  // another thread widened it meanwhile
+  PoolBlock full = pool_allocate(size_t(std::max<int64_t>(numel_, 1)) * sizeof(float));
+  count_alloc(int64_t(numel_) * 4);
+  auto* dst = static_cast<float*>(full.data);
+  const auto* src = static_cast<const uint16_t*>(block_.data);
+  // On this thread alone: a parallel loop here, under the lock, could let this thread steal a
+  // task that asks for the same storage.
+  convert_to_f32(DType::BF16, src, numel_, dst);
+  pool_release(block_);
+  g_live.fetch_sub(int64_t(numel_) * 2);
+  block_ = full;
+  data_ = dst;
+  packed_.store(false, std::memory_order_release);
 }
 
 static void check_shape(const Shape& shape) {

@@ -2,6 +2,7 @@
 // with the autograd fields (requires_grad, grad, grad_fn). Storage bytes are counted so tests
 // and benchmarks can read live and peak tensor memory.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -31,13 +32,25 @@ class Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  float* data() { return data_; }
+  float* data() {
+    if (packed_.load(std::memory_order_acquire)) unpack();
+    return data_;
+  }
   int64_t numel() const { return numel_; }
 
+  // Rounds the values to bf16 (nearest even) and keeps them in half the bytes until data() is
+  // next called, which brings them back as fp32 (autograd/saved_bf16.h: saved activations
+  // between a layer's forward and its backward). Raw pointers taken before are invalid after.
+  void pack_bf16();
+  bool packed() const { return packed_.load(std::memory_order_acquire); }
+
  private:
+  void unpack();  // thread-safe: the first caller widens, the others wait for it
+
   float* data_;
   int64_t numel_;
-  PoolBlock block_;
+  PoolBlock block_;  // the fp32 values, or the bf16 ones while packed
+  std::atomic<bool> packed_{false};
 };
 
 struct TensorImpl {

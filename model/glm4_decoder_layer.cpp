@@ -1,7 +1,9 @@
 #include "model/glm4_decoder_layer.h"
 
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
+#include "autograd/saved_bf16.h"
 #include "model/forward_context.h"
 
 namespace glm4 {
@@ -32,6 +34,7 @@ Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
 
 Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
                                  CachedRows* rows) const {
+  SavedInBf16 saved_in_bf16(ctx.compute.dtype == ComputeDType::BF16 && GradMode::enabled());
   const Tensor normed_x = input_layernorm.forward(x);
   Tensor a =
       std::visit([&](const auto& attn) { return attn.forward(normed_x, ctx, rows); }, self_attn);
@@ -47,7 +50,9 @@ Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
   }
   Tensor m = std::visit([&](const auto& mlp) { return mlp.forward(normed, *mlp_ctx); }, mlp);
   if (post_mlp_layernorm) m = post_mlp_layernorm->forward(m);
-  return ops::add(h, m);
+  Tensor out = ops::add(h, m);
+  saved_in_bf16.pack();
+  return out;
 }
 
 void Glm4DecoderLayer::visit(const std::string& prefix, const ParamVisitor& fn) {

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <map>
 
+#include "autograd/compute_dtype.h"
+#include "autograd/kernels/kernel_selection.h"
 #include "autograd/node.h"
 #include "base/check.h"
 #include "infer/score.h"
@@ -177,9 +179,10 @@ void run_twenty_steps(bool recompute_layers) {
 
 // The adapters' gradients of step 0, with or without gradient checkpointing, the routed experts
 // adapted or not.
-std::map<std::string, std::vector<float>> step_gradients(bool recompute_layers,
-                                                         bool adapt_experts) {
+std::map<std::string, std::vector<float>> step_gradients(bool recompute_layers, bool adapt_experts,
+                                                         ComputeChoice compute = kF32Compute) {
   LoraFixture f = setup();
+  f.model->compute = compute;
   if (!adapt_experts)
     f.model->visit_linears([](const LinearSite& site, Linear& linear) {
       if (site.path.find(".mlp.experts.") != std::string::npos) linear.lora.reset();
@@ -210,13 +213,31 @@ TEST(MoeLoraParity, AdaptedExpertsGiveTheSameGradientsWithCheckpointing) {
   for (const auto& [name, g] : plain) EXPECT_EQ(g, checkpointed.at(name)) << name;
 }
 
+// Under bf16 compute each layer keeps its saved activations in bf16 (autograd/saved_bf16.h); a
+// checkpoint's rerun rounds them the same way.
+TEST(MoeLoraParity, Bf16ComputeGivesTheSameGradientsWithCheckpointing) {
+  const ComputeChoice bf16 = bf16_compute(kernels::bf16_kernel());
+  const auto plain = step_gradients(false, true, bf16),
+             checkpointed = step_gradients(true, true, bf16);
+  const auto exact = step_gradients(false, true);
+  ASSERT_GT(plain.size(), 42u);
+  int64_t differ = 0;
+  for (const auto& [name, g] : plain) {
+    EXPECT_EQ(g, checkpointed.at(name)) << name;
+    differ += g != exact.at(name);
+  }
+  EXPECT_GT(differ, 0);  // the bf16 step is not the fp32 one
+}
+
 TEST(MoeLoraParity, TwentyStepsMatchTorchAdamW) { run_twenty_steps(false); }
 TEST(MoeLoraParity, TwentyStepsMatchWithGradientCheckpointing) { run_twenty_steps(true); }
 
 // The base rounded to bf16 with fp32 adapters: our loss curve is no further from the fp64 one
-// than PyTorch's bf16 run is.
-TEST(MoeLoraParity, Bf16BaseLossCurveNoWorseThanTorch) {
+// than PyTorch's bf16 run is, with fp32 products or bf16 ones (then with the saved activations in
+// bf16 too).
+void expect_bf16_loss_curve_no_worse_than_torch(ComputeChoice compute) {
   LoraFixture f = setup("tiny_moe_bf16");
+  f.model->compute = compute;
   AdamW opt(f.params,
             {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
   const std::vector<float> ref = read_f32(f.file->at("bf16_base.losses_fp64"));
@@ -231,9 +252,18 @@ TEST(MoeLoraParity, Bf16BaseLossCurveNoWorseThanTorch) {
     theirs = std::max(theirs, std::abs(double(torch[size_t(s)]) - double(ref[size_t(s)])));
   }
   std::printf(
-      "[ moe lora bf16 ] 20-step loss curve: max |loss - fp64| ours %.3g, PyTorch bf16 %.3g\n",
-      ours, theirs);
+      "[ moe lora bf16 ] 20-step loss curve, %s products: max |loss - fp64| ours %.3g, PyTorch "
+      "bf16 %.3g\n",
+      compute_dtype_name(compute.dtype), ours, theirs);
   EXPECT_LE(ours, theirs);
+}
+
+TEST(MoeLoraParity, Bf16BaseLossCurveNoWorseThanTorch) {
+  expect_bf16_loss_curve_no_worse_than_torch(kF32Compute);
+}
+
+TEST(MoeLoraParity, Bf16ComputeLossCurveNoWorseThanTorch) {
+  expect_bf16_loss_curve_no_worse_than_torch(bf16_compute(kernels::bf16_kernel()));
 }
 
 // save_adapter writes PEFT's per-expert layout: the fixture's keys, values and settings.

@@ -84,7 +84,7 @@ Tensor swiglu(const Tensor& gate_up) {
     for (int64_t r = lo; r < hi; ++r)
       swiglu_row(px + r * two_i, px + r * two_i + inter, py + r * inter, inter);
   });
-  return record(y, "swiglu", {gate_up}, {gate_up.detach()},
+  return record(y, "swiglu", {gate_up}, {gate_up.detach()}, {0},
                 [rows, inter](Node& n, const Tensor& g) {
                   const Tensor& x = n.saved[0];
                   Tensor dx = Tensor::empty(x.shape());
@@ -114,7 +114,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
     for (int64_t r = lo; r < hi; ++r)
       swiglu_row(pg + r * inter, pu + r * inter, py + r * inter, inter);
   });
-  return record(y, "swiglu", {gate, up}, {gate.detach(), up.detach()},
+  return record(y, "swiglu", {gate, up}, {gate.detach(), up.detach()}, {0, 1},
                 [rows, inter](Node& n, const Tensor& g) {
                   const Tensor &gate = n.saved[0], &up = n.saved[1];
                   Tensor dgate = Tensor::empty(gate.shape()), dup = Tensor::empty(up.shape());
@@ -145,7 +145,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up, const Tensor& scale) {
     }
   });
   return record(y, "swiglu_scaled", {gate, up, scale}, {gate.detach(), up.detach(), scale.detach()},
-                [rows, inter](Node& n, const Tensor& g) {
+                {0, 1}, [rows, inter](Node& n, const Tensor& g) {
                   const Tensor &gate = n.saved[0], &up = n.saved[1], &scale = n.saved[2];
                   Tensor dgate = Tensor::empty(gate.shape()), dup = Tensor::empty(up.shape());
                   Tensor dscale = n.needs_grad(2) ? Tensor::empty(scale.shape()) : Tensor();

@@ -13,7 +13,10 @@
 namespace glm4::ops {
 
 namespace {
-constexpr int64_t kChunkRows = 256;
+// Rows of logits a chunk holds. The chunk is live at the end of the forward, beside every saved
+// activation: at 128 rows a 151k vocabulary takes 78 MB and 32k 16 MB. Fewer rows read the lm_head
+// more often (twice a chunk): 64 made the mid MoE step 8% slower, 128 cost nothing measurable.
+constexpr int64_t kChunkRows = 128;
 }  // namespace
 
 Tensor linear_cross_entropy(const Tensor& hidden, const Weight& frozen_w, const Tensor& trainable_w,

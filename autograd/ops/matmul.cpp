@@ -101,23 +101,24 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   int64_t n = w.dim(0), k = w.dim(1);
   check_linear(x, n, k, bias);
   Tensor y = linear_values(x, weight_view(w), bias, kF32Compute);  // fp32 weights: fp32 products
-  return record(
-      y, "linear", {x, w, bias}, {x.detach(), w.detach()}, [n, k](Node& node, const Tensor& g) {
-        const Tensor& x = node.saved[0];
-        const Tensor& w = node.saved[1];
-        int64_t m = x.numel() / k;
-        Tensor dx, dw, db;
-        if (node.needs_grad(0)) {
-          dx = Tensor::empty(x.shape());
-          linear_input_grad(g.data(), m, n, weight_view(w), dx.data(), false, kF32Compute);
-        }
-        if (node.needs_grad(1)) {
-          dw = Tensor::empty(w.shape());
-          linear_weight_grad(g.data(), x.data(), m, n, k, dw.data(), false);
-        }
-        if (node.needs_grad(2)) db = column_sums(g, n);
-        return std::vector<Tensor>{dx, dw, db};
-      });
+  return record(y, "linear", {x, w, bias}, {x.detach(), w.detach()}, {0},
+                [n, k](Node& node, const Tensor& g) {
+                  const Tensor& x = node.saved[0];
+                  const Tensor& w = node.saved[1];
+                  int64_t m = x.numel() / k;
+                  Tensor dx, dw, db;
+                  if (node.needs_grad(0)) {
+                    dx = Tensor::empty(x.shape());
+                    linear_input_grad(g.data(), m, n, weight_view(w), dx.data(), false,
+                                      kF32Compute);
+                  }
+                  if (node.needs_grad(1)) {
+                    dw = Tensor::empty(w.shape());
+                    linear_weight_grad(g.data(), x.data(), m, n, k, dw.data(), false);
+                  }
+                  if (node.needs_grad(2)) db = column_sums(g, n);
+                  return std::vector<Tensor>{dx, dw, db};
+                });
 }
 
 Tensor linear(const Tensor& x, const Weight& w, const Tensor& bias, const ComputeChoice& compute,
@@ -154,7 +155,7 @@ Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const in
   Tensor y = linear_values(x, weight_view(w), Tensor(), kF32Compute);  // as linear computes it
   const int64_t N = source.dim(0);
   Tensor out =
-      record(y, "linear_gathered", {source, w}, {source.detach(), w.detach()},
+      record(y, "linear_gathered", {source, w}, {source.detach(), w.detach()}, {0},
              [kept, n, k, m](Node& node, const Tensor& g) {
                const Tensor& source = node.saved[0];
                const Tensor& w = node.saved[1];

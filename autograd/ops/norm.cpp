@@ -32,7 +32,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) {
       for (int64_t j = 0; j < h; ++j) py[r * h + j] = pw[j] * (xr[j] * inv);
     }
   });
-  return record(y, "rms_norm", {x, w}, {x.detach(), w.detach(), rstd},
+  return record(y, "rms_norm", {x, w}, {x.detach(), w.detach(), rstd}, {0},
                 [h, rows](Node& n, const Tensor& g) {
                   const float* px = n.saved[0].data();
                   const float* pw = n.saved[1].data();
