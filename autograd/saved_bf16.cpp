@@ -1,5 +1,7 @@
 #include "autograd/saved_bf16.h"
 
+#include "autograd/recompute.h"
+
 namespace glm4 {
 
 namespace {
@@ -17,8 +19,11 @@ SavedInBf16::~SavedInBf16() {
 }
 
 void SavedInBf16::pack() {
+  // A checkpoint's rerun runs the layer's backward right after: packing would only copy twice.
+  const bool in_place = recompute_rerunning();
   for (const std::weak_ptr<Storage>& offered : offered_)
-    if (std::shared_ptr<Storage> storage = offered.lock()) storage->pack_bf16();
+    if (std::shared_ptr<Storage> storage = offered.lock())
+      in_place ? storage->round_to_bf16() : storage->pack_bf16();
   offered_.clear();
 }
 

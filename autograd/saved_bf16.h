@@ -20,8 +20,9 @@ class SavedInBf16 {
   SavedInBf16(const SavedInBf16&) = delete;
   SavedInBf16& operator=(const SavedInBf16&) = delete;
 
-  // Packs every offered storage that is still alive. Call when the forward no longer reads them:
-  // other views of a packed storage see the rounded values.
+  // Packs every offered storage that is still alive (in a recompute() rerun, whose backward comes
+  // next, rounds them in place instead). Call when the forward no longer reads them: other views
+  // of a packed storage see the rounded values.
   void pack();
 
   // Offers t's storage to the innermost open scope on this thread (nothing when none is open).

@@ -70,6 +70,13 @@ void Storage::pack_bf16() {
   packed_.store(true, std::memory_order_release);
 }
 
+void Storage::round_to_bf16() {
+  float* values = data();
+  parallel_for(numel_, kConvertGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) values[i] = bf16_to_f32(f32_to_bf16(values[i]));
+  });
+}
+
 void Storage::unpack() {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);

@@ -43,6 +43,8 @@ class Storage {
   // between a layer's forward and its backward). Raw pointers taken before are invalid after.
   void pack_bf16();
   bool packed() const { return packed_.load(std::memory_order_acquire); }
+  // The same rounding, kept in fp32: for values read again at once.
+  void round_to_bf16();
 
  private:
   void unpack();  // thread-safe: the first caller widens, the others wait for it

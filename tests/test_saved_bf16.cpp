@@ -45,6 +45,16 @@ TEST(SavedBf16, PackedStorageHoldsTheBf16RoundingInHalfTheBytes) {
   EXPECT_NE(t.to_vector(), values);  // the rounding stays
 }
 
+TEST(SavedBf16, RoundingInPlaceGivesTheSameValuesInFp32) {
+  const std::vector<float> values = random_values(1000, 13);
+  Tensor t = Tensor::from({1000}, values);
+  const int64_t live = TensorMemory::live_bytes();
+  t.impl()->storage->round_to_bf16();
+  EXPECT_FALSE(packed(t));
+  EXPECT_EQ(TensorMemory::live_bytes(), live);
+  EXPECT_EQ(t.to_vector(), rounded_to_bf16(values));
+}
+
 TEST(SavedBf16, ConcurrentReadersWidenItOnce) {
   const int64_t n = int64_t(1) << 20, chunks = 64;
   const std::vector<float> values = random_values(n, 2);
