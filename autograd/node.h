@@ -36,6 +36,12 @@ struct Node {
   size_t grad_rows_input = 0;
 
   bool needs_grad(size_t i) const { return i < inputs.size() && inputs[i].active(); }
+  // Input `input` takes its gradient as rows `rows` (strictly increasing) of `count` rows.
+  void set_grad_rows(size_t input, std::vector<int64_t> rows, int64_t count) {
+    grad_rows = std::move(rows);
+    grad_row_count = count;
+    grad_rows_input = input;
+  }
   void release() {  // after backward ran: free what it kept
     saved.clear();
     saved.shrink_to_fit();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "base/check.h"
 #include "base/parallel.h"
@@ -47,6 +48,10 @@ void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows) {
                    for (int64_t j = 0; j < width; ++j) d[j] += x[j];
                  }
                });
+}
+
+bool strictly_increasing(std::span<const int64_t> rows) {
+  return std::adjacent_find(rows.begin(), rows.end(), std::greater_equal<int64_t>()) == rows.end();
 }
 
 void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst) {

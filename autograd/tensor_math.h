@@ -14,6 +14,9 @@ void add_into(Tensor dst, const Tensor& src);         // dst += src, same shapes
 // dst[rows[i]] += src[i] for [., width] matrices; rows distinct (they run in parallel).
 void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows);
 void scale_into(Tensor dst, float s);  // dst *= s
+// True when every row is larger than the one before: distinct rows, whose gradients can go back
+// as rows alone (Node::set_grad_rows).
+bool strictly_increasing(std::span<const int64_t> rows);
 // dst[i] = src[rows[i]] for [., width] row-major matrices (rows may repeat).
 void copy_rows(const float* src, std::span<const int64_t> rows, int64_t width, float* dst);
 

@@ -3,8 +3,6 @@
 // the ops offered, and the backward computes from the rounded values.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <random>
 #include <vector>
 
 #include "autograd/node.h"
@@ -13,17 +11,10 @@
 #include "autograd/tensor.h"
 #include "base/dtype.h"
 #include "base/parallel.h"
+#include "tests/support/random_values.h"
 
 namespace glm4 {
 namespace {
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<float> rounded_to_bf16(std::vector<float> v) {
   for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
@@ -33,7 +24,7 @@ std::vector<float> rounded_to_bf16(std::vector<float> v) {
 bool packed(const Tensor& t) { return t.impl()->storage->packed(); }
 
 TEST(SavedBf16, PackedStorageHoldsTheBf16RoundingInHalfTheBytes) {
-  const std::vector<float> values = random_values(1000, 1);
+  const std::vector<float> values = testing::randn(1000, 1);
   Tensor t = Tensor::from({10, 100}, values);
   const int64_t live = TensorMemory::live_bytes();
   t.impl()->storage->pack_bf16();
@@ -46,7 +37,7 @@ TEST(SavedBf16, PackedStorageHoldsTheBf16RoundingInHalfTheBytes) {
 }
 
 TEST(SavedBf16, RoundingInPlaceGivesTheSameValuesInFp32) {
-  const std::vector<float> values = random_values(1000, 13);
+  const std::vector<float> values = testing::randn(1000, 13);
   Tensor t = Tensor::from({1000}, values);
   const int64_t live = TensorMemory::live_bytes();
   t.impl()->storage->round_to_bf16();
@@ -57,7 +48,7 @@ TEST(SavedBf16, RoundingInPlaceGivesTheSameValuesInFp32) {
 
 TEST(SavedBf16, ConcurrentReadersWidenItOnce) {
   const int64_t n = int64_t(1) << 20, chunks = 64;
-  const std::vector<float> values = random_values(n, 2);
+  const std::vector<float> values = testing::randn(size_t(n), 2);
   Tensor t = Tensor::from({n}, values);
   t.impl()->storage->pack_bf16();
   std::vector<const float*> seen(static_cast<size_t>(chunks));
@@ -83,8 +74,8 @@ TEST(SavedBf16, ConcurrentReadersWidenItOnce) {
 // dA of y = x A^T when the scope packed x: the gradient of the same product on x rounded to bf16
 // beforehand, bit for bit, and not the gradient on x itself.
 TEST(SavedBf16, BackwardReadsTheRoundedActivation) {
-  const std::vector<float> xs = random_values(64 * 32, 3), as = random_values(8 * 32, 4);
-  const Tensor weights = Tensor::from({64, 8}, random_values(64 * 8, 10));
+  const std::vector<float> xs = testing::randn(64 * 32, 3), as = testing::randn(8 * 32, 4);
+  const Tensor weights = Tensor::from({64, 8}, testing::randn(64 * 8, 10));
   auto grad_of_a = [&](const std::vector<float>& x_values, bool scope_on) {
     Tensor x = Tensor::from({64, 32}, x_values);
     Tensor a = Tensor::from({8, 32}, as);
@@ -105,14 +96,14 @@ TEST(SavedBf16, BackwardReadsTheRoundedActivation) {
 }
 
 TEST(SavedBf16, OnlyOfferedActivationsOfTheInnermostOpenScopeArePacked) {
-  Tensor p = Tensor::from({4, 16}, random_values(64, 5));
+  Tensor p = Tensor::from({4, 16}, testing::randn(64, 5));
   p.set_requires_grad(true);
-  const Tensor w = Tensor::from({16}, random_values(16, 6));
-  const Tensor x = Tensor::from({4, 16}, random_values(64, 7));
-  const Tensor g = Tensor::from({4, 16}, random_values(64, 8));
+  const Tensor w = Tensor::from({16}, testing::randn(16, 6));
+  const Tensor x = Tensor::from({4, 16}, testing::randn(64, 7));
+  const Tensor g = Tensor::from({4, 16}, testing::randn(64, 8));
   SavedInBf16 scope(true);
-  const Tensor a = Tensor::from({4, 16}, random_values(64, 11));
-  Tensor norm_weight = Tensor::from({16}, random_values(16, 12));
+  const Tensor a = Tensor::from({4, 16}, testing::randn(64, 11));
+  Tensor norm_weight = Tensor::from({16}, testing::randn(16, 12));
   norm_weight.set_requires_grad(true);
   ops::rms_norm(a, norm_weight, 1e-5f);       // a is offered, the trainable weight is not
   Tensor y = ops::swiglu(g, ops::mul(x, p));  // g and x * p are offered
@@ -123,7 +114,7 @@ TEST(SavedBf16, OnlyOfferedActivationsOfTheInnermostOpenScopeArePacked) {
     off.pack();
     EXPECT_FALSE(packed(m));
   }
-  const Tensor fresh = Tensor::from({4, 16}, random_values(64, 9));
+  const Tensor fresh = Tensor::from({4, 16}, testing::randn(64, 9));
   ops::rms_norm(fresh, w, 1e-5f);  // nothing needs a gradient: no node, no offer
   scope.pack();
   EXPECT_FALSE(packed(norm_weight));

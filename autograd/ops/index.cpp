@@ -3,7 +3,6 @@
 // is the opposite move: gathers scatter-add, scatters gather.
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -47,13 +46,10 @@ Tensor gather_rows(const Tensor& x, std::span<const int64_t> rows) {
   std::vector<int64_t> kept(rows.begin(), rows.end());
   // Increasing rows (an expert's tokens) hand back only their own gradient rows, which the
   // engine adds where they belong (Node::grad_rows); others scatter into a full-size gradient.
-  if (std::is_sorted(kept.begin(), kept.end(), std::less_equal<int64_t>())) {
+  if (strictly_increasing(rows)) {
     out = record(out, "gather_rows", {x}, {},
                  [](Node&, const Tensor& g) { return std::vector<Tensor>{g.detach()}; });
-    if (const auto& node = out.grad_fn()) {
-      node->grad_rows = std::move(kept);
-      node->grad_row_count = n;
-    }
+    if (const auto& node = out.grad_fn()) node->set_grad_rows(0, std::move(kept), n);
     return out;
   }
   return record(out, "gather_rows", {x}, {},

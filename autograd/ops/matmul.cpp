@@ -1,6 +1,5 @@
 // Batched matmul and linear layers (trainable fp32 weights and frozen stored-dtype weights).
 #include <algorithm>
-#include <functional>
 
 #include "autograd/kernels/gemm.h"
 #include "autograd/node.h"
@@ -149,9 +148,9 @@ Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const in
       x.rank() == 2 && x.dim(0) == m && x.dim(1) == k && source.rank() == 2 && source.dim(1) == k,
       "[linear_gathered] x ", shape_str(x.shape()), " as ", m, " rows of source ",
       shape_str(source.shape()), " with weight ", shape_str(w.shape()));
-  std::vector<int64_t> kept(rows.begin(), rows.end());
-  if (!std::is_sorted(kept.begin(), kept.end(), std::less_equal<int64_t>()))
+  if (!strictly_increasing(rows))
     return linear(x, w, Tensor());  // repeated rows: x's gradient is not a set of distinct rows
+  std::vector<int64_t> kept(rows.begin(), rows.end());
   Tensor y = linear_values(x, weight_view(w), Tensor(), kF32Compute);  // as linear computes it
   const int64_t N = source.dim(0);
   Tensor out =
@@ -172,11 +171,7 @@ Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const in
                }
                return std::vector<Tensor>{dx, dw};
              });
-  if (const auto& node = out.grad_fn()) {
-    node->grad_rows = std::move(kept);
-    node->grad_row_count = N;
-    node->grad_rows_input = 0;
-  }
+  if (const auto& node = out.grad_fn()) node->set_grad_rows(0, std::move(kept), N);
   return out;
 }
 
