@@ -50,6 +50,13 @@ void add_rows(Tensor dst, const Tensor& src, const std::vector<int64_t>& rows) {
                });
 }
 
+void check_rows_within(const char* op, std::span<const int64_t> rows, const Tensor& source) {
+  const int64_t n = source.dim(0);
+  for (size_t i = 0; i < rows.size(); ++i)
+    GLM4_CHECK(rows[i] >= 0 && rows[i] < n, "[", op, "] row ", rows[i], " at ", i,
+               " is outside [0, ", n, ") of ", shape_str(source.shape()));
+}
+
 bool strictly_increasing(std::span<const int64_t> rows) {
   return std::adjacent_find(rows.begin(), rows.end(), std::greater_equal<int64_t>()) == rows.end();
 }

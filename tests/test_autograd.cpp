@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
 #include "base/check.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/random_values.h"
 
@@ -74,6 +75,18 @@ TEST(Autograd, RowGradientsDoNotWriteIntoATensorSomeoneElseHolds) {
   backward({h2, ops::sum(ops::scale(h2, 10.0f))}, {seed, Tensor()});
   EXPECT_EQ(seed.to_vector(), (std::vector<float>{1, 1, 1, 1, 1, 1}));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{22, 22, 22, 22, 22, 22}));
+}
+
+// Rows outside the source are refused by name, before a backward could read past it.
+TEST(Autograd, GathersRefuseRowsOutsideTheirSource) {
+  const Tensor source = testing::random_tensor({3, 2}, 3);
+  const Tensor a = testing::random_tensor({4, 2}, 4).set_requires_grad(true);
+  const std::vector<int64_t> rows{0, 3};
+  testing::expect_error([&] { ops::gather_rows(source, rows); },
+                        "[gather_rows] row 3 at 1 is outside [0, 3) of (3,2)");
+  const Tensor x = testing::random_tensor({2, 2}, 5);
+  testing::expect_error([&] { ops::linear_gathered(x, source, rows, a); },
+                        "[linear_gathered] row 3 at 1 is outside [0, 3) of (3,2)");
 }
 
 TEST(Autograd, NoGradModeRecordsNothing) {

@@ -38,9 +38,7 @@ RowSources invert(const std::vector<std::vector<int64_t>>& rows, int64_t n) {
 Tensor gather_rows(const Tensor& x, std::span<const int64_t> rows) {
   GLM4_CHECK(x.rank() == 2, "[gather_rows] input must be [N, H], got ", shape_str(x.shape()));
   const int64_t n = x.dim(0), width = x.dim(1);
-  for (size_t i = 0; i < rows.size(); ++i)
-    GLM4_CHECK(rows[i] >= 0 && rows[i] < n, "[gather_rows] row ", rows[i], " at ", i,
-               " is outside [0, ", n, ") of ", shape_str(x.shape()));
+  check_rows_within("gather_rows", rows, x);
   Tensor out = Tensor::empty({int64_t(rows.size()), width});
   copy_rows(x.data(), rows, width, out.data());
   std::vector<int64_t> kept(rows.begin(), rows.end());

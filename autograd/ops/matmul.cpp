@@ -148,6 +148,7 @@ Tensor linear_gathered(const Tensor& x, const Tensor& source, std::span<const in
       x.rank() == 2 && x.dim(0) == m && x.dim(1) == k && source.rank() == 2 && source.dim(1) == k,
       "[linear_gathered] x ", shape_str(x.shape()), " as ", m, " rows of source ",
       shape_str(source.shape()), " with weight ", shape_str(w.shape()));
+  check_rows_within("linear_gathered", rows, source);
   if (!strictly_increasing(rows))
     return linear(x, w, Tensor());  // repeated rows: x's gradient is not a set of distinct rows
   std::vector<int64_t> kept(rows.begin(), rows.end());
