@@ -93,7 +93,9 @@ TEST(KillResume, SigkillAtARandomStepThenResumeEqualsAnUninterruptedRun) {
       (i < 32 ? train : valid) << json{{"input_ids", ids}}.dump() << "\n";
     }
   }
-  const int iters = 36;
+  // Steps of this model take milliseconds: the run goes on for 90 steps and more past the
+  // latest kill point, so a poll delayed by a loaded machine still kills it mid-run.
+  const int iters = 120;
   ASSERT_TRUE(succeeds(run(train_args(tmp / "data", tmp / "whole", iters))));
 
   std::random_device seed_source;
