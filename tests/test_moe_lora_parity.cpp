@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "autograd/compute_dtype.h"
 #include "autograd/kernels/kernel_selection.h"
@@ -137,6 +138,14 @@ TEST(MoeLoraParity, FirstStepLossAndGradientsMatchPeft) {
       loss, want_loss, f.params.size(), worst, static_cast<long long>(without));
 }
 
+// The fixture report's largest |torch fp32 - fp64| over the final adapters' elements.
+double torch_f32_final_max_abs(const SafetensorsFile& file) {
+  const nlohmann::json meta = nlohmann::json::parse(file.metadata().at("meta"));
+  const double v = meta.at("report").at("torch_f32_vs_fp64_final_max_abs").get<double>();
+  EXPECT_GT(v, 0.0) << "the fixture's torch fp32 run cannot equal fp64 to the bit";
+  return v;
+}
+
 void run_twenty_steps(bool recompute_layers) {
   LoraFixture f = setup();
   AdamW opt(f.params,
@@ -155,10 +164,19 @@ void run_twenty_steps(bool recompute_layers) {
     EXPECT_NEAR(r.loss, losses[size_t(s)], 1e-4) << "step " << s;
     EXPECT_NEAR(r.grad_norm, norms[size_t(s)], 1e-4 * norms[size_t(s)]) << "step " << s;
   }
+  // AdamW moves an element by about lr whatever the size of its gradient, so where a gradient is
+  // near zero, fp32 rounding moves the final adapters far more than the losses: torch's own fp32
+  // run ends up to torch_f32_vs_fp64_final_max_abs from fp64. Ours sums in other orders, which
+  // also differ between CPUs (1e-4 of each tensor's largest element held on Zen 4, not on Zen
+  // 5), so it may be 3 times that from fp64, not more.
+  const double torch_f32 = torch_f32_final_max_abs(*f.file);
   double worst_param = 0;
   for (auto& [key, t] : f.params) {
-    const double e = testing::max_relative_error(t, read_f32(f.file->at("final." + key)));
-    EXPECT_LE(e, 1e-4) << key;
+    const std::vector<float> want = read_f32(f.file->at("final." + key));
+    double e = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      e = std::max(e, double(std::abs(t.data()[i] - want[i])));
+    EXPECT_LE(e, 3 * torch_f32) << key;
     worst_param = std::max(worst_param, e);
   }
   // torch.optim.AdamW's per-parameter step counts: an expert's adapters advance only on the
@@ -173,8 +191,9 @@ void run_twenty_steps(bool recompute_layers) {
   }
   std::printf(
       "[ moe lora ] 20 AdamW steps%s: max |loss - fp64| %.3g, grad norm rel %.3g, final adapters "
-      "rel %.3g\n",
-      recompute_layers ? " (gradient checkpointing)" : "", worst_loss, worst_norm, worst_param);
+      "max |ours - fp64| %.3g (torch fp32 %.3g)\n",
+      recompute_layers ? " (gradient checkpointing)" : "", worst_loss, worst_norm, worst_param,
+      torch_f32);
 }
 
 // The adapters' gradients of step 0, with or without gradient checkpointing, the routed experts
