@@ -172,10 +172,7 @@ void run_twenty_steps(bool recompute_layers) {
   const double torch_f32 = torch_f32_final_max_abs(*f.file);
   double worst_param = 0;
   for (auto& [key, t] : f.params) {
-    const std::vector<float> want = read_f32(f.file->at("final." + key));
-    double e = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      e = std::max(e, double(std::abs(t.data()[i] - want[i])));
+    const double e = testing::max_abs_error(t, read_f32(f.file->at("final." + key)));
     EXPECT_LE(e, 3 * torch_f32) << key;
     worst_param = std::max(worst_param, e);
   }

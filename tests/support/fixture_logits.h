@@ -15,7 +15,8 @@ std::vector<float> fixture_batch_logits(const Glm4Model& model, const std::strin
 // Logits [6, V] of the prompt 5 17 200 3 9 41, one sequence, no cache, flattened.
 std::vector<float> short_prompt_logits(const Glm4Model& model);
 
-// max |a - b| / max |b|; a and b must have the same size.
+// max |a - b|, and that over max |b|; a and b must have the same size.
+double max_abs_error(const std::vector<float>& a, const std::vector<float>& b);
 double max_relative_error(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace glm4::testing

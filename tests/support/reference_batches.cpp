@@ -22,6 +22,10 @@ Batch fixture_train_batch(const SafetensorsFile& file, int step, int micro) {
   return make_batch(rows, 0, B, 0);
 }
 
+double max_abs_error(const Tensor& ours, const std::vector<float>& ref) {
+  return max_abs_error(std::vector<float>(ours.data(), ours.data() + ours.numel()), ref);
+}
+
 double max_relative_error(const Tensor& ours, const std::vector<float>& ref) {
   return max_relative_error(std::vector<float>(ours.data(), ours.data() + ours.numel()), ref);
 }
