@@ -2,6 +2,7 @@
 
 #include "autograd/kernels/cpu_features.h"
 #include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_linear.h"
 #include "base/check.h"
 
 namespace glm4 {
@@ -14,14 +15,24 @@ bool bf16_weight(const Weight& w) {
   return w.is_quantized() ? w.quant().scale_dtype == DType::BF16 : w.dtype() == DType::BF16;
 }
 
-// True when most of the model's matrix elements are frozen bf16 (the layers' weights and the head).
-bool mostly_bf16(Glm4Model& model) {
-  int64_t bf16 = 0, other = 0;
+// How many of the model's matrix elements (layers' weights and the head) are frozen bf16, and
+// how many of those are quantized.
+struct Bf16Share {
+  int64_t bf16 = 0, quantized_bf16 = 0, other = 0;
+};
+Bf16Share bf16_share(Glm4Model& model) {
+  Bf16Share s;
   model.visit([&](const std::string&, Param& p) {
     if (!p.is_matrix()) return;
-    (bf16_weight(p.frozen) ? bf16 : other) += shape_numel(p.shape);
+    const int64_t n = shape_numel(p.shape);
+    if (!bf16_weight(p.frozen)) {
+      s.other += n;
+      return;
+    }
+    s.bf16 += n;
+    if (p.frozen.is_quantized()) s.quantized_bf16 += n;
   });
-  return bf16 > other;
+  return s;
 }
 }  // namespace
 
@@ -35,11 +46,18 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
              ": expected auto, f32 or bf16");
   const kernels::Bf16Kernel kernel = kernels::bf16_kernel();
   const bool native = kernel != kernels::Bf16Kernel::kNone;
-  GLM4_CHECK(flag != "bf16" || native,
-             "--compute bf16: this CPU has no native bf16 dot products (AMX or ",
-             "AVX512-BF16); use --compute auto or f32");
+  const bool int8_decode = quant_int8_decode_available();
+  GLM4_CHECK(flag != "bf16" || native || int8_decode,
+             "--compute bf16: this CPU has neither native bf16 dot products (AMX or ",
+             "AVX512-BF16) nor AVX512-VNNI for quantized decode; use --compute auto or f32");
+  bool pick_bf16 = flag == "bf16";
+  if (flag == "auto") {
+    const Bf16Share share = bf16_share(model);
+    const int64_t total = share.bf16 + share.other;
+    pick_bf16 = native ? 2 * share.bf16 > total : int8_decode && 2 * share.quantized_bf16 > total;
+  }
   ComputeChoice c = kF32Compute;
-  if (flag == "bf16" || (flag == "auto" && native && mostly_bf16(model))) {
+  if (pick_bf16) {
     c = bf16_compute(kernel);
     if (flag == "auto") c.bf16_max_rows = auto_bf16_max_rows(kernel, kernels::cpu_features().intel);
   }

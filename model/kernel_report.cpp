@@ -15,7 +15,7 @@ KernelReport kernel_report(const ComputeChoice& compute) {
   const char* core = blas_core_name();
   r.blas_core = core != nullptr ? core : "unknown";
   r.quant_kernel = quant_kernel_name();
-  r.quant_int8_decode = compute.bf16_units_on() && quant_int8_decode_available();
+  r.quant_int8_decode = compute.reduced_precision() && quant_int8_decode_available();
   return r;
 }
 

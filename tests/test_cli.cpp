@@ -240,7 +240,8 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 
 // Each failure: status 1, one message naming the flag or file, never a crash.
 // --compute: auto runs fp32 checkpoints in f32 and bf16 ones (also quantized from bf16) in bf16
-// where the CPU has native bf16;
+// where the CPU has native bf16; without bf16 units but with AVX512-VNNI, quantized ones in bf16
+// (fp32 products but the int8 decode) and bf16 ones in f32;
 // the choice is reported in generate --json and is what the products then use.
 TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const std::string bf16_model = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
@@ -261,10 +262,13 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   ASSERT_TRUE(succeeds(run(
       {"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
   EXPECT_EQ(compute_of(from_f32, "auto")["compute"], "f32");
-  EXPECT_EQ(compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto")["compute"],
-            kernels::bf16_kernel() != kernels::Bf16Kernel::kNone ? "bf16" : "f32");
-  EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  const bool int8_decode = quant_int8_decode_available();
+  const nlohmann::json quantized = compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto");
+  EXPECT_EQ(quantized["compute"], native || int8_decode ? "bf16" : "f32") << quantized;
+  EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
+  if (!native) EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
+  EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   nlohmann::json automatic = compute_of(bf16_model, "auto");
   EXPECT_EQ(automatic["compute"], native ? "bf16" : "f32");
   if (native) {
@@ -278,6 +282,10 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
     EXPECT_FALSE(compute_of(bf16_model, "bf16").contains("bf16_max_rows"))
         << "--compute bf16 has no row limit";
     EXPECT_EQ(compute_of(bf16_model, "bf16")["compute"], "bf16");
+  } else if (int8_decode) {
+    const nlohmann::json chosen = compute_of(bf16_model, "bf16");
+    EXPECT_EQ(chosen["compute"], "bf16") << chosen;
+    EXPECT_EQ(chosen["kernel"], "fp32") << chosen;
   } else {
     auto r = run({"generate", "--model", bf16_model, "--tokens", "1,2", "--compute", "bf16"});
     EXPECT_EQ(r.status, 1);

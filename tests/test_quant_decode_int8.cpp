@@ -133,9 +133,11 @@ TEST(QuantDecodeInt8, InfAndNanGoToTheFp32Kernels) {
   }
 }
 
+// Under bf16 compute a decode-sized quantized product takes the int8 kernel, with bf16 units or
+// without them (kernel "none": a VNNI CPU without AVX512-BF16, where the bf16 weights' products
+// stay fp32); f32 compute and prefill sizes keep the fp32 kernels.
 TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
-  if (!vnni() || kernels::bf16_kernel() == kernels::Bf16Kernel::kNone)
-    GTEST_SKIP() << "this CPU lacks AVX512-VNNI or native bf16";
+  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
   const int64_t N = 64, K = 512;
   const Weight w = quantized(N, K, {4, 32}, 8);
   const std::vector<float> X = randn(size_t(2 * K), 9);
@@ -143,10 +145,22 @@ TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
   quant_linear_forward_int8(X.data(), 2, K, w.quant(), int8.data(), false);
   quant_linear_forward(X.data(), 2, K, w.quant(), fp32.data(), false);
   ASSERT_NE(int8, fp32);
-  linear_forward(X.data(), 2, K, w, got.data(), false, bf16_compute(kernels::bf16_kernel()));
-  EXPECT_EQ(got, int8);
+  std::vector<kernels::Bf16Kernel> kernels_here = {kernels::Bf16Kernel::kNone};
+  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
+    kernels_here.push_back(kernels::bf16_kernel());
+  for (kernels::Bf16Kernel k : kernels_here) {
+    linear_forward(X.data(), 2, K, w, got.data(), false, bf16_compute(k));
+    EXPECT_EQ(got, int8) << "kernel " << kernels::bf16_kernel_name(k);
+  }
   linear_forward(X.data(), 2, K, w, got.data(), false, kF32Compute);
   EXPECT_EQ(got, fp32);
+  const int64_t prefill = kQuantStreamRows + 8;  // not a decode
+  const std::vector<float> Xp = randn(size_t(prefill * K), 10);
+  std::vector<float> want(size_t(prefill * N)), none(want.size());
+  quant_linear_forward(Xp.data(), prefill, K, w.quant(), want.data(), false);
+  linear_forward(Xp.data(), prefill, K, w, none.data(), false,
+                 bf16_compute(kernels::Bf16Kernel::kNone));
+  EXPECT_EQ(none, want) << "without bf16 units a prefill stays on the fp32 kernels";
 }
 
 TEST(QuantDecodeInt8, RejectsMoreRowsThanADecodeAndOtherWidths) {

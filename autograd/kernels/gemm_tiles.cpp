@@ -159,7 +159,8 @@ bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
 }
 
 bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
-  return M <= kQuantStreamRows && compute.bf16_units_on() && quant_int8_decode_supported(W.quant());
+  return M <= kQuantStreamRows && compute.reduced_precision() &&
+         quant_int8_decode_supported(W.quant());
 }
 
 }  // namespace gemm_detail
