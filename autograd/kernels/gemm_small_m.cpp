@@ -16,6 +16,10 @@ using simd::VecF;
 constexpr int64_t L = simd::kLanes;
 constexpr int64_t kStripe = 256;            // dX columns per input-grad task
 constexpr int64_t kMinTaskBytes = 1 << 16;  // weight bytes a task should read at least
+// How far ahead of its loads a row is prefetched (into L2). A bf16 row's loads are 32 bytes a
+// step, too slow a stream for the hardware prefetchers of an Intel Xeon guest: a mid-shape bf16
+// decode ran 73-83 tokens/s (64% of the memory floor) without, 113-115 (86-91%) with 8-32 KB.
+constexpr int64_t kPrefetchBytes = 16384;
 
 template <DType DT>
 inline VecF load_w(const void* W, int64_t i) {
@@ -44,7 +48,10 @@ inline void dot_rows(const float* X, int64_t K, const void* W, int64_t n0, float
     VecF x[MX];
     for (int m = 0; m < MX; ++m) x[m] = simd::load(X + m * K + k);
     for (int r = 0; r < R; ++r) {
-      const VecF w = load_w<DT>(W, (n0 + r) * K + k);
+      const int64_t at = (n0 + r) * K + k;
+      __builtin_prefetch(
+          static_cast<const char*>(W) + at * int64_t(dtype_size(DT)) + kPrefetchBytes, 0, 2);
+      const VecF w = load_w<DT>(W, at);
       for (int m = 0; m < MX; ++m) acc[r][m] = simd::fma(w, x[m], acc[r][m]);
     }
   }
