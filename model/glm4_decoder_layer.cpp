@@ -34,7 +34,7 @@ Glm4DecoderLayer::Glm4DecoderLayer(const ModelConfig& c, int64_t layer)
 
 Tensor Glm4DecoderLayer::forward(const Tensor& x, const ForwardContext& ctx,
                                  CachedRows* rows) const {
-  SavedInBf16 saved_in_bf16(ctx.compute.dtype == ComputeDType::BF16 && GradMode::enabled());
+  SavedInBf16 saved_in_bf16(ctx.compute.reduced_precision() && GradMode::enabled());
   const Tensor normed_x = input_layernorm.forward(x);
   Tensor a =
       std::visit([&](const auto& attn) { return attn.forward(normed_x, ctx, rows); }, self_attn);
