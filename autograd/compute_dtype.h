@@ -31,8 +31,8 @@ struct ComputeChoice {
   bool bf16_units_take(int64_t rows) const { return bf16_units_on() && rows <= bf16_max_rows; }
   bool limits_rows() const { return bf16_units_on() && bf16_max_rows != kBf16AllRows; }
   // Whether values may be rounded to about bf16 precision: BF16 compute, with or without bf16
-  // units. Products may round their input (without the units only decode-sized quantized ones, on
-  // the int8 dot products), and training keeps the activations a backward reads in bf16.
+  // units. Products may round their input (the quantized ones the units do not take run on the
+  // int8 dot products), and training keeps the activations a backward reads in bf16.
   bool reduced_precision() const { return dtype == ComputeDType::BF16; }
   // What runs the frozen products: "amx", "avx512bf16", or "fp32".
   const char* kernel_name() const;

@@ -4,7 +4,8 @@
 // against fp64. With --shape 9b the token is --layers decoder layers without the lm_head (whose
 // 151552 x 4096 weight would take most of the run to make).
 // Usage: bench_quant [--bits 4,8] [--group 64] [--threads 2] [--kernels avx512,avx2,scalar,int8]
-//                    [--reps N] [--probe-gib G] [--no-prefill] [--shape mid|9b] [--layers N]
+//                    [--reps N] [--probe-gib G] [--no-prefill] [--prefill-rows 512] [--shape
+//                    mid|9b] [--layers N]
 #include <time.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ struct Options {
   int reps = 20;
   double probe_gib = 2.25;
   bool prefill = true;
+  int64_t prefill_rows = 512;
   std::string shape = "mid";
   int layers = 0;  // 0: the shape's own count
 };
@@ -56,6 +58,8 @@ Options parse(int argc, char** argv) {
       o.threads = std::stoi(value());
     else if (a == "--kernels")
       o.kernels = bench::split_commas(value());
+    else if (a == "--prefill-rows")
+      o.prefill_rows = std::stoll(value());
     else if (a == "--reps")
       o.reps = std::stoi(value());
     else if (a == "--probe-gib")
@@ -307,7 +311,6 @@ void error_report(const Options& o, int bits) {
     std::printf("error M=%-3ld %d-bit 1024x1024: fp32 GEMM on deq %.2e", long(M), bits,
                 rel_rms(y, ref));
     for (const std::string& k : o.kernels) {
-      if (k == "int8" && M > kQuantStreamRows) continue;
       forward_with(k, x.data(), M, s.K, q.view(), y.data());
       std::printf(" | %s %.2e", k.c_str(), rel_rms(y, ref));
     }
@@ -441,13 +444,14 @@ int main(int argc, char** argv) {
 
   if (o.prefill) {
     std::printf(
-        "\n# prefill: M = 512, GFLOP/s = 2 M N K / best time (kernel %s for the tiles' "
-        "dequantization)\n",
-        default_kernel.c_str());
+        "\n# prefill: M = %ld, GFLOP/s = 2 M N K / best time (kernel %s for the tiles' "
+        "dequantization; int8 = the int8 GEMM of --compute bf16)\n",
+        long(o.prefill_rows), default_kernel.c_str());
     std::printf("%-10s %-12s %9s", "linear", "N x K", "bf16");
-    for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad", bits);
+    const bool int8 = quant_int8_decode_available();
+    for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad%s", bits, int8 ? "   int8" : "");
     std::printf("\n");
-    const int64_t M = 512;
+    const int64_t M = o.prefill_rows;
     const int64_t widest = std::max<int64_t>(shape.head.N, layer[4].N);
     const std::vector<float> x = normal_vec(M * widest, 5, 1.0f);  // dY of the lm_head too
     std::vector<float> y(size_t(M * widest));
@@ -475,6 +479,15 @@ int main(int argc, char** argv) {
             best_seconds(
                 [&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
         std::printf("  %9.1f %6.1f", fwd / 1e9, dgrad / 1e9);
+        if (int8)
+          std::printf(" %6.1f", flop /
+                                    best_seconds(
+                                        [&] {
+                                          quant_linear_forward_int8(x.data(), M, s->K, q.view(),
+                                                                    y.data(), false);
+                                        },
+                                        3) /
+                                    1e9);
       }
       std::printf("\n");
       std::fflush(stdout);

@@ -16,6 +16,7 @@ KernelReport kernel_report(const ComputeChoice& compute) {
   r.blas_core = core != nullptr ? core : "unknown";
   r.quant_kernel = quant_kernel_name();
   r.quant_int8_decode = compute.reduced_precision() && quant_int8_decode_available();
+  r.quant_int8_prefill = r.quant_int8_decode && (!compute.bf16_units_on() || compute.limits_rows());
   return r;
 }
 
@@ -24,7 +25,8 @@ std::string KernelReport::describe() const {
       "compute " + compute.describe() + ", fp32 " + kernels::fp32_backend_name(fp32_backend);
   if (fp32_backend == kernels::Fp32Backend::kOpenBlas) text += " (" + blas_core + ")";
   text += ", quantized " + quant_kernel;
-  if (quant_int8_decode) text += " + int8 decode";
+  if (quant_int8_decode)
+    text += quant_int8_prefill ? " + int8 decode and prefill" : " + int8 decode";
   return text;
 }
 
@@ -36,6 +38,7 @@ nlohmann::json KernelReport::fields() const {
   if (fp32_backend == kernels::Fp32Backend::kOpenBlas) j["blas_core"] = blas_core;
   j["quant_kernel"] = quant_kernel;
   j["quant_int8_decode"] = quant_int8_decode;
+  j["quant_int8_prefill"] = quant_int8_prefill;
   return j;
 }
 

@@ -241,7 +241,7 @@ TEST(Cli, AdapterConvertAndLogitsWithAdapter) {
 // Each failure: status 1, one message naming the flag or file, never a crash.
 // --compute: auto runs fp32 checkpoints in f32 and bf16 ones (also quantized from bf16) in bf16
 // where the CPU has native bf16; without bf16 units but with AVX512-VNNI, quantized ones in bf16
-// (fp32 products but the int8 decode) and bf16 ones in f32;
+// (fp32 products but the int8 decode and prefill) and bf16 ones in f32;
 // the choice is reported in generate --json and is what the products then use.
 TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const std::string bf16_model = std::string(GLM4_TEST_DATA) + "/tiny_glm4_bf16";
@@ -267,6 +267,7 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const nlohmann::json quantized = compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto");
   EXPECT_EQ(quantized["compute"], native || int8_decode ? "bf16" : "f32") << quantized;
   EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
+  EXPECT_EQ(quantized["quant_int8_prefill"], int8_decode && !native) << quantized;
   if (!native) EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
   EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   nlohmann::json automatic = compute_of(bf16_model, "auto");
@@ -310,6 +311,7 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
   EXPECT_EQ(j["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << j;
   EXPECT_EQ(j["quant_kernel"], quant_kernel_name()) << j;
   EXPECT_EQ(j["quant_int8_decode"], false) << j;
+  EXPECT_EQ(j["quant_int8_prefill"], false) << j;
   EXPECT_EQ(j["kernel"], "fp32") << j;
   EXPECT_EQ(report({"GLM4_GEMM=eigen"})["fp32_backend"], "eigen");
   EXPECT_TRUE(report({"GLM4_GEMM=openblas"}).contains("blas_core"));

@@ -1,7 +1,9 @@
-// The int8 decode kernel of --compute bf16 (quant_decode_int8.h): within its stated error bound
-// of an fp64 product on the exact dequantized weights, far finer than bf16 rounding of X, for
-// every group size, 4 and 8 bits, tails of a step and 1-32 rows; independent of the thread count;
-// inf and NaN carried as the fp32 kernels carry them; chosen by linear_forward under bf16 only.
+// The int8 kernels of --compute bf16 (quant_decode_int8.h for decode sizes, quant_gemm_int8.h
+// beyond): within their stated error bound of an fp64 product on the exact dequantized weights,
+// far finer than bf16 rounding of X, for every group size, 4 and 8 bits, tails of a step, of a
+// 32-row tile, of a 512-column block and of a 6-row register block, 1-70 rows; independent of the
+// thread count; inf and NaN carried as the fp32 kernels carry them; chosen by linear_forward under
+// bf16 only, where no bf16 units take the product.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,9 +82,10 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
     for (int gs : {32, 64, 128})
       for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
         if (K % gs != 0) continue;
-        const int64_t N = 37;  // not a multiple of the 4 rows a pass takes
+        // Not a multiple of the 4 rows a decode pass takes nor of the GEMM's 32-row tiles.
+        const int64_t N = 37;
         const Weight w = quantized(N, K, {bits, gs}, uint32_t(K + gs + bits));
-        for (int64_t M : {1, 2, 3, 4, 5, 32}) {
+        for (int64_t M : {1, 2, 3, 4, 5, 32, 33, 70}) {
           const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
           const Reference ref = reference(w.quant(), X, M);
           std::vector<float> y(size_t(M * N));
@@ -98,79 +101,80 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
 
 TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {
   if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
-  const int64_t N = 1000, K = 2816, M = 3;
-  const Weight w = quantized(N, K, {4, 64}, 21);
-  const std::vector<float> X = randn(size_t(M * K), 22);
-  const int threads = max_threads();
-  std::vector<float> one(size_t(M * N)), many(one.size());
-  set_max_threads(1);
-  quant_linear_forward_int8(X.data(), M, K, w.quant(), one.data(), false);
-  set_max_threads(std::max(2, threads));
-  quant_linear_forward_int8(X.data(), M, K, w.quant(), many.data(), false);
-  set_max_threads(threads);
-  EXPECT_EQ(one, many);
-  std::vector<float> acc(one.size(), 1.5f);
-  quant_linear_forward_int8(X.data(), M, K, w.quant(), acc.data(), true);
-  for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + one[i]) << i;
+  for (int64_t M : {int64_t{3}, int64_t{40}}) {  // a decode, then a GEMM over several chunks
+    const int64_t N = 1000, K = 2816;
+    const Weight w = quantized(N, K, {4, 64}, 21);
+    const std::vector<float> X = randn(size_t(M * K), 22);
+    const int threads = max_threads();
+    std::vector<float> one(size_t(M * N)), many(one.size());
+    set_max_threads(1);
+    quant_linear_forward_int8(X.data(), M, K, w.quant(), one.data(), false);
+    set_max_threads(std::max(2, threads));
+    quant_linear_forward_int8(X.data(), M, K, w.quant(), many.data(), false);
+    set_max_threads(threads);
+    EXPECT_EQ(one, many);
+    std::vector<float> acc(one.size(), 1.5f);
+    quant_linear_forward_int8(X.data(), M, K, w.quant(), acc.data(), true);
+    for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + one[i]) << M << " rows, " << i;
+  }
 }
 
 TEST(QuantDecodeInt8, InfAndNanGoToTheFp32Kernels) {
   if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
   const int64_t N = 16, K = 256;
   const Weight w = quantized(N, K, {8, 64}, 5);
-  for (float bad : {INFINITY, NAN}) {
-    std::vector<float> X = randn(size_t(K), 6);
-    X[100] = bad;
-    std::vector<float> got(static_cast<size_t>(N)), want(static_cast<size_t>(N));
-    quant_linear_forward_int8(X.data(), 1, K, w.quant(), got.data(), false);
-    quant_linear_forward(X.data(), 1, K, w.quant(), want.data(), false);
-    for (int64_t n = 0; n < N; ++n) {
-      EXPECT_EQ(std::isnan(got[size_t(n)]), std::isnan(want[size_t(n)])) << n;
-      if (!std::isnan(want[size_t(n)])) {
-        EXPECT_EQ(got[size_t(n)], want[size_t(n)]) << n;
+  for (int64_t M : {int64_t{1}, int64_t{40}})
+    for (float bad : {INFINITY, NAN}) {
+      std::vector<float> X = randn(size_t(M * K), 6);
+      X[size_t((M - 1) * K + 100)] = bad;
+      std::vector<float> got(size_t(M * N)), want(size_t(M * N));
+      quant_linear_forward_int8(X.data(), M, K, w.quant(), got.data(), false);
+      quant_linear_forward(X.data(), M, K, w.quant(), want.data(), false);
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << M << " rows, " << i;
+        if (!std::isnan(want[i])) {
+          EXPECT_EQ(got[i], want[i]) << M << " rows, " << i;
+        }
       }
     }
-  }
 }
 
-// Under bf16 compute a decode-sized quantized product takes the int8 kernel, with bf16 units or
-// without them (kernel "none": a VNNI CPU without AVX512-BF16, where the bf16 weights' products
-// stay fp32); f32 compute and prefill sizes keep the fp32 kernels.
+// Under bf16 compute a quantized product takes the int8 kernels where no bf16 units take it:
+// decode sizes always (with bf16 units or without them: kernel "none", a VNNI CPU without
+// AVX512-BF16), prefill sizes without bf16 units; f32 compute keeps the fp32 kernels.
 TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
   if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
   const int64_t N = 64, K = 512;
   const Weight w = quantized(N, K, {4, 32}, 8);
-  const std::vector<float> X = randn(size_t(2 * K), 9);
-  std::vector<float> int8(size_t(2 * N)), fp32(int8.size()), got(int8.size());
-  quant_linear_forward_int8(X.data(), 2, K, w.quant(), int8.data(), false);
-  quant_linear_forward(X.data(), 2, K, w.quant(), fp32.data(), false);
-  ASSERT_NE(int8, fp32);
-  std::vector<kernels::Bf16Kernel> kernels_here = {kernels::Bf16Kernel::kNone};
-  if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone)
-    kernels_here.push_back(kernels::bf16_kernel());
-  for (kernels::Bf16Kernel k : kernels_here) {
-    linear_forward(X.data(), 2, K, w, got.data(), false, bf16_compute(k));
-    EXPECT_EQ(got, int8) << "kernel " << kernels::bf16_kernel_name(k);
-  }
-  linear_forward(X.data(), 2, K, w, got.data(), false, kF32Compute);
-  EXPECT_EQ(got, fp32);
   const int64_t prefill = kQuantStreamRows + 8;  // not a decode
-  const std::vector<float> Xp = randn(size_t(prefill * K), 10);
-  std::vector<float> want(size_t(prefill * N)), none(want.size());
-  quant_linear_forward(Xp.data(), prefill, K, w.quant(), want.data(), false);
-  linear_forward(Xp.data(), prefill, K, w, none.data(), false,
-                 bf16_compute(kernels::Bf16Kernel::kNone));
-  EXPECT_EQ(none, want) << "without bf16 units a prefill stays on the fp32 kernels";
+  for (int64_t M : {int64_t{2}, prefill}) {
+    const std::vector<float> X = randn(size_t(M * K), uint32_t(9 + M));
+    std::vector<float> int8(size_t(M * N)), fp32(int8.size()), got(int8.size());
+    quant_linear_forward_int8(X.data(), M, K, w.quant(), int8.data(), false);
+    quant_linear_forward(X.data(), M, K, w.quant(), fp32.data(), false);
+    ASSERT_NE(int8, fp32);
+    linear_forward(X.data(), M, K, w, got.data(), false, bf16_compute(kernels::Bf16Kernel::kNone));
+    EXPECT_EQ(got, int8) << M << " rows without bf16 units";
+    if (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone) {
+      linear_forward(X.data(), M, K, w, got.data(), false, bf16_compute(kernels::bf16_kernel()));
+      if (M == 2)
+        EXPECT_EQ(got, int8) << "a decode with bf16 units";
+      else
+        EXPECT_NE(got, int8) << "a prefill with bf16 units takes them";
+    }
+    linear_forward(X.data(), M, K, w, got.data(), false, kF32Compute);
+    EXPECT_EQ(got, fp32) << M << " rows";
+  }
 }
 
-TEST(QuantDecodeInt8, RejectsMoreRowsThanADecodeAndOtherWidths) {
+TEST(QuantDecodeInt8, RejectsOtherWidthsAndShapes) {
   if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
   const int64_t K = 128;
   const Weight w = quantized(8, K, {4, 64}, 1);
   std::vector<float> X(size_t(33 * K)), y(size_t(33 * 8));
   try {
-    quant_linear_forward_int8(X.data(), 33, K, w.quant(), y.data(), false);
-    FAIL() << "33 rows accepted";
+    quant_linear_forward_int8(X.data(), 33, K + 64, w.quant(), y.data(), false);
+    FAIL() << "a wrong K accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("quant_linear_forward_int8"), std::string::npos)
         << e.what();
@@ -178,6 +182,7 @@ TEST(QuantDecodeInt8, RejectsMoreRowsThanADecodeAndOtherWidths) {
   const Weight w3 = quantized(8, K, {3, 64}, 2);
   EXPECT_FALSE(quant_int8_decode_supported(w3.quant()));
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 1, K, w3.quant(), y.data(), false), Error);
+  EXPECT_THROW(quant_linear_forward_int8(X.data(), 40, K, w3.quant(), y.data(), false), Error);
 }
 
 }  // namespace

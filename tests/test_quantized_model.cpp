@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "autograd/kernels/quant_linear.h"
 #include "autograd/node.h"
 #include "base/check.h"
 #include "infer/merge_quantized.h"
@@ -309,6 +310,19 @@ TEST(QuantizedModel, Bf16ComputeRunsTheQuantizedPrefillOnBf16Units) {
   const double err = max_relative_error(bf16, f32);
   EXPECT_GT(err, 0.0);  // activations were rounded: the bf16 kernels ran
   EXPECT_LE(err, 3e-2);
+}
+
+// Where no bf16 units take it (kernel none: a VNNI CPU without AVX512-BF16), the 320-row prefill
+// of bf16 compute runs on the int8 GEMM: X in two int8 levels, far closer to fp32 than bf16 is.
+TEST(QuantizedModel, Bf16ComputeWithoutBf16UnitsRunsThePrefillOnInt8) {
+  if (!quant_int8_decode_available()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  auto model = load_model(kQuant);
+  const std::vector<float> f32 = logits_of(*model);
+  model->compute = bf16_compute(kernels::Bf16Kernel::kNone);
+  const std::vector<float> int8 = logits_of(*model);
+  const double err = max_relative_error(int8, f32);
+  EXPECT_GT(err, 0.0);  // X was written in int8 levels: the int8 kernels ran
+  EXPECT_LE(err, 1e-3);
 }
 
 TEST(QuantizedModel, AutoComputePicksBf16ForBf16Scales) {

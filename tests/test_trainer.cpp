@@ -196,6 +196,7 @@ TEST_F(TrainerTest, WritesAdapterBestCheckpointAndMetricFields) {
       << line;
   EXPECT_EQ(first["quant_kernel"], quant_kernel_name()) << line;
   EXPECT_EQ(first["quant_int8_decode"], false) << line;
+  EXPECT_EQ(first["quant_int8_prefill"], false) << line;
   int train_lines = 0;
   while (std::getline(f, line)) {
     json j = json::parse(line);

@@ -158,9 +158,9 @@ bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
   return M > quant_detail::kDecodeMaxM && compute.bf16_units_take(M);
 }
 
-bool use_int8_decode_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
-  return M <= kQuantStreamRows && compute.reduced_precision() &&
-         quant_int8_decode_supported(W.quant());
+bool use_int8_quant_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
+  (void)M;  // any size: linear_forward asks the bf16 units first
+  return compute.reduced_precision() && quant_int8_decode_supported(W.quant());
 }
 
 }  // namespace gemm_detail
@@ -193,7 +193,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   if (W.is_quantized()) {
     if (gemm_detail::use_bf16_quant_forward_kernels(M, compute))
       kernels::bf16_quant_linear_forward(compute.kernel, X, M, K, W.quant(), Y, accumulate);
-    else if (gemm_detail::use_int8_decode_kernels(W, M, compute))
+    else if (gemm_detail::use_int8_quant_kernels(W, M, compute))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);

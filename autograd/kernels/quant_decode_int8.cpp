@@ -1,6 +1,7 @@
 #include "autograd/kernels/quant_decode_int8.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -11,6 +12,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+
+#include "base/parallel.h"  // after immintrin.h, whose warnings the pragmas above silence
 
 namespace glm4::quant_detail {
 
@@ -243,21 +246,28 @@ bool int8_decode_supported(int bits) {
 }
 
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
-                               Int8DecodeInput& in) {
+                               Int8DecodeInput& in, Int8Layout layout) {
   const int64_t K = W.cols, gs = W.group_size;
+  const int order_bits = layout == Int8Layout::kColumns ? 8 : W.bits;
   in.cols = round_up(K, kPadCols);
   in.groups = round_up(W.groups(), kParamBlock);
   in.q1.assign(size_t(M * in.cols), 0);
   in.q2.assign(size_t(M * in.cols), 0);
   in.units.assign(size_t(M * in.groups), 0.0f);
   in.sums.assign(size_t(M * in.groups), 0.0f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t g = 0; g < W.groups(); ++g)
-      if (!quantize_group(W.bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
-                          in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
-                          &in.units[size_t(m * in.groups + g)]))
-        return false;
-  return true;
+  std::atomic<bool> finite{true};
+  // A prefill's rows are worth threads; a decode's few are not.
+  parallel_for(M, 8, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1 && finite.load(std::memory_order_relaxed); ++m)
+      for (int64_t g = 0; g < W.groups(); ++g)
+        if (!quantize_group(order_bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
+                            in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
+                            &in.units[size_t(m * in.groups + g)])) {
+          finite = false;
+          return;
+        }
+  });
+  return finite;
 }
 
 }  // namespace glm4::quant_detail

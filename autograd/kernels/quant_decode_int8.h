@@ -28,9 +28,11 @@ struct Int8DecodeInput {
   std::vector<float> units;    // [M, groups]: the unit of each group, zero past the last
   std::vector<float> sums;     // [M, groups]: fp32 sum of X over each group, zero past the last
 };
+// kColumns keeps every step in column order (what int8_gemm_rows reads, for either width).
+enum class Int8Layout { kDecode, kColumns };
 // False (and `in` unusable) when X holds a non-finite value: the caller takes the fp32 kernels.
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
-                               Int8DecodeInput& in);
+                               Int8DecodeInput& in, Int8Layout layout = Int8Layout::kDecode);
 
 // Y[m * ldy + n] (+)= sum_k X[m0 + m, k] deq(W)[n, k] (X as prepared) for m < M <=
 // kDecodeMaxM and n in [n0, n1). Each output is one fixed-order sum, whatever n0 and n1 are.

@@ -11,6 +11,7 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_internal.h"
 #include "autograd/kernels/quant_decode_int8.h"
+#include "autograd/kernels/quant_gemm_int8.h"
 #include "autograd/kernels/quant_kernels.h"
 #include "base/check.h"
 #include "base/parallel.h"
@@ -170,16 +171,31 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
                                float* Y, bool accumulate) {
   const int64_t N = W.rows;
   check_args("quant_linear_forward_int8", W, X, Y, M * K, M * N);
-  GLM4_CHECK(M >= 0 && M <= kStreamRows && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ",
-             K, "] does not match W [", W.rows, ", ", W.cols, "] or has more than ", kStreamRows,
-             " rows");
+  GLM4_CHECK(M >= 0 && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ", K,
+             "] does not match W [", W.rows, ", ", W.cols, "]");
   GLM4_CHECK(quant_int8_decode_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
              "4- or 8-bit codes (", W.bits, " bits)");
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
+  const bool decode = M <= kStreamRows;
   quant_detail::Int8DecodeInput in;
-  if (!quant_detail::prepare_int8_decode_input(W, X, M, in))
-    return decode_forward(X, M, W, Y, accumulate);  // inf or NaN: let fp32 carry it
+  if (!quant_detail::prepare_int8_decode_input(
+          W, X, M, in,
+          decode ? quant_detail::Int8Layout::kDecode : quant_detail::Int8Layout::kColumns))
+    return quant_linear_forward(X, M, K, W, Y, accumulate);  // inf or NaN: let fp32 carry it
+  if (!decode) {
+    // The GEMM adds block by block; accumulating adds its finished product, as the decode does.
+    std::vector<float> product(accumulate ? size_t(M * N) : 0);
+    float* out = accumulate ? product.data() : Y;
+    using quant_detail::kInt8GemmRows;
+    parallel_for(ceil_div(N, kInt8GemmRows), 1, [&](int64_t t0, int64_t t1) {
+      quant_detail::int8_gemm_rows(W, in, M, t0 * kInt8GemmRows, std::min(N, t1 * kInt8GemmRows),
+                                   out, N, false);
+    });
+    if (accumulate)
+      for (size_t i = 0; i < product.size(); ++i) Y[i] += product[i];
+    return;
+  }
   parallel_over_rows(W, [&](int64_t n0, int64_t n1) {
     for (int64_t m = 0; m < M; m += kDecodeMaxM)
       quant_detail::int8_decode_rows(W, in, m, std::min(kDecodeMaxM, M - m), n0, n1, Y + m * N, N,

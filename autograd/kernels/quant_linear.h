@@ -26,10 +26,12 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
 bool quant_int8_decode_supported(const QuantizedMatrix& W);
 // Whether it runs on this CPU at all (for 4- and 8-bit codes).
 bool quant_int8_decode_available();
-// The decode-sized product under --compute bf16 (M <= kQuantStreamRows): X in two int8 levels
+// The product under --compute bf16 on the int8 dot products of AVX512-VNNI: X in two int8 levels
 // per group (each element within about max|x| / 65000 of its group: 256 times finer than bf16
-// rounding), the codes multiplied exactly by AVX512-VNNI (quant_decode_int8.h). X holding inf
-// or NaN goes to the fp32 kernels. Throws unless supported.
+// rounding), the codes multiplied exactly (quant_decode_int8.h). Up to kQuantStreamRows rows the
+// codes are streamed (decode); more rows (prefill, where no bf16 units take them) unpack tiles
+// of the codes for an int8 GEMM (quant_gemm_int8.h). X holding inf or NaN goes to the fp32
+// kernels. Throws unless supported.
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate);
 
