@@ -98,20 +98,20 @@ void fill_tile(const QuantizedMatrix& W, int64_t n, int64_t k0, int64_t width, T
         store_columns(v, tile.codes, half, k4);
         continue;
       }
-      __m512i hi[16];
-      for (int i = 0; i < 16; ++i) {
-        const __m512i low = _mm512_and_si512(v[i], nibble);
-        const __m512i high = _mm512_and_si512(_mm512_srli_epi16(v[i], 4), nibble);
-        v[i] = _mm512_unpacklo_epi8(low, high);
-        hi[i] = _mm512_unpackhi_epi8(low, high);
+      // Low then high halves in two passes over the same 16 rows (L1 hits): one pass's 16
+      // vectors fit the registers, both would spill.
+      for (int part = 0; part < 2; ++part) {
+        for (int i = 0; i < 16; ++i) {
+          if (part == 1) v[i] = code_bytes(W, n + half * 16 + i, (k0 + c) * W.bits / 8, valid);
+          const __m512i low = _mm512_and_si512(v[i], nibble);
+          const __m512i high = _mm512_and_si512(_mm512_srli_epi16(v[i], 4), nibble);
+          v[i] = part == 0 ? _mm512_unpacklo_epi8(low, high) : _mm512_unpackhi_epi8(low, high);
+        }
+        transpose16(v);
+        int k4[16];
+        for (int j = 0; j < 16; ++j) k4[j] = int(first) + (part == 0 ? kLow[j] : kHigh[j]);
+        store_columns(v, tile.codes, half, k4);
       }
-      int k4[16];
-      transpose16(v);
-      for (int j = 0; j < 16; ++j) k4[j] = int(first) + kLow[j];
-      store_columns(v, tile.codes, half, k4);
-      transpose16(hi);
-      for (int j = 0; j < 16; ++j) k4[j] = int(first) + kHigh[j];
-      store_columns(hi, tile.codes, half, k4);
     }
   }
   // Scales and biases: a row's (up to 16) groups widened in one load, transposed to [group][row].
