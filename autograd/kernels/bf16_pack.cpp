@@ -6,6 +6,7 @@
 
 #include "autograd/kernels/bf16_internal.h"
 #include "autograd/kernels/bf16_target.h"
+#include "autograd/kernels/transpose16.h"
 
 namespace glm4::kernels::bf16 {
 
@@ -23,30 +24,6 @@ GLM4_AVX512BF16 inline __m512i round32(const float* src, int64_t n) {
   const __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src);
   const __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + 16);
   return __m512i(_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-// r[i] (16 rows of 16 dwords) becomes its transpose.
-GLM4_AVX512BF16 __attribute__((always_inline)) inline void transpose16(__m512i r[16]) {
-  __m512i u[16];
-  for (int q = 0; q < 4; ++q) {
-    const __m512i* a = r + 4 * q;
-    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
-    u[4 * q + 0] = _mm512_unpacklo_epi64(t0, t2);  // per 128-bit lane L: column 4L + 0
-    u[4 * q + 1] = _mm512_unpackhi_epi64(t0, t2);
-    u[4 * q + 2] = _mm512_unpacklo_epi64(t1, t3);
-    u[4 * q + 3] = _mm512_unpackhi_epi64(t1, t3);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-    const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-    r[0 + j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    r[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
-    r[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    r[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
-  }
 }
 
 }  // namespace

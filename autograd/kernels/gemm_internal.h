@@ -37,10 +37,10 @@ bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute);
 // expert's shape, 0.74 ms against 0.96 at 16 rows and 1.19 against 1.46-1.95 at 24-32);
 constexpr int64_t kQuantPanelRows = 13;
 bool use_bf16_quant_forward_kernels(int64_t M, const ComputeChoice& compute);
-// a quantized weight the bf16 units do not take, on the int8 dot products: under bf16 compute,
-// whose rounding of X they undercut (quant_linear.h); decode sizes stream the codes, larger ones
-// run the int8 GEMM.
-bool use_int8_quant_kernels(const Weight& W, int64_t M, const ComputeChoice& compute);
+// a quantized weight the bf16 units do not take (callers ask them first), at any size, on the int8
+// dot products: under bf16 compute, whose rounding of X they undercut (quant_linear.h); decode
+// sizes stream the codes, larger ones run the int8 GEMM.
+bool use_int8_quant_kernels(const Weight& W, const ComputeChoice& compute);
 
 // dX[M, K] (+)= dY[M, N] W[N, K] for M <= kSmallM.
 void small_m_input_grad(const float* dY, int64_t M, int64_t N, DType dtype, const void* W,

@@ -158,8 +158,7 @@ bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
   return M > quant_detail::kDecodeMaxM && compute.bf16_units_take(M);
 }
 
-bool use_int8_quant_kernels(const Weight& W, int64_t M, const ComputeChoice& compute) {
-  (void)M;  // any size: linear_forward asks the bf16 units first
+bool use_int8_quant_kernels(const Weight& W, const ComputeChoice& compute) {
   return compute.reduced_precision() && quant_int8_decode_supported(W.quant());
 }
 
@@ -193,7 +192,7 @@ void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float
   if (W.is_quantized()) {
     if (gemm_detail::use_bf16_quant_forward_kernels(M, compute))
       kernels::bf16_quant_linear_forward(compute.kernel, X, M, K, W.quant(), Y, accumulate);
-    else if (gemm_detail::use_int8_quant_kernels(W, M, compute))
+    else if (gemm_detail::use_int8_quant_kernels(W, compute))
       quant_linear_forward_int8(X, M, K, W.quant(), Y, accumulate);
     else
       quant_linear_forward(X, M, K, W.quant(), Y, accumulate);

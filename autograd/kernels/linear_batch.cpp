@@ -89,7 +89,7 @@ std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const Com
   if (W.is_quantized()) {
     if (M > quant_detail::kDecodeMaxM) return {};
     const QuantizedMatrix* q = &W.quant();
-    if (gemm_detail::use_int8_quant_kernels(W, M, compute)) {
+    if (gemm_detail::use_int8_quant_kernels(W, compute)) {
       if (const quant_detail::Int8DecodeInput* in = int8.get(*q, p.X, M))
         return [q, in, M, N, Y](int64_t n0, int64_t n1) {
           quant_detail::int8_decode_rows(*q, *in, 0, M, n0, n1, Y, N, false);

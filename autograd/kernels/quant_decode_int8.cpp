@@ -45,12 +45,6 @@ int64_t input_position(int bits, int64_t c) {
 namespace glm4::quant_detail {
 namespace {
 
-// 64 bytes of codes from p, zero past `valid` bytes.
-inline __m512i load_codes(const uint8_t* p, int64_t valid) {
-  if (valid >= 64) return _mm512_loadu_si512(p);
-  return _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
-}
-
 // Columns [c0, c0 + count) of a row of X (one group; count a multiple of 32) into both levels at
 // their input positions; *sum gets the fp32 sum and *unit the group's unit. False on inf or NaN.
 bool quantize_group(int bits, const float* x, int64_t count, int64_t c0, int8_t* q1, int8_t* q2,

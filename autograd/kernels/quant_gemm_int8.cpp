@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/kernels/quant_kernels.h"
+#include "autograd/kernels/transpose16.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -20,6 +21,8 @@
 namespace glm4::quant_detail {
 namespace {
 
+using kernels::transpose16;
+
 constexpr int64_t kTileRows = kInt8GemmRows;  // two vectors of 16 rows
 constexpr int64_t kBlockCols = 512;  // columns a tile covers: 16 KB of unpacked codes, in L1
 constexpr int kRowBlock = 6;         // rows of X a micro-kernel call keeps in registers
@@ -34,38 +37,9 @@ struct Tile {
   alignas(64) float biases[kBlockCols / 32 * kTileRows];
 };
 
-// v[i] = dword row i of a 16 x 16 matrix; afterwards v[j] is its column j.
-inline void transpose16(__m512i (&v)[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-  }
-  __m512i u[16];  // in each 128-bit lane L, u[4i + j] holds rows 4i..4i+3 of column 4L + j
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {  // gather lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
-    const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-    const __m512i b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    v[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-    v[4 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
-    v[8 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-    v[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
-  }
-}
-
 // 64 bytes of row r's codes from byte b, zero past `valid` bytes or W's last row.
 inline __m512i code_bytes(const QuantizedMatrix& W, int64_t r, int64_t b, int64_t valid) {
-  if (r >= W.rows) return _mm512_setzero_si512();
-  const uint8_t* p = W.row(r) + b;
-  return valid >= 64 ? _mm512_loadu_si512(p)
-                     : _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
+  return r < W.rows ? load_codes(W.row(r) + b, valid) : _mm512_setzero_si512();
 }
 
 // Stores the transposed dword columns v[j] of 16 rows (rows half * 16 onwards) as the tile's k4
@@ -224,7 +198,7 @@ void micro_rows(int64_t rows, const Tile& tile, const Int8DecodeInput& in, int64
 }  // namespace
 
 void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
-                    int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+                    int64_t n1, float* Y, int64_t ldy) {
   thread_local std::vector<Tile> tiles(kChunkTiles);
   const int64_t K = W.cols, gs = W.group_size;
   // Up to 8 tiles (256 rows of W) at a time: their codes for a block of columns unpacked once
@@ -234,7 +208,7 @@ void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t
     const int64_t chunk_end = std::min(n1, chunk + kChunkTiles * kTileRows);
     for (int64_t k0 = 0; k0 < K; k0 += kBlockCols) {
       const int64_t width = std::min(kBlockCols, K - k0);
-      const bool add = accumulate || k0 > 0;
+      const bool add = k0 > 0;
       for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t)
         fill_tile(W, n, k0, width, tiles[size_t(t)]);
       for (int64_t m = 0; m < M; m += kRowBlock)

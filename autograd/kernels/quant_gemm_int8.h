@@ -17,11 +17,11 @@ namespace glm4::quant_detail {
 // Rows of W a task of int8_gemm_rows starts on (n0 a multiple of it).
 constexpr int64_t kInt8GemmRows = 32;
 
-// Y[m * ldy + n] (+)= sum_k X[m, k] deq(W)[n, k] for every m < M and n in [n0, n1), with `in`
-// from prepare_int8_decode_input(..., Int8Layout::kColumns). Needs int8_decode_supported(W.bits).
-// Each output is one fixed-order sum, whatever n0 and n1 are; accumulating adds it to Y one
-// 512-column block at a time.
+// Y[m * ldy + n] = sum_k X[m, k] deq(W)[n, k] for every m < M and n in [n0, n1), with `in` from
+// prepare_int8_decode_input(..., Int8Layout::kColumns). Needs int8_decode_supported(W.bits).
+// Each output is one fixed-order sum, whatever n0 and n1 are (written a 512-column block at a
+// time, so a caller that accumulates adds the finished product).
 void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
-                    int64_t n1, float* Y, int64_t ldy, bool accumulate);
+                    int64_t n1, float* Y, int64_t ldy);
 
 }  // namespace glm4::quant_detail

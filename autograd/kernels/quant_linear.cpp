@@ -190,7 +190,7 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
     using quant_detail::kInt8GemmRows;
     parallel_for(ceil_div(N, kInt8GemmRows), 1, [&](int64_t t0, int64_t t1) {
       quant_detail::int8_gemm_rows(W, in, M, t0 * kInt8GemmRows, std::min(N, t1 * kInt8GemmRows),
-                                   out, N, false);
+                                   out, N);
     });
     if (accumulate)
       for (size_t i = 0; i < product.size(); ++i) Y[i] += product[i];

@@ -43,6 +43,13 @@ inline __m512 widen_params16(const QuantizedMatrix& W, const void* params, int64
              : _mm512_cvtph_ps(h);
 }
 
+// 64 bytes of codes from p, zero past `valid` bytes (masked: never reads past them). Needs
+// AVX512BW in the including region (the int8 kernels; quant_kernels_avx512.cpp does not call it).
+inline __m512i load_codes(const uint8_t* p, int64_t valid) {
+  if (valid >= 64) return _mm512_loadu_si512(p);
+  return _mm512_maskz_loadu_epi8(__mmask64((uint64_t(1) << valid) - 1), p);
+}
+
 // A hint only: addresses past the end of the codes are fine.
 inline void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
