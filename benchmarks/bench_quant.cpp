@@ -1,11 +1,13 @@
 // Quantized (mlx affine) products on the mid config's linears (or GLM-4-9B-0414's with --shape
-// 9b): decode (M = 1) tokens/s and GB/s of weight bytes next to a streaming-read bandwidth probe
-// and today's bf16 dense decode, prefill GFLOP/s at M = 512, and the error of each product
-// against fp64. With --shape 9b the token is --layers decoder layers without the lm_head (whose
-// 151552 x 4096 weight would take most of the run to make).
+// 9b, or one GLM-4.7-Flash decode layer's with --shape flash: the latent attention's products,
+// then the 4 routed experts and the shared one a token reads, gate and up fused): decode (M = 1)
+// tokens/s and GB/s of weight bytes next to a streaming-read bandwidth probe and today's bf16
+// dense decode, prefill GFLOP/s at M = 512, and the error of each product against fp64. With
+// --shape 9b or flash the token is --layers decoder layers without the lm_head (whose weight
+// would take most of the run to make).
 // Usage: bench_quant [--bits 4,8] [--group 64] [--threads 2] [--kernels avx512,avx2,scalar,int8]
-//                    [--reps N] [--probe-gib G] [--no-prefill] [--prefill-rows 512] [--shape
-//                    mid|9b] [--layers N]
+//                    [--reps N] [--probe-gib G] [--no-prefill] [--prefill-rows 512]
+//                    [--shape mid|9b|flash] [--layers N]
 #include <time.h>
 
 #include <algorithm>
@@ -141,7 +143,7 @@ struct Linear {
   int64_t N, K;
 };
 
-// One decoder layer (q, k, v, o, gate_up, down), the lm_head and the layers of a token.
+// One decoder layer's products, the lm_head and the layers of a token.
 struct Shape {
   std::vector<Linear> layer;
   Linear head;
@@ -151,6 +153,8 @@ struct Shape {
 
 // configs/mid.json: hidden 1024, 16 x 64 query heads, 2 kv heads, MLP 2816 with fused gate_up.
 // configs/glm-4-9b-0414.json: hidden 4096, 32 x 128 query heads, 2 kv heads, MLP 13696.
+// configs/glm-4.7-flash.json: hidden 2048, q_lora_rank 768, kv_lora_rank 512 + 64 rotary, 20
+// heads of 192 + 64 (queries) and 192 + 256 (kv_b_proj), experts of 1536, 4 routed + 1 shared.
 Shape shape_of(const Options& o) {
   Shape s;
   if (o.shape == "mid")
@@ -173,8 +177,18 @@ Shape shape_of(const Options& o) {
          {"lm_head", 151552, 4096},
          4,
          false};
-  else {
-    std::fprintf(stderr, "--shape: expected mid or 9b, got %s\n", o.shape.c_str());
+  else if (o.shape == "flash") {
+    s = {{{"q_a", 768, 2048}, {"kv_a", 576, 2048}, {"q_b", 5120, 768}, {"kv_b", 8960, 512}},
+         {"lm_head", 154880, 2048},
+         8,
+         false};
+    s.layer.push_back({"o", 2048, 5120});
+    for (int expert = 0; expert < 5; ++expert) {
+      s.layer.push_back({"gate_up", 3072, 2048});
+      s.layer.push_back({"down", 2048, 1536});
+    }
+  } else {
+    std::fprintf(stderr, "--shape: expected mid, 9b or flash, got %s\n", o.shape.c_str());
     std::exit(2);
   }
   if (o.layers > 0) s.layers = o.layers;
@@ -345,10 +359,12 @@ int main(int argc, char** argv) {
 
   const Shape shape = shape_of(o);
   const std::vector<const Linear*> ls = token_linears(shape);
+  std::string products;
+  for (const Linear& l : shape.layer)
+    products += (products.empty() ? "" : ", ") + std::string(l.name);
   std::printf(
-      "\n# decode: one token = %d layers x (q, k, v, o, gate_up, down)%s of the %s shape, M = 1, "
-      "distinct weights\n",
-      shape.layers, shape.head_in_token ? " + lm_head" : "", o.shape.c_str());
+      "\n# decode: one token = %d layers x (%s)%s of the %s shape, M = 1, distinct weights\n",
+      shape.layers, products.c_str(), shape.head_in_token ? " + lm_head" : "", o.shape.c_str());
   std::printf("# 1-core CPU = tokens/s of one thread by its CPU time (immune to other load)\n");
   std::printf("%-14s %-7s %9s %9s %9s %7s %12s\n", "weights", "kernel", "MB/token", "tokens/s",
               "(median)", "GB/s", "1-core CPU");
