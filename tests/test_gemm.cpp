@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "autograd/kernels/gemm.h"
@@ -252,6 +254,18 @@ TEST(Gemm, OpenBlasRunsSingleThreadedUnderTbb) {
   init_blas();
   EXPECT_EQ(openblas_get_num_threads(), 1);
   EXPECT_NE(blas_core_name(), nullptr);
+}
+
+// An Emerald Rapids guest made Debian's OpenBLAS fall back to Prescott (SSE3) kernels, 4.7x
+// slower sgemm; any AVX-512 CPU must end up on an AVX-512 kernel family.
+TEST(Gemm, OpenBlasRunsAvx512KernelsOnAnAvx512Cpu) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) GTEST_SKIP() << "OPENBLAS_CORETYPE is set";
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (!avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  init_blas();
+  const std::string core = blas_core_name();
+  EXPECT_TRUE(core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids") << core;
 }
 
 }  // namespace

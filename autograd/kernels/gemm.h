@@ -37,9 +37,9 @@ void linear_weight_grad(const float* dY, const float* X, int64_t M, int64_t N, i
                         bool accumulate);
 
 // Sets up OpenBLAS once: single-threaded calls (TBB owns the threads) and, on AVX-512 CPUs
-// that Debian's OpenBLAS 0.3.21 does not recognise (it falls back to its Haswell kernels),
-// its AVX-512 (SkylakeX) kernels, unless the user set OPENBLAS_CORETYPE. Every entry point
-// above calls it; code that calls cblas_* directly must call it first.
+// that Debian's OpenBLAS 0.3.21 does not recognise (it falls back to older kernels: Haswell, or
+// even Prescott's SSE3), its AVX-512 (SkylakeX) kernels, unless the user set OPENBLAS_CORETYPE.
+// Every entry point above calls it; code that calls cblas_* directly must call it first.
 void init_blas();
 // The OpenBLAS kernel family in use ("SkylakeX", "Haswell", ...), after init_blas().
 const char* blas_core_name();
