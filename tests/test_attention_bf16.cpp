@@ -1,7 +1,8 @@
 // Attention on the bf16 units (inference under --compute bf16, attention_tiles_bf16.h): within
 // bf16's error of an fp64 softmax attention for odd shapes, GQA, masks and head sizes that are not
 // whole tile columns; independent of the thread count; taken by ops::attention only without
-// grad and outside a recompute block's first pass, so training keeps the fp32 path.
+// grad and outside a recompute block's first pass, so training keeps the fp32 path. Also the
+// decode form of both (one query a row, a kv head's query heads taken together) against fp64.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,6 +123,31 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
         for (int64_t i = 0; i < c.Hq * c.D; ++i)
           ASSERT_EQ(bf16[size_t((b * c.T + t) * c.Hq * c.D + i)], 0.0f);
       }
+  }
+}
+
+// One query a row (a decode step) runs a kv head's query heads as the rows of one task; more
+// heads a group than a task holds (40 here) fall back to a task a head.
+TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
+  std::vector<Case> cases;
+  cases.push_back({1, 1, 190, 16, 2, 64, {}});   // moe-mid's groups of 8
+  cases.push_back({1, 1, 300, 32, 2, 128, {}});  // GLM-4-9B's groups of 16
+  cases.push_back({1, 1, 65, 40, 1, 32, {}});    // one group of 40: a task a head
+  cases.push_back({1, 1, 5, 6, 6, 16, {}});      // no sharing
+  Case padded{2, 1, 90, 12, 3, 48, {}};          // two rows of a batch, the second left-padded
+  padded.mask.kv_begin = {0, 30};
+  padded.mask.kv_end = {71, 90};
+  cases.push_back(padded);
+  Case step{1, 1, 77, 8, 2, 32, {}};  // a step after 76 cached keys, causal
+  step.mask.q_offset = 76;
+  cases.push_back(step);
+  for (const Case& c : cases) {
+    const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 11),
+                             k = randn(size_t(c.B * c.S * c.Hkv * c.D), 12),
+                             v = randn(size_t(c.B * c.S * c.Hkv * c.D), 13);
+    const std::vector<double> ref = reference(c, q, k, v);
+    EXPECT_LT(max_error(run(c, q, k, v, false), ref), 1e-5) << c.Hq << " heads, " << c.Hkv;
+    if (native_bf16()) EXPECT_LT(max_error(run(c, q, k, v, true), ref), 2e-2) << c.Hq;
   }
 }
 

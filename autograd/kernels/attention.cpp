@@ -60,19 +60,32 @@ void attention_forward(const AttentionArgs& a) {
       packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
     }
   });
-  parallel_for(a.B * a.Hq * q_tiles, 1, [&](int64_t lo_task, int64_t hi_task) {
+  // One query a row (decode): a task takes every query head of a kv head, so the group reads its
+  // keys and values once, not once a head. Otherwise a task is a tile of one head's queries.
+  const bool heads_as_rows = a.T == 1 && group > 1 && group <= kTileQ;
+  const int64_t tasks = heads_as_rows ? a.B * a.Hkv : a.B * a.Hq * q_tiles;
+  parallel_for(tasks, 1, [&](int64_t lo_task, int64_t hi_task) {
     std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK), acc(kTileQ * d), m(kTileQ),
         l(kTileQ);
     RowRanges rr;
     std::optional<Bf16AttentionTiles> tiles;
     if (a.bf16_tiles != Bf16Kernel::kNone) tiles.emplace(a.bf16_tiles, d);
     for (int64_t task = lo_task; task < hi_task; ++task) {
-      int64_t b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq,
-              t0 = (task % q_tiles) * kTileQ;
-      int64_t kvh = h / group, tq = std::min(kTileQ, a.T - t0);
-      rr.compute(mask, b, t0, tq, a.S);
+      // Row r of the task is query t0 + r of head h, or (heads_as_rows) query 0 of head h + r.
+      int64_t b, h, t0, kvh, tq;
+      if (heads_as_rows) {
+        b = task / a.Hkv, kvh = task % a.Hkv, h = kvh * group, t0 = 0, tq = group;
+        rr.compute(mask, b, 0, 1, a.S);
+        rr.lo.assign(size_t(tq), rr.lo[0]);
+        rr.hi.assign(size_t(tq), rr.hi[0]);
+      } else {
+        b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq, t0 = (task % q_tiles) * kTileQ;
+        kvh = h / group, tq = std::min(kTileQ, a.T - t0);
+        rr.compute(mask, b, t0, tq, a.S);
+      }
+      const int64_t head_step = heads_as_rows ? 1 : 0, query_step = heads_as_rows ? 0 : 1;
       const float* qsrc = a.q + b * a.q_batch_stride + (t0 * a.Hq + h) * d;
-      gather_rows(qsrc, a.Hq * d, tq, d, qbuf.data());
+      gather_rows(qsrc, heads_as_rows ? d : a.Hq * d, tq, d, qbuf.data());
       for (int64_t i = 0; i < tq * d; ++i) qbuf[i] *= a.scale;
       if (tiles) tiles->set_query(qbuf.data(), tq);
       std::fill_n(acc.data(), kTileQ * d, 0.0f);
@@ -118,11 +131,11 @@ void attention_forward(const AttentionArgs& a) {
           MapMat(acc.data(), tq, d).noalias() += S * V;
       }
       for (int64_t r = 0; r < tq; ++r) {
-        float* orow = a.out + ((b * a.T + t0 + r) * a.Hq + h) * d;
+        const int64_t t = t0 + r * query_step, head = h + r * head_step;
+        float* orow = a.out + ((b * a.T + t) * a.Hq + head) * d;
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         for (int64_t c = 0; c < d; ++c) orow[c] = acc[r * d + c] * inv;
-        if (a.lse)
-          a.lse[(b * a.Hq + h) * a.T + t0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : INFINITY;
+        if (a.lse) a.lse[(b * a.Hq + head) * a.T + t] = l[r] > 0 ? m[r] + std::log(l[r]) : INFINITY;
       }
     }
   });
