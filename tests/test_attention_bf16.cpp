@@ -31,6 +31,16 @@ struct Case {
   AttentionMask mask;
 };
 
+// Unit-variance q [B, T, Hq, D], k and v [B, S, Hkv, D] from seeds seed, seed + 1, seed + 2.
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+Inputs random_inputs(const Case& c, uint32_t seed) {
+  return {randn(size_t(c.B * c.T * c.Hq * c.D), seed),
+          randn(size_t(c.B * c.S * c.Hkv * c.D), seed + 1),
+          randn(size_t(c.B * c.S * c.Hkv * c.D), seed + 2)};
+}
+
 // out [B, T, Hq, D] in fp64: softmax over the visible keys of each query, as the mask says.
 std::vector<double> reference(const Case& c, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v) {
@@ -105,9 +115,7 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
   chunk.mask.q_offset = 70;
   cases.push_back(chunk);
   for (const Case& c : cases) {
-    const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 1),
-                             k = randn(size_t(c.B * c.S * c.Hkv * c.D), 2),
-                             v = randn(size_t(c.B * c.S * c.Hkv * c.D), 3);
+    const auto [q, k, v] = random_inputs(c, 1);
     const std::vector<double> ref = reference(c, q, k, v);
     const std::vector<float> f32 = run(c, q, k, v, false), bf16 = run(c, q, k, v, true);
     const double e32 = max_error(f32, ref), e16 = max_error(bf16, ref);
@@ -142,12 +150,12 @@ TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
   step.mask.q_offset = 76;
   cases.push_back(step);
   for (const Case& c : cases) {
-    const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 11),
-                             k = randn(size_t(c.B * c.S * c.Hkv * c.D), 12),
-                             v = randn(size_t(c.B * c.S * c.Hkv * c.D), 13);
+    const auto [q, k, v] = random_inputs(c, 11);
     const std::vector<double> ref = reference(c, q, k, v);
     EXPECT_LT(max_error(run(c, q, k, v, false), ref), 1e-5) << c.Hq << " heads, " << c.Hkv;
-    if (native_bf16()) EXPECT_LT(max_error(run(c, q, k, v, true), ref), 2e-2) << c.Hq;
+    if (native_bf16()) {
+      EXPECT_LT(max_error(run(c, q, k, v, true), ref), 2e-2) << c.Hq;
+    }
   }
 }
 
@@ -155,9 +163,7 @@ TEST(AttentionBf16, IgnoresTheThreadCount) {
   if (!native_bf16())
     GTEST_SKIP() << "this CPU has no native bf16 dot products (AMX or AVX512-BF16)";
   const Case c{2, 130, 130, 8, 2, 64, {}};
-  const std::vector<float> q = randn(size_t(c.B * c.T * c.Hq * c.D), 4),
-                           k = randn(size_t(c.B * c.S * c.Hkv * c.D), 5),
-                           v = randn(size_t(c.B * c.S * c.Hkv * c.D), 6);
+  const auto [q, k, v] = random_inputs(c, 4);
   const int threads = max_threads();
   set_max_threads(1);
   const std::vector<float> one = run(c, q, k, v, true);
