@@ -130,7 +130,8 @@ void swiglu_in_place(std::vector<float>& gate, const std::vector<float>& up,
     gate[size_t(i)] = gate[size_t(i)] * sig[size_t(i)] * up[size_t(i)];
   if (scale.empty()) return;
   const size_t width = gate.size() / scale.size();
-  for (size_t i = 0; i < gate.size(); ++i) gate[i] *= scale[i / width];
+  for (size_t row = 0; row < scale.size(); ++row)  // not i / width: a division per element
+    for (size_t i = row * width; i < (row + 1) * width; ++i) gate[i] *= scale[row];
 }
 
 void run_experts(std::vector<ExpertRun>& runs, int64_t hidden, const ComputeChoice& compute) {
