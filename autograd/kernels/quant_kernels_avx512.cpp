@@ -240,11 +240,7 @@ void input_grad_4bit(const float* dY, const QuantizedMatrix& W, int64_t cs, floa
     for (int c = 0; c < C; ++c) even[m][c] = odd[m][c] = _mm512_setzero_ps();
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int64_t group_of[C];  // the group of each 32 columns, worked out once (not per row)
-  bool starts_group[C];
-  for (int c = 0; c < C; ++c) {
-    group_of[c] = (cs + 32 * c) / group;
-    starts_group[c] = c == 0 || (cs + 32 * c) % group == 0;
-  }
+  for (int c = 0; c < C; ++c) group_of[c] = (cs + 32 * c) / group;
   for (int64_t n = 0; n < N; ++n) {
     const uint8_t* row = W.row(n);
     // Every line of this stripe's codes and its scales and biases, a few rows ahead: the rows
@@ -258,7 +254,7 @@ void input_grad_4bit(const float* dY, const QuantizedMatrix& W, int64_t cs, floa
     __m512 table = _mm512_setzero_ps();
 #pragma GCC unroll 16  // the accumulators stay in registers only when this loop is unrolled
     for (int c = 0; c < C; ++c) {
-      if (starts_group[c]) {
+      if (c == 0 || group_of[c] != group_of[c - 1]) {
         const int64_t i = n * groups + group_of[c];
         table = _mm512_fmadd_ps(iota, _mm512_set1_ps(param_at(W, W.scales, i)),
                                 _mm512_set1_ps(param_at(W, W.biases, i)));
