@@ -15,8 +15,8 @@ KernelReport kernel_report(const ComputeChoice& compute) {
   const char* core = blas_core_name();
   r.blas_core = core != nullptr ? core : "unknown";
   r.quant_kernel = quant_kernel_name();
-  r.quant_int8_decode = compute.reduced_precision() && quant_int8_decode_available();
-  r.quant_int8_prefill = r.quant_int8_decode && (!compute.bf16_units_on() || compute.limits_rows());
+  r.quant_int8_decode = linear_forward_uses_int8(1, compute);
+  r.quant_int8_prefill = linear_forward_uses_int8(kBf16AllRows, compute);  // the largest prefill
   return r;
 }
 

@@ -164,6 +164,11 @@ bool use_int8_quant_kernels(const Weight& W, const ComputeChoice& compute) {
 
 }  // namespace gemm_detail
 
+bool linear_forward_uses_int8(int64_t rows, const ComputeChoice& compute) {
+  return !gemm_detail::use_bf16_quant_forward_kernels(rows, compute) &&
+         compute.reduced_precision() && quant_int8_decode_available();
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   GLM4_CHECK(M >= 0 && N >= 0 && K >= 0, "[sgemm] negative size M=", M, " N=", N, " K=", K);
