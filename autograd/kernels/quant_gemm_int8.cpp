@@ -141,8 +141,8 @@ void micro(const Tile& tile, const Int8DecodeInput& in, int64_t m, int64_t k0, i
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
           const __m512i x = broadcast4(q[i] + c0 + k);
-          dot[i][0] = _mm512_dpbusd_epi32(dot[i][0], w0, x);
-          dot[i][1] = _mm512_dpbusd_epi32(dot[i][1], w1, x);
+          dot[i][0] = dpbusd(dot[i][0], w0, x);
+          dot[i][1] = dpbusd(dot[i][1], w1, x);
         }
       }
     };
