@@ -370,6 +370,21 @@ TEST(QuantKernels, ErrorNoWorseThanTheFp32Gemm) {
       EXPECT_LE(std::sqrt(eq), 1.5 * std::sqrt(ed) + 1e-12)
           << name << " M=" << M << ": rms error " << std::sqrt(eq / ref.size()) << " vs fp32 GEMM "
           << std::sqrt(ed / ref.size());
+      // The input gradient: from 5 rows on it runs the training-sized tile kernels.
+      const std::vector<float> dY = random_vec(M * 256, 43);
+      std::vector<double> dref, dmag;
+      reference(dY.data(), exact, M, 1024, 256, false, &dref, &dmag);
+      std::vector<float> dxq(size_t(M * 1024)), dxd(dxq.size());
+      quant_linear_input_grad(dY.data(), M, 256, q, dxq.data(), false);
+      linear_input_grad(dY.data(), M, 256, dense, dxd.data(), false, kF32Compute);
+      double gq = 0, gd = 0;
+      for (size_t i = 0; i < dref.size(); ++i) {
+        gq += (dxq[i] - dref[i]) * (dxq[i] - dref[i]);
+        gd += (dxd[i] - dref[i]) * (dxd[i] - dref[i]);
+      }
+      EXPECT_LE(std::sqrt(gq), 1.5 * std::sqrt(gd) + 1e-12)
+          << name << " M=" << M << ": input gradient rms error " << std::sqrt(gq / dref.size())
+          << " vs fp32 GEMM " << std::sqrt(gd / dref.size());
     }
   });
 }

@@ -27,6 +27,12 @@ struct QuantKernels {
   // set has no such kernel for W's width: quant_linear.cpp then widens W row by row.
   bool (*input_grad_stripe)(const float* dY, int64_t M, const QuantizedMatrix& W, int64_t c0,
                             int64_t c1, float* dX, bool accumulate) = nullptr;
+  // dX[m * W.cols + c] (+)= sum_n dY[m * W.rows + n] deq(W)[n, c] for m in [m0, m1) and c in
+  // [c0, c1) (multiples of the group size, or W.cols), each sum over n in order: one tile of a
+  // training-sized input gradient. Null where this set has none: quant_linear.cpp then runs sgemm
+  // on dequantized tiles.
+  void (*input_grad_tile)(const float* dY, const QuantizedMatrix& W, int64_t m0, int64_t m1,
+                          int64_t c0, int64_t c1, float* dX, bool accumulate) = nullptr;
 };
 
 const QuantKernels& scalar_kernels();

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include "autograd/kernels/affine_pack.h"
+#include "autograd/kernels/quant_grad_tile.h"
 #include "autograd/kernels/quant_kernels.h"
 
 // Everything below is compiled for AVX-512; the headers above keep their own options, so no
@@ -317,7 +318,8 @@ bool input_grad_stripe(const float* dY, int64_t M, const QuantizedMatrix& W, int
 }  // namespace
 
 const QuantKernels& avx512_kernels() {
-  static const QuantKernels k{"avx512", prepare_x, forward_rows, dequant_row, input_grad_stripe};
+  static const QuantKernels k{"avx512",    prepare_x,         forward_rows,
+                              dequant_row, input_grad_stripe, input_grad_tile_avx512};
   return k;
 }
 

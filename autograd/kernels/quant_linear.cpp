@@ -1,6 +1,7 @@
 // The quantized products: decode-sized ones through the per-ISA kernels (quant_kernels.h),
-// larger ones as sgemm tiles on W dequantized block by block, threaded over output tiles whose
-// shapes depend on the problem only.
+// larger ones as sgemm tiles on W dequantized block by block (the input gradient through the
+// kernels' own tile kernel where they have one), threaded over output tiles whose shapes depend
+// on the problem only.
 #include "autograd/kernels/quant_linear.h"
 
 #include <cblas.h>
@@ -226,6 +227,7 @@ void quant_linear_input_grad(const float* dY, int64_t M, int64_t N, const Quanti
   const quant_detail::QuantKernels& k = quant_detail::active();
   const TilePlan plan = plan_tiles(M, K, 128);  // column tiles stay aligned to every group size
   run_tiles(plan, M, K, N, [&](int64_t i0, int64_t i1, int64_t c0, int64_t c1) {
+    if (k.input_grad_tile) return k.input_grad_tile(dY, W, i0, i1, c0, c1, dX, accumulate);
     thread_local std::vector<float> tile;  // W[n0:n1, c0:c1] dequantized
     const int64_t width = c1 - c0;
     for (int64_t n0 = 0; n0 < N; n0 += kReduceBlock) {
