@@ -333,7 +333,7 @@ TEST(QuantKernels, EveryWidthAndGroupMatchesFp64OnOddShapes) {
       // K a multiple of the group but not of 256; N odd.
       QuantizedStorage s = random_quantized(37, 5 * group, {bits, group}, DType::BF16, 17);
       const std::string what = std::to_string(bits) + " bits group " + std::to_string(group);
-      for (int64_t M : {1, 2, 3, 4, 5, 17}) check_products(s.view(), M, what);
+      for (int64_t M : {1, 2, 3, 4, 5, 17, 150}) check_products(s.view(), M, what);
     }
 }
 

@@ -1,7 +1,8 @@
 // The input gradient of a quantized product at training sizes on AVX-512, one output tile at a
 // time: W's rows dequantized into 32-column panels and multiplied by dY's rows with a 6 x 32
 // register block of fp32 FMAs. quant_linear.cpp runs it on each tile of its plan where the
-// active kernels provide it; elsewhere it hands dequantized tiles to sgemm.
+// active kernels provide it and dY has few rows (a routed expert's tokens); elsewhere it hands
+// dequantized tiles to sgemm.
 #pragma once
 #include <cstdint>
 

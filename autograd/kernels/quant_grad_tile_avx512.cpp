@@ -25,6 +25,9 @@ namespace {
 constexpr int64_t kStrip = 32;    // output columns of a panel: two vectors
 constexpr int64_t kReduce = 256;  // rows of W a panel holds: 32 KB, in L1 beside 6 rows of dY
 constexpr int kRowBlock = 6;      // rows of dY (and dX) a micro-kernel call keeps in registers
+// Rows of dY run over every panel before the next ones: their 256 values each (128 KB) stay in L2
+// across the strips (over 2,048 rows at once the kernel ran 20-25% slower).
+constexpr int64_t kChunkRows = 128;
 
 // The lanes of a strip's two vectors that hold one of its `columns` first columns.
 struct HalfLanes {
@@ -118,12 +121,15 @@ void input_grad_tile_avx512(const float* dY, const QuantizedMatrix& W, int64_t m
     const int64_t rows = std::min(kReduce, N - n0);
     fill_panels(W, n0, rows, c0, width, row_buffer.data(), panels);
     const bool load_c = accumulate || n0 > 0;
-    for (int64_t s = 0; s < strips; ++s) {
-      const HalfLanes lanes = half_lanes(width - s * kStrip);
-      const float* panel = panels + s * rows * kStrip;
-      for (int64_t m = m0; m < m1; m += kRowBlock)
-        micro_rows(std::min<int64_t>(kRowBlock, m1 - m), panel, rows, dY + m * N + n0, N,
-                   dX + m * K + c0 + s * kStrip, K, lanes, load_c);
+    for (int64_t chunk = m0; chunk < m1; chunk += kChunkRows) {
+      const int64_t chunk_end = std::min(m1, chunk + kChunkRows);
+      for (int64_t s = 0; s < strips; ++s) {
+        const HalfLanes lanes = half_lanes(width - s * kStrip);
+        const float* panel = panels + s * rows * kStrip;
+        for (int64_t m = chunk; m < chunk_end; m += kRowBlock)
+          micro_rows(std::min<int64_t>(kRowBlock, chunk_end - m), panel, rows, dY + m * N + n0, N,
+                     dX + m * K + c0 + s * kStrip, K, lanes, load_c);
+      }
     }
   }
 }
