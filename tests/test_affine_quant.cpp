@@ -356,35 +356,33 @@ TEST(QuantKernels, ErrorNoWorseThanTheFp32Gemm) {
   const std::vector<double> exact = exact_dequantized(q);
   for_each_kernel([&](const std::string& name) {
     for (int64_t M : {1, 4, 64}) {
+      // rms error of the quantized kernel's result against fp64, no worse than the fp32 GEMM's
+      auto expect_no_worse = [&](const char* what, const std::vector<float>& quant,
+                                 const std::vector<float>& dense_result,
+                                 const std::vector<double>& ref) {
+        double eq = 0, ed = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          eq += (quant[i] - ref[i]) * (quant[i] - ref[i]);
+          ed += (dense_result[i] - ref[i]) * (dense_result[i] - ref[i]);
+        }
+        EXPECT_LE(std::sqrt(eq), 1.5 * std::sqrt(ed) + 1e-12)
+            << name << " M=" << M << " " << what << ": rms error " << std::sqrt(eq / ref.size())
+            << " vs fp32 GEMM " << std::sqrt(ed / ref.size());
+      };
       const std::vector<float> X = random_vec(M * 1024, 41);
       std::vector<double> ref, mag;
       reference(X.data(), exact, M, 256, 1024, true, &ref, &mag);
       std::vector<float> yq(size_t(M * 256)), yd(yq.size());
       quant_linear_forward(X.data(), M, 1024, q, yq.data(), false);
       linear_forward(X.data(), M, 1024, dense, yd.data(), false, kF32Compute);
-      double eq = 0, ed = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        eq += (yq[i] - ref[i]) * (yq[i] - ref[i]);
-        ed += (yd[i] - ref[i]) * (yd[i] - ref[i]);
-      }
-      EXPECT_LE(std::sqrt(eq), 1.5 * std::sqrt(ed) + 1e-12)
-          << name << " M=" << M << ": rms error " << std::sqrt(eq / ref.size()) << " vs fp32 GEMM "
-          << std::sqrt(ed / ref.size());
-      // The input gradient: from 5 rows on it runs the training-sized tile kernels.
+      expect_no_worse("forward", yq, yd, ref);
+      // From 5 rows on the input gradient runs the training-sized tile kernels.
       const std::vector<float> dY = random_vec(M * 256, 43);
-      std::vector<double> dref, dmag;
-      reference(dY.data(), exact, M, 1024, 256, false, &dref, &dmag);
+      reference(dY.data(), exact, M, 1024, 256, false, &ref, &mag);
       std::vector<float> dxq(size_t(M * 1024)), dxd(dxq.size());
       quant_linear_input_grad(dY.data(), M, 256, q, dxq.data(), false);
       linear_input_grad(dY.data(), M, 256, dense, dxd.data(), false, kF32Compute);
-      double gq = 0, gd = 0;
-      for (size_t i = 0; i < dref.size(); ++i) {
-        gq += (dxq[i] - dref[i]) * (dxq[i] - dref[i]);
-        gd += (dxd[i] - dref[i]) * (dxd[i] - dref[i]);
-      }
-      EXPECT_LE(std::sqrt(gq), 1.5 * std::sqrt(gd) + 1e-12)
-          << name << " M=" << M << ": input gradient rms error " << std::sqrt(gq / dref.size())
-          << " vs fp32 GEMM " << std::sqrt(gd / dref.size());
+      expect_no_worse("input gradient", dxq, dxd, ref);
     }
   });
 }
