@@ -164,9 +164,8 @@ void micro(const Tile& tile, const Int8DecodeInput& in, int64_t m, int64_t k0, i
     }
   }
   for (int h = 0; h < 2; ++h) {
-    const int64_t lanes = std::clamp<int64_t>(valid_rows - 16 * h, 0, 16);
-    if (lanes == 0) continue;
-    const auto mask = __mmask16((1u << lanes) - 1u);
+    const __mmask16 mask = first_lanes(valid_rows - 16 * h);
+    if (mask == 0) continue;
     for (int i = 0; i < MR; ++i) {
       float* y = Y + (m + i) * ldy + n + 16 * h;
       __m512 v = acc[i][h];

@@ -1,7 +1,7 @@
 // Replaces dequantizing a row-major tile and calling sgemm on it, whose own packing of that tile
 // and of dY and zeroing of dX took a fifth of the input gradient (a QLoRA step's largest part):
-// here the dequantized rows are written straight into the panels the FMA loop reads, and dY's
-// values are broadcast from its rows where they lie.
+// here each dequantized row is copied once into the panels the FMA loop reads, and dY's values
+// are broadcast from its rows where they lie.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -18,6 +18,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma,f16c")
+#include "autograd/kernels/quant_simd.h"
 
 namespace glm4::quant_detail {
 namespace {
@@ -29,27 +30,17 @@ constexpr int kRowBlock = 6;      // rows of dY (and dX) a micro-kernel call kee
 // across the strips (over 2,048 rows at once the kernel ran 20-25% slower).
 constexpr int64_t kChunkRows = 128;
 
-// The lanes of a strip's two vectors that hold one of its `columns` first columns.
-struct HalfLanes {
-  __mmask16 of[2];
-};
-HalfLanes half_lanes(int64_t columns) {
-  HalfLanes l;
-  for (int h = 0; h < 2; ++h)
-    l.of[h] = __mmask16((1u << std::clamp<int64_t>(columns - 16 * h, 0, 16)) - 1u);
-  return l;
-}
-
-// c[i, 0:32] (+)= sum_n dy[i, n] panel[n, 0:32] for i < MR; `lanes` leaves out the columns past
-// dX's edge.
+// c[i, 0:columns] (+)= sum_n dy[i, n] panel[n, 0:columns] for i < MR; columns <= 32 (fewer at
+// dX's edge).
 template <int MR>
 void micro(const float* panel, int64_t rows, const float* dy, int64_t ldy, float* c, int64_t ldc,
-           const HalfLanes& lanes, bool load_c) {
+           int64_t columns, bool load_c) {
+  const __mmask16 lanes[2] = {first_lanes(columns), first_lanes(columns - 16)};
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i)
     for (int h = 0; h < 2; ++h)
       acc[i][h] =
-          load_c ? _mm512_maskz_loadu_ps(lanes.of[h], c + i * ldc + 16 * h) : _mm512_setzero_ps();
+          load_c ? _mm512_maskz_loadu_ps(lanes[h], c + i * ldc + 16 * h) : _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t n = 0; n < rows; ++n) {
     const __m512 b0 = _mm512_load_ps(panel + n * kStrip);
@@ -62,24 +53,24 @@ void micro(const float* panel, int64_t rows, const float* dy, int64_t ldy, float
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int h = 0; h < 2; ++h) _mm512_mask_storeu_ps(c + i * ldc + 16 * h, lanes.of[h], acc[i][h]);
+    for (int h = 0; h < 2; ++h) _mm512_mask_storeu_ps(c + i * ldc + 16 * h, lanes[h], acc[i][h]);
 }
 
 void micro_rows(int64_t mr, const float* panel, int64_t rows, const float* dy, int64_t ldy,
-                float* c, int64_t ldc, const HalfLanes& lanes, bool load_c) {
+                float* c, int64_t ldc, int64_t columns, bool load_c) {
   switch (mr) {
     case 1:
-      return micro<1>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<1>(panel, rows, dy, ldy, c, ldc, columns, load_c);
     case 2:
-      return micro<2>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<2>(panel, rows, dy, ldy, c, ldc, columns, load_c);
     case 3:
-      return micro<3>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<3>(panel, rows, dy, ldy, c, ldc, columns, load_c);
     case 4:
-      return micro<4>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<4>(panel, rows, dy, ldy, c, ldc, columns, load_c);
     case 5:
-      return micro<5>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<5>(panel, rows, dy, ldy, c, ldc, columns, load_c);
     default:
-      return micro<kRowBlock>(panel, rows, dy, ldy, c, ldc, lanes, load_c);
+      return micro<kRowBlock>(panel, rows, dy, ldy, c, ldc, columns, load_c);
   }
 }
 
@@ -93,10 +84,11 @@ void fill_panels(const QuantizedMatrix& W, int64_t n0, int64_t rows, int64_t c0,
     k.dequant_row(W, n0 + n, c0, width, row_buffer);
     for (int64_t s = 0; s < strips; ++s) {
       float* out = panels + (s * rows + n) * kStrip;
-      const HalfLanes lanes = half_lanes(width - s * kStrip);
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h) {
+        const int64_t first = s * kStrip + 16 * h;
         _mm512_store_ps(out + 16 * h,
-                        _mm512_maskz_loadu_ps(lanes.of[h], row_buffer + s * kStrip + 16 * h));
+                        _mm512_maskz_loadu_ps(first_lanes(width - first), row_buffer + first));
+      }
     }
   }
 }
@@ -124,11 +116,10 @@ void input_grad_tile_avx512(const float* dY, const QuantizedMatrix& W, int64_t m
     for (int64_t chunk = m0; chunk < m1; chunk += kChunkRows) {
       const int64_t chunk_end = std::min(m1, chunk + kChunkRows);
       for (int64_t s = 0; s < strips; ++s) {
-        const HalfLanes lanes = half_lanes(width - s * kStrip);
         const float* panel = panels + s * rows * kStrip;
         for (int64_t m = chunk; m < chunk_end; m += kRowBlock)
           micro_rows(std::min<int64_t>(kRowBlock, chunk_end - m), panel, rows, dY + m * N + n0, N,
-                     dX + m * K + c0 + s * kStrip, K, lanes, load_c);
+                     dX + m * K + c0 + s * kStrip, K, std::min(kStrip, width - s * kStrip), load_c);
       }
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "autograd/kernels/quant_kernels.h"
@@ -20,6 +21,11 @@ namespace {
 inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
   return acc;
+}
+
+// The first n of 16 lanes: none for n <= 0, all for n >= 16.
+inline __mmask16 first_lanes(int64_t n) {
+  return __mmask16((1u << std::clamp<int64_t>(n, 0, 16)) - 1u);
 }
 
 constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
