@@ -10,6 +10,7 @@
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/cpu_features.h"
 #include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_kernels.h"
 #include "autograd/kernels/quant_linear.h"
 #include "autograd/node.h"
 #include "io/model_files.h"
@@ -316,6 +317,35 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
   EXPECT_EQ(report({"GLM4_GEMM=eigen"})["fp32_backend"], "eigen");
   EXPECT_TRUE(report({"GLM4_GEMM=openblas"}).contains("blas_core"));
   EXPECT_EQ(report({"GLM4_QUANT_KERNEL=scalar"})["quant_kernel"], "scalar");
+}
+
+// The int8 kernels are AVX-512 code: choosing the AVX2 or scalar quantized kernels turns them off,
+// so a quantized model runs what an AVX2-only CPU would (under auto, fp32 compute when the CPU has
+// no bf16 units either).
+TEST(Cli, QuantKernelOverrideTurnsOffTheInt8Kernels) {
+  const std::string quantized = std::string(GLM4_TEST_DATA) + "/tiny_glm4_q";
+  auto report = [&](const std::vector<std::string>& env) {
+    std::vector<std::string> args = env;
+    for (const char* a : {GLM4_BINARY, "generate", "--model", quantized.c_str(), "--tokens",
+                          "1,2,3", "--max-tokens", "2", "--json"})
+      args.push_back(a);
+    auto r = run_program("/usr/bin/env", args, true);
+    EXPECT_TRUE(succeeds(r)) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  const nlohmann::json chosen = report({});
+  EXPECT_EQ(chosen["quant_int8_decode"], quant_int8_decode_available()) << chosen;
+  const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  for (const char* isa : {"avx2", "scalar"}) {
+    if (!quant_detail::cpu_supports(isa)) continue;
+    const nlohmann::json j = report({std::string("GLM4_QUANT_KERNEL=") + isa});
+    EXPECT_EQ(j["quant_kernel"], isa) << j;
+    EXPECT_EQ(j["quant_int8_decode"], false) << j;
+    EXPECT_EQ(j["quant_int8_prefill"], false) << j;
+    if (!native) {
+      EXPECT_EQ(j["compute"], "f32") << j;
+    }
+  }
 }
 
 // generate reads the weight files into 2 MB pages by default and maps them with --mmap, and says

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "autograd/kernels/kernel_selection.h"
 #include "autograd/kernels/quant_kernels.h"
 
 #pragma GCC diagnostic push
@@ -230,11 +231,14 @@ void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64
 namespace glm4::quant_detail {
 
 bool int8_decode_supported(int bits) {
-  static const bool vnni = [] {  // asked before every decode product: read the CPU once
+  // Asked before every decode product: read the CPU and the selection once. These are AVX-512
+  // kernels, so GLM4_QUANT_KERNEL=avx2 or scalar turns them off too (an AVX2-only CPU's paths).
+  static const bool vnni = [] {
     __builtin_cpu_init();
     return cpu_supports("avx512") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512vnni") &&
+           kernels::kernel_selection().quant == kernels::QuantIsa::kAvx512;
   }();
   return (bits == 4 || bits == 8) && vnni;
 }

@@ -15,7 +15,8 @@
 
 namespace glm4::quant_detail {
 
-// Whether int8_decode_rows runs for `bits` on this CPU: AVX512-VNNI and AVX512-BW; 4 or 8 bits.
+// Whether int8_decode_rows runs for `bits` on this CPU: AVX512-VNNI and AVX512-BW, the avx512
+// quantized kernels selected (not GLM4_QUANT_KERNEL=avx2 or scalar); 4 or 8 bits.
 bool int8_decode_supported(int bits);
 
 // X [M, K] as int8_decode_rows reads it, in steps of 128 columns (zero-padded): for 4 bits a
