@@ -218,10 +218,11 @@ Weight dense_weight(const Linear& s, uint64_t seed) {
 }
 
 // The product through kernel k: "int8" is quant_linear_forward_int8 (the decode of --compute
-// bf16, 4 and 8 bits), the others quant_linear_forward with that kernel table.
+// bf16: 4 and 8 bits on AVX512-VNNI, 4 bits on AVX2, which GLM4_QUANT_KERNEL=avx2 selects), the
+// others quant_linear_forward with that kernel table.
 void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
                   const QuantizedMatrix& q, float* y) {
-  if (k == "int8" && (q.bits == 4 || q.bits == 8))
+  if (k == "int8" && quant_int8_decode_supported(q))
     return quant_linear_forward_int8(x, M, K, q, y, false);
   if (k != "int8") set_quant_kernel(k);
   quant_linear_forward(x, M, K, q, y, false);
@@ -464,7 +465,7 @@ int main(int argc, char** argv) {
         "dequantization; int8 = the int8 GEMM of --compute bf16)\n",
         long(o.prefill_rows), default_kernel.c_str());
     std::printf("%-10s %-12s %9s", "linear", "N x K", "bf16");
-    const bool int8 = quant_int8_decode_available();
+    const bool int8 = quant_int8_prefill_available();
     for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad%s", bits, int8 ? "   int8" : "");
     std::printf("\n");
     const int64_t M = o.prefill_rows;

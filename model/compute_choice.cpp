@@ -49,7 +49,8 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
   const bool int8_decode = quant_int8_decode_available();
   GLM4_CHECK(flag != "bf16" || native || int8_decode,
              "--compute bf16: this CPU has neither native bf16 dot products (AMX or ",
-             "AVX512-BF16) nor AVX512-VNNI for quantized decode; use --compute auto or f32");
+             "AVX512-BF16) nor int8 kernels for quantized decode (AVX512-VNNI, or AVX2 for ",
+             "4 bits); use --compute auto or f32");
   bool pick_bf16 = flag == "bf16";
   if (flag == "auto") {
     const Bf16Share share = bf16_share(model);

@@ -268,7 +268,8 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   const nlohmann::json quantized = compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto");
   EXPECT_EQ(quantized["compute"], native || int8_decode ? "bf16" : "f32") << quantized;
   EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
-  EXPECT_EQ(quantized["quant_int8_prefill"], int8_decode && !native) << quantized;
+  EXPECT_EQ(quantized["quant_int8_prefill"], quant_int8_prefill_available() && !native)
+      << quantized;
   if (!native) EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
   EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   nlohmann::json automatic = compute_of(bf16_model, "auto");
@@ -319,10 +320,11 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
   EXPECT_EQ(report({"GLM4_QUANT_KERNEL=scalar"})["quant_kernel"], "scalar");
 }
 
-// The int8 kernels are AVX-512 code: choosing the AVX2 or scalar quantized kernels turns them off,
-// so a quantized model runs what an AVX2-only CPU would (under auto, fp32 compute when the CPU has
-// no bf16 units either).
-TEST(Cli, QuantKernelOverrideTurnsOffTheInt8Kernels) {
+// The int8 kernels follow the selected quantized kernels: GLM4_QUANT_KERNEL=avx2 takes their AVX2
+// form (4-bit decode; prefill on the fp32 kernels), scalar none, so a quantized model runs what an
+// AVX2-only CPU, or one without SIMD, would (under auto: bf16 compute where int8 decode runs, else
+// f32 when the CPU has no bf16 units either).
+TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
   const std::string quantized = std::string(GLM4_TEST_DATA) + "/tiny_glm4_q";
   auto report = [&](const std::vector<std::string>& env) {
     std::vector<std::string> args = env;
@@ -339,11 +341,12 @@ TEST(Cli, QuantKernelOverrideTurnsOffTheInt8Kernels) {
   for (const char* isa : {"avx2", "scalar"}) {
     if (!quant_detail::cpu_supports(isa)) continue;
     const nlohmann::json j = report({std::string("GLM4_QUANT_KERNEL=") + isa});
+    const bool int8 = std::string(isa) == "avx2";
     EXPECT_EQ(j["quant_kernel"], isa) << j;
-    EXPECT_EQ(j["quant_int8_decode"], false) << j;
+    EXPECT_EQ(j["quant_int8_decode"], int8) << j;
     EXPECT_EQ(j["quant_int8_prefill"], false) << j;
     if (!native) {
-      EXPECT_EQ(j["compute"], "f32") << j;
+      EXPECT_EQ(j["compute"], int8 ? "bf16" : "f32") << j;
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "autograd/kernels/affine_pack.h"
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/quant_decode_int8.h"
 #include "autograd/kernels/quant_linear.h"
 #include "autograd/weight.h"
 #include "autograd/weight_quantize.h"
@@ -32,7 +33,8 @@ Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed) {
   return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), f, DType::BF16, "w");
 }
 
-bool vnni() { return quant_int8_decode_supported(QuantizedMatrix{}); }
+// The AVX512-VNNI kernels (4 and 8 bits, and the int8 GEMM) are this process's int8 kernels.
+bool vnni() { return quant_int8_prefill_available(); }
 
 // Per output: the fp64 product on the exact dequantized W, and the bound the kernel promises:
 // each X element off by at most one unit (max|x| of its group / (127 * 256)) times
@@ -97,6 +99,50 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
           EXPECT_LT(relative_rms(y, ref.y), 2e-4) << bits << " bits, group " << gs << ", K " << K;
         }
       }
+}
+
+// The AVX2 form (4 bits), called directly: within the same bound for every group size, K off a
+// 128-column step and off a 64-column half (group 32), 1-4 rows of X and the row tails of its
+// 4- and 2-row passes; accumulating; and on a VNNI CPU equal to the AVX-512 kernel up to fp32
+// summation order, from the same prepared levels.
+TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
+  using quant_detail::Int8Isa;
+  if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  for (int gs : {32, 64, 128})
+    for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
+      if (K % gs != 0) continue;
+      const int64_t N = 37;
+      const Weight w = quantized(N, K, {4, gs}, uint32_t(K + gs));
+      const QuantizedMatrix& q = w.quant();
+      for (int64_t M : {1, 2, 3, 4}) {
+        const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+        const Reference ref = reference(q, X, M);
+        quant_detail::Int8DecodeInput in;
+        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+            q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
+        std::vector<float> y(size_t(M * N));
+        quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_LE(std::fabs(y[i] - ref.y[i]), ref.bound[i])
+              << "group " << gs << ", K " << K << ", M " << M << ", output " << i;
+        EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
+        std::vector<float> acc(y.size(), 1.5f);
+        quant_detail::int8_decode_rows(q, in, 0, M, 0, N, acc.data(), N, true, Int8Isa::kAvx2);
+        for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + y[i]) << i;
+        if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
+        quant_detail::Int8DecodeInput in512;
+        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+            q, X.data(), M, in512, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx512Vnni));
+        EXPECT_EQ(in.q1, in512.q1) << "the same levels";
+        EXPECT_EQ(in.q2, in512.q2);
+        EXPECT_EQ(in.units, in512.units);
+        std::vector<float> y512(y.size());
+        quant_detail::int8_decode_rows(q, in512, 0, M, 0, N, y512.data(), N, false,
+                                       Int8Isa::kAvx512Vnni);
+        EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
+            << "group " << gs << ", K " << K << ", M " << M;
+      }
+    }
 }
 
 TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {

@@ -315,7 +315,7 @@ TEST(QuantizedModel, Bf16ComputeRunsTheQuantizedPrefillOnBf16Units) {
 // Where no bf16 units take it (kernel none: a VNNI CPU without AVX512-BF16), the 320-row prefill
 // of bf16 compute runs on the int8 GEMM: X in two int8 levels, far closer to fp32 than bf16 is.
 TEST(QuantizedModel, Bf16ComputeWithoutBf16UnitsRunsThePrefillOnInt8) {
-  if (!quant_int8_decode_available()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  if (!quant_int8_prefill_available()) GTEST_SKIP() << "no AVX512-VNNI int8 kernels here";
   auto model = load_model(kQuant);
   const std::vector<float> f32 = logits_of(*model);
   model->compute = bf16_compute(kernels::Bf16Kernel::kNone);

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "autograd/kernels/kernel_selection.h"
+#include "autograd/kernels/quant_decode_int8_avx2.h"
 #include "autograd/kernels/quant_kernels.h"
 
 #pragma GCC diagnostic push
@@ -25,14 +26,6 @@ constexpr float kLevel = 127.0f;        // largest |q1| and |q2|
 constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
 
 int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
-
-// Where column c goes in the prepared input: for 4 bits byte p of a step's codes holds columns
-// 2p (low nibble) and 2p + 1 (high), read as two 64-byte vectors, so even columns come first.
-int64_t input_position(int bits, int64_t c) {
-  if (bits != 4) return c;
-  const int64_t base = c / 128 * 128, i = c % 128;
-  return base + (i % 2) * 64 + i / 2;
-}
 
 }  // namespace
 }  // namespace glm4::quant_detail
@@ -87,8 +80,8 @@ bool quantize_group(int bits, const float* x, int64_t count, int64_t c0, int8_t*
     if (bits == 4) {
       first = _mm512_permutex2var_ps(a0, even, b0);
       second = _mm512_permutex2var_ps(a0, odd, b0);
-      p0 = input_position(4, c);
-      p1 = input_position(4, c + 1);
+      p0 = int8_input_position(4, c);
+      p1 = int8_input_position(4, c + 1);
     }
     __m128i l1, l2;
     levels(first, l1, l2);
@@ -214,37 +207,75 @@ void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, 
   }
 }
 
-}  // namespace
-
-void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
-                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+void int8_decode_rows_avx512(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
+                             int64_t M, int64_t n0, int64_t n1, float* Y, int64_t ldy,
+                             bool accumulate) {
   if (W.bits == 4)
     rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
   else
     rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
 }
 
+}  // namespace
 }  // namespace glm4::quant_detail
 
 #pragma GCC pop_options
 
 namespace glm4::quant_detail {
 
-bool int8_decode_supported(int bits) {
-  // Asked before every decode product: read the CPU and the selection once. These are AVX-512
-  // kernels, so GLM4_QUANT_KERNEL=avx2 or scalar turns them off too (an AVX2-only CPU's paths).
-  static const bool vnni = [] {
-    __builtin_cpu_init();
-    return cpu_supports("avx512") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni") &&
-           kernels::kernel_selection().quant == kernels::QuantIsa::kAvx512;
+bool int8_isa_runs(Int8Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Int8Isa::kNone:
+      return true;
+    case Int8Isa::kAvx2:
+      return cpu_supports("avx2");
+    case Int8Isa::kAvx512Vnni:
+      return cpu_supports("avx512") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+Int8Isa int8_isa() {
+  static const Int8Isa isa = [] {  // asked before every decode product: work it out once
+    switch (kernels::kernel_selection().quant) {
+      case kernels::QuantIsa::kAvx512:
+        return int8_isa_runs(Int8Isa::kAvx512Vnni) ? Int8Isa::kAvx512Vnni : Int8Isa::kNone;
+      case kernels::QuantIsa::kAvx2:
+        return Int8Isa::kAvx2;  // the selection checked the CPU
+      case kernels::QuantIsa::kScalar:
+        break;
+    }
+    return Int8Isa::kNone;
   }();
-  return (bits == 4 || bits == 8) && vnni;
+  return isa;
+}
+
+bool int8_decode_supported(int bits, Int8Isa isa) {
+  switch (isa) {
+    case Int8Isa::kNone:
+      return false;
+    case Int8Isa::kAvx2:
+      return bits == 4;
+    case Int8Isa::kAvx512Vnni:
+      return bits == 4 || bits == 8;
+  }
+  return false;
+}
+
+void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate, Int8Isa isa) {
+  if (isa == Int8Isa::kAvx2)
+    int8_decode_rows_avx2(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  else
+    int8_decode_rows_avx512(W, in, m0, M, n0, n1, Y, ldy, accumulate);
 }
 
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
-                               Int8DecodeInput& in, Int8Layout layout) {
+                               Int8DecodeInput& in, Int8Layout layout, Int8Isa isa) {
+  const auto quantize = isa == Int8Isa::kAvx2 ? quantize_group_avx2 : quantize_group;
   const int64_t K = W.cols, gs = W.group_size;
   const int order_bits = layout == Int8Layout::kColumns ? 8 : W.bits;
   in.cols = round_up(K, kPadCols);
@@ -258,9 +289,9 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
   parallel_for(M, 8, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1 && finite.load(std::memory_order_relaxed); ++m)
       for (int64_t g = 0; g < W.groups(); ++g)
-        if (!quantize_group(order_bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
-                            in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
-                            &in.units[size_t(m * in.groups + g)])) {
+        if (!quantize(order_bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
+                      in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
+                      &in.units[size_t(m * in.groups + g)])) {
           finite = false;
           return;
         }

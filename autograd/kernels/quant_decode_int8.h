@@ -1,6 +1,7 @@
 // Decode-sized products (M <= kQuantStreamRows) with a 4- or 8-bit weight on the int8 dot
 // products of AVX512-VNNI (vpdpbusd: 64 byte products a instruction, against 16 for an fp32
-// fma), used under --compute bf16. Each group of X is written as two int8 levels,
+// fma; on AVX2, vpmaddubsw for 4 bits), used under --compute bf16. Each group of X is written as
+// two int8 levels,
 //   x ~= unit * (256 * q1 + q2),  unit = max|x| / (127 * 256),  |q1|, |q2| <= 127,
 // so an element is off by at most about max|x| / 65000 of its group (bf16 rounding: x / 256),
 // and the codes multiply both levels exactly in int32:
@@ -15,9 +16,19 @@
 
 namespace glm4::quant_detail {
 
-// Whether int8_decode_rows runs for `bits` on this CPU: AVX512-VNNI and AVX512-BW, the avx512
-// quantized kernels selected (not GLM4_QUANT_KERNEL=avx2 or scalar); 4 or 8 bits.
-bool int8_decode_supported(int bits);
+// The instruction set the int8 kernels use: AVX512-VNNI (4- and 8-bit codes; also the int8 GEMM
+// of quant_gemm_int8.h) or AVX2 (4-bit codes, vpmaddubsw: quant_decode_int8_avx2.cpp).
+enum class Int8Isa { kNone, kAvx2, kAvx512Vnni };
+
+// This process's: the one of the selected quantized kernels (kernel_selection().quant; so
+// GLM4_QUANT_KERNEL=avx2 takes the AVX2 form on an AVX-512 CPU, and scalar none), when the CPU
+// has it (AVX512-VNNI and AVX512-BW for avx512).
+Int8Isa int8_isa();
+// Whether this CPU runs `isa`'s kernels.
+bool int8_isa_runs(Int8Isa isa);
+
+// Whether int8_decode_rows runs for `bits` under `isa`.
+bool int8_decode_supported(int bits, Int8Isa isa = int8_isa());
 
 // X [M, K] as int8_decode_rows reads it, in steps of 128 columns (zero-padded): for 4 bits a
 // step's 64 even columns, then its 64 odd ones (the nibble order of the codes), each column
@@ -33,11 +44,21 @@ struct Int8DecodeInput {
 enum class Int8Layout { kDecode, kColumns };
 // False (and `in` unusable) when X holds a non-finite value: the caller takes the fp32 kernels.
 bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t M,
-                               Int8DecodeInput& in, Int8Layout layout = Int8Layout::kDecode);
+                               Int8DecodeInput& in, Int8Layout layout = Int8Layout::kDecode,
+                               Int8Isa isa = int8_isa());
+
+// Where column c of X goes in a prepared row: for 4 bits (kDecode) byte p of a 128-column step's
+// codes holds columns 2p (low nibble) and 2p + 1 (high), so the step's even columns come first.
+inline int64_t int8_input_position(int bits, int64_t c) {
+  if (bits != 4) return c;
+  const int64_t base = c / 128 * 128, i = c % 128;
+  return base + (i % 2) * 64 + i / 2;
+}
 
 // Y[m * ldy + n] (+)= sum_k X[m0 + m, k] deq(W)[n, k] (X as prepared) for m < M <=
 // kDecodeMaxM and n in [n0, n1). Each output is one fixed-order sum, whatever n0 and n1 are.
 void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
-                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate);
+                      int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate,
+                      Int8Isa isa = int8_isa());
 
 }  // namespace glm4::quant_detail

@@ -172,6 +172,10 @@ bool quant_int8_decode_supported(const QuantizedMatrix& W) {
 
 bool quant_int8_decode_available() { return quant_detail::int8_decode_supported(4); }
 
+bool quant_int8_prefill_available() {
+  return quant_detail::int8_isa() == quant_detail::Int8Isa::kAvx512Vnni;
+}
+
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {
   const int64_t N = W.rows;
@@ -179,10 +183,12 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   GLM4_CHECK(M >= 0 && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ", K,
              "] does not match W [", W.rows, ", ", W.cols, "]");
   GLM4_CHECK(quant_int8_decode_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
-             "4- or 8-bit codes (", W.bits, " bits)");
+             "4- or 8-bit codes, or AVX2 and 4-bit codes (", W.bits, " bits)");
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
   const bool decode = M <= kStreamRows;
+  if (!decode && !quant_int8_prefill_available())
+    return quant_linear_forward(X, M, K, W, Y, accumulate);
   quant_detail::Int8DecodeInput in;
   if (!quant_detail::prepare_int8_decode_input(
           W, X, M, in,

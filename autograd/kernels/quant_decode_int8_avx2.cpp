@@ -1,0 +1,219 @@
+// The int8 decode kernel of quant_decode_int8.h in AVX2 (Zen 3 and other CPUs without AVX-512),
+// 4-bit codes only: the same two int8 levels of X and the same exact int32 sums over each 8
+// columns, made with vpmaddubsw (code x level, pairs to int16: at most 2 * 15 * 127 a pair, so
+// never saturating; 8-bit codes would) and vpmaddwd, in place of AVX512-VNNI's vpdpbusd. Only the
+// fp32 accumulation order differs from the AVX-512 kernel.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+// GCC 12 flags the self-initialised "undefined" vectors inside its own intrinsics wherever they
+// are inlined, so for the whole file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "autograd/kernels/quant_decode_int8_avx2.h"
+#include "autograd/kernels/quant_kernels.h"
+
+#pragma GCC push_options
+// CMakeLists.txt adds -mno-avx512f for this file, as for quant_kernels_avx2.cpp: pure AVX2 code
+// even on an AVX-512 build machine.
+#pragma GCC target("avx2,fma,f16c")
+
+namespace glm4::quant_detail {
+
+namespace {
+
+constexpr float kLevel = 127.0f;        // largest |q1| and |q2|
+constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
+constexpr int64_t kBlockGroups = 8;     // groups whose scales and biases are widened at once
+constexpr int64_t kHalf = 64;           // columns of a half step: 32 bytes of 4-bit codes
+constexpr int64_t kPrefetchBytes = 16384;
+
+float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+float max8(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Scales (or biases) of groups [g0, g0 + count) of row r as fp32, zero past count.
+__m256 widen_params8(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
+                     int64_t count) {
+  const int64_t i = r * W.groups() + g0;
+  if (count == kBlockGroups) {
+    switch (W.scale_dtype) {
+      case DType::F32:
+        return _mm256_loadu_ps(static_cast<const float*>(params) + i);
+      case DType::BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(
+                reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(params) + i))),
+            16));
+      case DType::F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(params) + i)));
+      default:
+        break;
+    }
+  }
+  alignas(32) float part[kBlockGroups] = {};
+  load_group_params(W, params, r, g0, count, part);
+  return _mm256_load_ps(part);
+}
+
+// Rows [n, n + R) of W against M rows of the input, as quant_decode_int8.cpp's rows<4, M, R>.
+// Lane l of a half step's sums covers its columns [8 l, 8 l + 8), which lie in one group.
+template <int M, int R>
+void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
+          int64_t ldy, bool accumulate) {
+  const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i first = _mm256_set1_epi16(256), second = _mm256_set1_epi16(1);
+  const int group_shift = __builtin_ctz(unsigned(gs));  // group sizes are powers of two
+  const __m256i lane_group =
+      _mm256_srli_epi32(_mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), group_shift);
+  const int8_t *q1[M], *q2[M];
+  const float *units[M], *sums[M];
+  for (int m = 0; m < M; ++m) {
+    q1[m] = in.q1.data() + (m0 + m) * in.cols;
+    q2[m] = in.q2.data() + (m0 + m) * in.cols;
+    units[m] = in.units.data() + (m0 + m) * in.groups;
+    sums[m] = in.sums.data() + (m0 + m) * in.groups;
+  }
+  const uint8_t* row[R];
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.row(n + r);
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  }
+  for (int64_t gb = 0; gb < groups; gb += kBlockGroups) {
+    const int64_t count = std::min(kBlockGroups, groups - gb);
+    __m256 scale_unit[R][M];  // scale_g * unit_g of the block's 8 groups
+    for (int r = 0; r < R; ++r) {
+      const __m256 scale = widen_params8(W, W.scales, n + r, gb, count);
+      const __m256 bias = widen_params8(W, W.biases, n + r, gb, count);
+      for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
+        acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(sums[m] + gb), acc[r][m]);
+        scale_unit[r][m] = _mm256_mul_ps(scale, _mm256_loadu_ps(units[m] + gb));
+      }
+    }
+    const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
+    for (int64_t c = c0; c < c1; c += kHalf) {
+      // Byte p of a 128-column step holds columns 2p and 2p + 1; the prepared input has the
+      // step's even columns at [0, 64) and its odd ones at [64, 128).
+      const int64_t step = c / 128 * 128, half = (c % 128) / 2;
+      const __m256i group =
+          _mm256_add_epi32(_mm256_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = row[r] + c / 2;
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+        __m256i v;
+        if (c + kHalf <= K) {
+          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        } else {  // a row's last 32 columns: only their 16 bytes are the row's
+          alignas(32) uint8_t tail[32] = {};
+          std::memcpy(tail, p, size_t((K - c) / 2));
+          v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+        }
+        const __m256i lo = _mm256_and_si256(v, nibble);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        for (int m = 0; m < M; ++m) {
+          // Each level's pair sums (at most 4 * 15 * 127 in an int16), then the 8-column int32
+          // sums of (first level << 8) + second level, the shift made by vpmaddwd's factor.
+          auto pairs_of = [&](const int8_t* q) {
+            const __m256i even =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + half));
+            const __m256i odd =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + 64 + half));
+            return _mm256_add_epi16(_mm256_maddubs_epi16(lo, even), _mm256_maddubs_epi16(hi, odd));
+          };
+          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(q1[m]), first),
+                                                _mm256_madd_epi16(pairs_of(q2[m]), second));
+          acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
+                                      _mm256_permutevar8x32_ps(scale_unit[r][m], group), acc[r][m]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) {
+      const float s = sum8(acc[r][m]);
+      float& y = Y[m * ldy + n + r];
+      y = accumulate ? y + s : s;
+    }
+}
+
+template <int M>
+void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
+            float* Y, int64_t ldy, bool accumulate) {
+  constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 16 vector registers
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) rows<M, R>(W, in, m0, n, Y, ldy, accumulate);
+  for (; n < n1; ++n) rows<M, 1>(W, in, m0, n, Y, ldy, accumulate);
+}
+
+}  // namespace
+
+bool quantize_group_avx2(int bits, const float* x, int64_t count, int64_t c0, int8_t* q1,
+                         int8_t* q2, float* sum, float* unit) {
+  __m256 amax = _mm256_setzero_ps(), total = _mm256_setzero_ps();
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v));
+    total = _mm256_add_ps(total, v);
+  }
+  const float a = max8(amax);
+  *sum = sum8(total);
+  if (!std::isfinite(a) || !std::isfinite(*sum))
+    return false;  // max may drop a NaN; the sum keeps it
+  const float step1 = a / kLevel;
+  *unit = step1 / kSecondLevel;
+  if (a == 0.0f) return true;  // both levels stay 0
+  const __m256 s1 = _mm256_set1_ps(step1), u = _mm256_set1_ps(*unit);
+  const __m256 lo = _mm256_set1_ps(-kLevel), hi = _mm256_set1_ps(kLevel);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  for (int64_t j = 0; j < count; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    const __m256 a1 =
+        _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_round_ps(_mm256_div_ps(v, s1), kNearest)));
+    const __m256 r = _mm256_fnmadd_ps(a1, s1, v);  // v - a1 * step1, rounded once
+    const __m256 a2 =
+        _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_round_ps(_mm256_div_ps(r, u), kNearest)));
+    alignas(32) int32_t l1[8], l2[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(l1), _mm256_cvtps_epi32(a1));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(l2), _mm256_cvtps_epi32(a2));
+    for (int i = 0; i < 8; ++i) {
+      const int64_t p = int8_input_position(bits, c0 + j + i);
+      q1[p] = int8_t(l1[i]);
+      q2[p] = int8_t(l2[i]);
+    }
+  }
+  return true;
+}
+
+void int8_decode_rows_avx2(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
+                           int64_t M, int64_t n0, int64_t n1, float* Y, int64_t ldy,
+                           bool accumulate) {
+  switch (M) {
+    case 1:
+      return rows_m<1>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 2:
+      return rows_m<2>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 3:
+      return rows_m<3>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 4:
+      return rows_m<4>(W, in, m0, n0, n1, Y, ldy, accumulate);
+  }
+}
+
+}  // namespace glm4::quant_detail
+
+#pragma GCC pop_options
