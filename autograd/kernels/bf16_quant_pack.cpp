@@ -117,6 +117,13 @@ GLM4_AVX512BF16 inline __m512i nibbles32(const uint8_t* p) {
       _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd)));
 }
 
+// 16 8-bit codes dequantized (a function, not a lambda: a lambda would not take the target
+// attribute, and without -mavx512f the build fails).
+GLM4_AVX512BF16 inline __m512 dequant16(const uint8_t* p, __m512 scale, __m512 bias) {
+  const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)), scale, bias);
+}
+
 // Row r's reduction [k0, k1) (whole k-blocks) into its row of every k-block, kb_stride apart.
 template <int Bits, DType T>
 GLM4_AVX512BF16 void pack_row(const QuantizedMatrix& W, int64_t r, int64_t k0, int64_t k1,
@@ -141,11 +148,8 @@ GLM4_AVX512BF16 void pack_row(const QuantizedMatrix& W, int64_t r, int64_t k0, i
     if constexpr (Bits == 4) {
       _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(nibbles32(row + k / 2), table));
     } else {
-      auto values = [&](int64_t at) {
-        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + at));
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(codes)), scale, bias);
-      };
-      _mm512_storeu_si512(dst, __m512i(_mm512_cvtne2ps_pbh(values(k + 16), values(k))));
+      _mm512_storeu_si512(dst, __m512i(_mm512_cvtne2ps_pbh(dequant16(row + k + 16, scale, bias),
+                                                           dequant16(row + k, scale, bias))));
     }
   }
 }
