@@ -249,6 +249,7 @@ TEST(Glm45Chat, FormatFromTemplateTextOrModelType) {
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   EXPECT_EQ(chat_format_of_template(read("GLM-4.6.jinja")), ChatFormat::Glm45);
+  EXPECT_EQ(chat_format_of_template(read("GLM-4.5-Air-gguf.jinja")), ChatFormat::Glm45);
   EXPECT_EQ(chat_format_of_template(read("GLM-4.7-Flash.jinja")), ChatFormat::Glm47);
   EXPECT_EQ(chat_format_of_template("{% for m in messages %}<|user|>{% endfor %}"), std::nullopt);
   // The glm4_moe fixture model has no tokenizer or template: model_type decides.

@@ -35,6 +35,9 @@ TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 FORMATS = {"glm45": "GLM-4.6.jinja", "glm47": "GLM-4.7-Flash.jinja", "glm4": "glm-4-9b-chat.jinja",
            "glm4-0414": "GLM-4-0414.jinja"}
 NO_THINKING = ("glm4", "glm4-0414")  # templates without the enable_thinking switch
+# Other copies of a format's template that must render every one of its cases the same bytes
+# (the script stops otherwise): GLM-4.5-Air's, as embedded in a GGUF (see README.md).
+SAME_AS = {"glm45": ["GLM-4.5-Air-gguf.jinja"]}
 
 
 def user(text):
@@ -263,6 +266,8 @@ def main():
     cases = []
     for fmt, file in FORMATS.items():
         template = env.from_string((TEMPLATES / file).read_text(encoding="utf-8"))
+        copies = {f: env.from_string((TEMPLATES / f).read_text(encoding="utf-8"))
+                  for f in SAME_AS.get(fmt, [])}
         conversations = [(n, m, None) for n, m in CONVERSATIONS.items()] if fmt != "glm4" else []
         conversations += [(n, m, t) for n, (m, t) in TOOL_CONVERSATIONS.items()]
         for name, messages, tools in conversations:
@@ -276,6 +281,9 @@ def main():
                 if thinking is not None:
                     case["enable_thinking"] = thinking
                 case["text"] = render(template, fmt, messages, tools, gen, thinking)
+                for f, copy in copies.items():
+                    if render(copy, fmt, messages, tools, gen, thinking) != case["text"]:
+                        raise SystemExit(f"{f} renders {case['name']} unlike {file}")
                 cases.append(case)
     out = {
         "about": "texts rendered by tools/reference/chat_fixtures.py with python3-jinja2 "
