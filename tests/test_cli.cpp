@@ -270,7 +270,9 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
   EXPECT_EQ(quantized["quant_int8_prefill"], quant_int8_prefill_available() && !native)
       << quantized;
-  if (!native) EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
+  if (!native) {
+    EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
+  }
   EXPECT_EQ(compute_of(bf16_model, "f32")["kernel"], "fp32");
   nlohmann::json automatic = compute_of(bf16_model, "auto");
   EXPECT_EQ(automatic["compute"], native ? "bf16" : "f32");
