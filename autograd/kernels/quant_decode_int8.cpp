@@ -108,14 +108,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(int32_t(kLane))),
       group_shift);
-  const int8_t *q1[M], *q2[M];
-  const float *units[M], *sums[M];
-  for (int m = 0; m < M; ++m) {
-    q1[m] = in.q1.data() + (m0 + m) * in.cols;
-    q2[m] = in.q2.data() + (m0 + m) * in.cols;
-    units[m] = in.units.data() + (m0 + m) * in.groups;
-    sums[m] = in.sums.data() + (m0 + m) * in.groups;
-  }
+  Int8InputRow x[M];
+  for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
   const uint8_t* row[R];
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r) {
@@ -129,8 +123,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       const __m512 scale = widen_params16(W, W.scales, n + r, gb, count, groups);
       const __m512 bias = widen_params16(W, W.biases, n + r, gb, count, groups);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
-        acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(sums[m] + gb), acc[r][m]);
-        scale_unit[r][m] = _mm512_mul_ps(scale, _mm512_loadu_ps(units[m] + gb));
+        acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(x[m].sums + gb), acc[r][m]);
+        scale_unit[r][m] = _mm512_mul_ps(scale, _mm512_loadu_ps(x[m].units + gb));
       }
     }
     const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
@@ -141,11 +135,11 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
       __m512i xa1[M], xa2[M], xb1[M], xb2[M];
       for (int m = 0; m < M; ++m) {
-        xa1[m] = _mm512_loadu_si512(q1[m] + c);
-        xa2[m] = _mm512_loadu_si512(q2[m] + c);
+        xa1[m] = _mm512_loadu_si512(x[m].q1 + c);
+        xa2[m] = _mm512_loadu_si512(x[m].q2 + c);
         if constexpr (Bits == 4) {
-          xb1[m] = _mm512_loadu_si512(q1[m] + c + 64);
-          xb2[m] = _mm512_loadu_si512(q2[m] + c + 64);
+          xb1[m] = _mm512_loadu_si512(x[m].q1 + c + 64);
+          xb2[m] = _mm512_loadu_si512(x[m].q2 + c + 64);
         }
         // Held in registers: GCC would otherwise fold each into every row's dot products,
         // and on Zen 4 the 4R loads of 64 bytes a step outweigh the arithmetic.

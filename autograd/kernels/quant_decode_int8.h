@@ -40,6 +40,17 @@ struct Int8DecodeInput {
   std::vector<float> units;    // [M, groups]: the unit of each group, zero past the last
   std::vector<float> sums;     // [M, groups]: fp32 sum of X over each group, zero past the last
 };
+// Row m of a prepared input: what a kernel reads of it.
+struct Int8InputRow {
+  const int8_t* q1;
+  const int8_t* q2;
+  const float* units;
+  const float* sums;
+};
+inline Int8InputRow int8_input_row(const Int8DecodeInput& in, int64_t m) {
+  return {in.q1.data() + m * in.cols, in.q2.data() + m * in.cols, in.units.data() + m * in.groups,
+          in.sums.data() + m * in.groups};
+}
 // kColumns keeps every step in column order (what int8_gemm_rows reads, for either width).
 enum class Int8Layout { kDecode, kColumns };
 // False (and `in` unusable) when X holds a non-finite value: the caller takes the fp32 kernels.

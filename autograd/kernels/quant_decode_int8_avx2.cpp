@@ -79,14 +79,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   const int group_shift = __builtin_ctz(unsigned(gs));  // group sizes are powers of two
   const __m256i lane_group =
       _mm256_srli_epi32(_mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), group_shift);
-  const int8_t *q1[M], *q2[M];
-  const float *units[M], *sums[M];
-  for (int m = 0; m < M; ++m) {
-    q1[m] = in.q1.data() + (m0 + m) * in.cols;
-    q2[m] = in.q2.data() + (m0 + m) * in.cols;
-    units[m] = in.units.data() + (m0 + m) * in.groups;
-    sums[m] = in.sums.data() + (m0 + m) * in.groups;
-  }
+  Int8InputRow x[M];
+  for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
   const uint8_t* row[R];
   __m256 acc[R][M];
   for (int r = 0; r < R; ++r) {
@@ -100,8 +94,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       const __m256 scale = widen_params8(W, W.scales, n + r, gb, count);
       const __m256 bias = widen_params8(W, W.biases, n + r, gb, count);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
-        acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(sums[m] + gb), acc[r][m]);
-        scale_unit[r][m] = _mm256_mul_ps(scale, _mm256_loadu_ps(units[m] + gb));
+        acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(x[m].sums + gb), acc[r][m]);
+        scale_unit[r][m] = _mm256_mul_ps(scale, _mm256_loadu_ps(x[m].units + gb));
       }
     }
     const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
@@ -134,8 +128,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + 64 + half));
             return _mm256_add_epi16(_mm256_maddubs_epi16(lo, even), _mm256_maddubs_epi16(hi, odd));
           };
-          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(q1[m]), first),
-                                                _mm256_madd_epi16(pairs_of(q2[m]), second));
+          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
+                                                _mm256_madd_epi16(pairs_of(x[m].q2), second));
           acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
                                       _mm256_permutevar8x32_ps(scale_unit[r][m], group), acc[r][m]);
         }
