@@ -21,9 +21,7 @@ namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kPadCols = 128;       // the input's columns are padded to this
-constexpr float kLevel = 127.0f;        // largest |q1| and |q2|
-constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
+constexpr int64_t kPadCols = 128;  // the input's columns are padded to this
 
 int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
@@ -53,11 +51,11 @@ bool quantize_group(int bits, const float* x, int64_t count, int64_t c0, int8_t*
   *sum = _mm512_reduce_add_ps(total);
   if (!std::isfinite(a) || !std::isfinite(*sum))
     return false;  // max may drop a NaN; the sum keeps it
-  const float step1 = a / kLevel;
-  *unit = step1 / kSecondLevel;
+  const float step1 = a / kInt8Level;
+  *unit = step1 / kInt8SecondLevel;
   if (a == 0.0f) return true;  // both levels stay 0
   const __m512 s1 = _mm512_set1_ps(step1), u = _mm512_set1_ps(*unit);
-  const __m512 lo = _mm512_set1_ps(-kLevel), hi = _mm512_set1_ps(kLevel);
+  const __m512 lo = _mm512_set1_ps(-kInt8Level), hi = _mm512_set1_ps(kInt8Level);
   auto levels = [&](__m512 v, __m128i& l1, __m128i& l2) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512 a1 =

@@ -30,6 +30,9 @@ bool int8_isa_runs(Int8Isa isa);
 // Whether int8_decode_rows runs for `bits` under `isa`.
 bool int8_decode_supported(int bits, Int8Isa isa = int8_isa());
 
+inline constexpr float kInt8Level = 127.0f;        // largest |q1| and |q2|
+inline constexpr float kInt8SecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
+
 // X [M, K] as int8_decode_rows reads it, in steps of 128 columns (zero-padded): for 4 bits a
 // step's 64 even columns, then its 64 odd ones (the nibble order of the codes), each column
 // within those in the byte order vpdpbusd pairs with the codes; 8 bits in column order.

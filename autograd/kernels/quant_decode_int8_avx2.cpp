@@ -20,22 +20,15 @@
 // CMakeLists.txt adds -mno-avx512f for this file, as for quant_kernels_avx2.cpp: pure AVX2 code
 // even on an AVX-512 build machine.
 #pragma GCC target("avx2,fma,f16c")
+#include "autograd/kernels/quant_simd_avx2.h"
 
 namespace glm4::quant_detail {
 
 namespace {
 
-constexpr float kLevel = 127.0f;        // largest |q1| and |q2|
-constexpr float kSecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
-constexpr int64_t kBlockGroups = 8;     // groups whose scales and biases are widened at once
-constexpr int64_t kHalf = 64;           // columns of a half step: 32 bytes of 4-bit codes
-constexpr int64_t kPrefetchBytes = 16384;
-
-float sum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
+constexpr int64_t kBlockGroups = 8;        // groups whose scales and biases are widened at once
+constexpr int64_t kHalf = 64;              // columns of a half step: 32 bytes of 4-bit codes
+constexpr int64_t kPrefetchBytes = 16384;  // into L2, as quant_simd.h's for the VNNI kernel
 
 float max8(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -138,7 +131,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   }
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) {
-      const float s = sum8(acc[r][m]);
+      const float s = hsum(acc[r][m]);
       float& y = Y[m * ldy + n + r];
       y = accumulate ? y + s : s;
     }
@@ -165,14 +158,14 @@ bool quantize_group_avx2(int bits, const float* x, int64_t count, int64_t c0, in
     total = _mm256_add_ps(total, v);
   }
   const float a = max8(amax);
-  *sum = sum8(total);
+  *sum = hsum(total);
   if (!std::isfinite(a) || !std::isfinite(*sum))
     return false;  // max may drop a NaN; the sum keeps it
-  const float step1 = a / kLevel;
-  *unit = step1 / kSecondLevel;
+  const float step1 = a / kInt8Level;
+  *unit = step1 / kInt8SecondLevel;
   if (a == 0.0f) return true;  // both levels stay 0
   const __m256 s1 = _mm256_set1_ps(step1), u = _mm256_set1_ps(*unit);
-  const __m256 lo = _mm256_set1_ps(-kLevel), hi = _mm256_set1_ps(kLevel);
+  const __m256 lo = _mm256_set1_ps(-kInt8Level), hi = _mm256_set1_ps(kInt8Level);
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   for (int64_t j = 0; j < count; j += 8) {
     const __m256 v = _mm256_loadu_ps(x + j);

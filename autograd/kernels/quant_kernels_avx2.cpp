@@ -17,6 +17,7 @@
 // CMakeLists.txt adds -mno-avx512f for this file, so that on an AVX-512 build machine it is
 // still pure AVX2 code: what runs (and is measured) there is what runs on an AVX2-only CPU.
 #pragma GCC target("avx2,fma,f16c")
+#include "autograd/kernels/quant_simd_avx2.h"
 
 namespace glm4::quant_detail {
 
@@ -48,13 +49,6 @@ void prepare_x(int bits, const float* X, int64_t M, int64_t K, float* xp) {
 // 8 bytes -> 8 int32 lanes.
 inline __m256i widen_bytes(const uint8_t* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // Two accumulators per output (16 partial sums, as many as an AVX-512 product has): with 8 the
