@@ -298,18 +298,26 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
   }
 }
 
+// What `generate --json` of two tokens reports on `model`, under the environment variables `env`
+// (NAME=value) and the extra `flags`.
+nlohmann::json generate_report(const std::vector<std::string>& env, const std::string& model,
+                               const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = env;
+  for (const char* a : {GLM4_BINARY, "generate", "--model"}) args.push_back(a);
+  args.push_back(model);
+  for (const char* a : {"--tokens", "1,2,3", "--max-tokens", "2", "--json"}) args.push_back(a);
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto r = run_program("/usr/bin/env", args, true);
+  EXPECT_TRUE(succeeds(r)) << r.output;
+  return nlohmann::json::parse(r.output);
+}
+
 // generate --json reports what runs besides the compute choice: the fp32 backend, and the
 // quantized kernels' instruction set, as this process selected them (the same CPU, the same
 // environment); a kernel override changes what it reports.
 TEST(Cli, GenerateJsonReportsTheKernels) {
   auto report = [](const std::vector<std::string>& env) {
-    std::vector<std::string> args = env;
-    for (const char* a : {GLM4_BINARY, "generate", "--model", kTinyGlm4.c_str(), "--tokens",
-                          "1,2,3", "--max-tokens", "2", "--json", "--compute", "f32"})
-      args.push_back(a);
-    auto r = run_program("/usr/bin/env", args, true);
-    EXPECT_TRUE(succeeds(r));
-    return nlohmann::json::parse(r.output);
+    return generate_report(env, kTinyGlm4, {"--compute", "f32"});
   };
   nlohmann::json j = report({});
   EXPECT_EQ(j["fp32_backend"], kernels::fp32_backend_name(kernels::kernel_selection().fp32)) << j;
@@ -329,13 +337,7 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
 TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
   const std::string quantized = std::string(GLM4_TEST_DATA) + "/tiny_glm4_q";
   auto report = [&](const std::vector<std::string>& env) {
-    std::vector<std::string> args = env;
-    for (const char* a : {GLM4_BINARY, "generate", "--model", quantized.c_str(), "--tokens",
-                          "1,2,3", "--max-tokens", "2", "--json"})
-      args.push_back(a);
-    auto r = run_program("/usr/bin/env", args, true);
-    EXPECT_TRUE(succeeds(r)) << r.output;
-    return nlohmann::json::parse(r.output);
+    return generate_report(env, quantized);
   };
   const nlohmann::json chosen = report({});
   EXPECT_EQ(chosen["quant_int8_decode"], quant_int8_decode_available()) << chosen;
