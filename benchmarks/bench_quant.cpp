@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
         "dequantization; int8 = the int8 GEMM of --compute bf16)\n",
         long(o.prefill_rows), default_kernel.c_str());
     std::printf("%-10s %-12s %9s", "linear", "N x K", "bf16");
-    const bool int8 = quant_int8_prefill_available();
+    const bool int8 = quant_int8_available();
     for (int bits : o.bits) std::printf("  %d-bit fwd  dgrad%s", bits, int8 ? "   int8" : "");
     std::printf("\n");
     const int64_t M = o.prefill_rows;
@@ -496,7 +496,9 @@ int main(int argc, char** argv) {
             best_seconds(
                 [&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
         std::printf("  %9.1f %6.1f", fwd / 1e9, dgrad / 1e9);
-        if (int8)
+        if (int8 && !quant_int8_decode_supported(q.view()))
+          std::printf(" %6s", "-");  // the AVX2 int8 kernels take 4-bit codes only
+        else if (int8)
           std::printf(" %6.1f", flop /
                                     best_seconds(
                                         [&] {

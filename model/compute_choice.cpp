@@ -46,16 +46,16 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
              ": expected auto, f32 or bf16");
   const kernels::Bf16Kernel kernel = kernels::bf16_kernel();
   const bool native = kernel != kernels::Bf16Kernel::kNone;
-  const bool int8_decode = quant_int8_decode_available();
-  GLM4_CHECK(flag != "bf16" || native || int8_decode,
+  const bool int8 = quant_int8_available();
+  GLM4_CHECK(flag != "bf16" || native || int8,
              "--compute bf16: this CPU has neither native bf16 dot products (AMX or ",
-             "AVX512-BF16) nor int8 kernels for quantized decode (AVX512-VNNI, or AVX2 for ",
+             "AVX512-BF16) nor int8 kernels for quantized weights (AVX512-VNNI, or AVX2 for ",
              "4 bits); use --compute auto or f32");
   bool pick_bf16 = flag == "bf16";
   if (flag == "auto") {
     const Bf16Share share = bf16_share(model);
     const int64_t total = share.bf16 + share.other;
-    pick_bf16 = native ? 2 * share.bf16 > total : int8_decode && 2 * share.quantized_bf16 > total;
+    pick_bf16 = native ? 2 * share.bf16 > total : int8 && 2 * share.quantized_bf16 > total;
   }
   ComputeChoice c = kF32Compute;
   if (pick_bf16) {

@@ -264,12 +264,11 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
       {"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
   EXPECT_EQ(compute_of(from_f32, "auto")["compute"], "f32");
   const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
-  const bool int8_decode = quant_int8_decode_available();
+  const bool int8_decode = quant_int8_available();
   const nlohmann::json quantized = compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto");
   EXPECT_EQ(quantized["compute"], native || int8_decode ? "bf16" : "f32") << quantized;
   EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
-  EXPECT_EQ(quantized["quant_int8_prefill"], quant_int8_prefill_available() && !native)
-      << quantized;
+  EXPECT_EQ(quantized["quant_int8_prefill"], int8_decode && !native) << quantized;
   if (!native) {
     EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
   }
@@ -331,7 +330,7 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
 }
 
 // The int8 kernels follow the selected quantized kernels: GLM4_QUANT_KERNEL=avx2 takes their AVX2
-// form (4-bit decode; prefill on the fp32 kernels), scalar none, so a quantized model runs what an
+// form (4-bit codes, decode and prefill), scalar none, so a quantized model runs what an
 // AVX2-only CPU, or one without SIMD, would (under auto: bf16 compute where int8 decode runs, else
 // f32 when the CPU has no bf16 units either).
 TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
@@ -340,7 +339,7 @@ TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
     return generate_report(env, quantized);
   };
   const nlohmann::json chosen = report({});
-  EXPECT_EQ(chosen["quant_int8_decode"], quant_int8_decode_available()) << chosen;
+  EXPECT_EQ(chosen["quant_int8_decode"], quant_int8_available()) << chosen;
   const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
   for (const char* isa : {"avx2", "scalar"}) {
     if (!quant_detail::cpu_supports(isa)) continue;
@@ -348,7 +347,7 @@ TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
     const bool int8 = std::string(isa) == "avx2";
     EXPECT_EQ(j["quant_kernel"], isa) << j;
     EXPECT_EQ(j["quant_int8_decode"], int8) << j;
-    EXPECT_EQ(j["quant_int8_prefill"], false) << j;
+    EXPECT_EQ(j["quant_int8_prefill"], int8 && !native) << j;
     if (!native) {
       EXPECT_EQ(j["compute"], int8 ? "bf16" : "f32") << j;
     }

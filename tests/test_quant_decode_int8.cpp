@@ -16,6 +16,7 @@
 #include "autograd/kernels/bf16_gemm.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/quant_decode_int8.h"
+#include "autograd/kernels/quant_gemm_int8.h"
 #include "autograd/kernels/quant_linear.h"
 #include "autograd/weight.h"
 #include "autograd/weight_quantize.h"
@@ -33,8 +34,8 @@ Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed) {
   return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), f, DType::BF16, "w");
 }
 
-// The AVX512-VNNI kernels (4 and 8 bits, and the int8 GEMM) are this process's int8 kernels.
-bool vnni() { return quant_int8_prefill_available(); }
+// The AVX512-VNNI kernels (4 and 8 bits) are this process's int8 kernels.
+bool vnni() { return quant_detail::int8_isa() == quant_detail::Int8Isa::kAvx512Vnni; }
 
 // Per output: the fp64 product on the exact dequantized W, and the bound the kernel promises:
 // each X element off by at most one unit (max|x| of its group / (127 * 256)) times
@@ -147,6 +148,39 @@ TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
                                        Int8Isa::kAvx512Vnni);
         EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
             << "group " << gs << ", K " << K << ", M " << M;
+      }
+    }
+}
+
+// The AVX2 int8 GEMM (4 bits), called directly: within the bound for every group size, K
+// within one 512-column block and across three, W's rows ending inside a 16-row half and inside
+// an 8-row vector of a tile, X's rows an odd count (the 2-row register block's tail); on a VNNI
+// CPU bit for bit the AVX-512 GEMM's, from the same prepared levels.
+TEST(QuantDecodeInt8, Avx2GemmWithinTheBoundAndEqualToTheAvx512One) {
+  using quant_detail::Int8Isa;
+  if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  for (int gs : {32, 64, 128})
+    for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
+      if (K % gs != 0) continue;
+      for (int64_t N : {int64_t{37}, int64_t{59}}) {
+        const Weight w = quantized(N, K, {4, gs}, uint32_t(K + gs + N));
+        const QuantizedMatrix& q = w.quant();
+        for (int64_t M : {5, 32, 33}) {
+          const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+          const Reference ref = reference(q, X, M);
+          quant_detail::Int8DecodeInput in;
+          ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+              q, X.data(), M, in, quant_detail::Int8Layout::kColumns, Int8Isa::kAvx2));
+          std::vector<float> y(size_t(M * N), std::nanf(""));
+          quant_detail::int8_gemm_rows(q, in, M, 0, N, y.data(), N, Int8Isa::kAvx2);
+          ASSERT_TRUE(within_bound(y, ref))
+              << "group " << gs << ", K " << K << ", N " << N << ", M " << M;
+          EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
+          if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
+          std::vector<float> y512(y.size(), std::nanf(""));
+          quant_detail::int8_gemm_rows(q, in, M, 0, N, y512.data(), N, Int8Isa::kAvx512Vnni);
+          ASSERT_EQ(y, y512) << "group " << gs << ", K " << K << ", N " << N << ", M " << M;
+        }
       }
     }
 }

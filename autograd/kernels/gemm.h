@@ -28,7 +28,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 void linear_forward(const float* X, int64_t M, int64_t K, const Weight& W, float* Y,
                     bool accumulate, const ComputeChoice& compute);
 // Whether linear_forward runs a 4-bit W's product of `rows` rows on the int8 dot products
-// (AVX512-VNNI, or AVX2 for decode sizes) under `compute` (what the kernel report states).
+// (AVX512-VNNI or AVX2) under `compute` (what the kernel report states).
 bool linear_forward_uses_int8(int64_t rows, const ComputeChoice& compute);
 
 // dX[M, K] (+)= dY[M, N] W[N, K]: the input gradient of linear_forward.

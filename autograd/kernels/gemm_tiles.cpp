@@ -166,9 +166,7 @@ bool use_int8_quant_kernels(const Weight& W, const ComputeChoice& compute) {
 
 bool linear_forward_uses_int8(int64_t rows, const ComputeChoice& compute) {
   return !gemm_detail::use_bf16_quant_forward_kernels(rows, compute) &&
-         compute.reduced_precision() &&
-         (rows <= kQuantStreamRows ? quant_int8_decode_available()
-                                   : quant_int8_prefill_available());
+         compute.reduced_precision() && quant_int8_available();
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

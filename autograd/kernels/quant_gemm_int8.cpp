@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/kernels/quant_gemm_int8_avx2.h"
 #include "autograd/kernels/quant_kernels.h"
 #include "autograd/kernels/transpose16.h"
 
@@ -194,10 +195,8 @@ void micro_rows(int64_t rows, const Tile& tile, const Int8DecodeInput& in, int64
   }
 }
 
-}  // namespace
-
-void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
-                    int64_t n1, float* Y, int64_t ldy) {
+void int8_gemm_rows_avx512(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M,
+                           int64_t n0, int64_t n1, float* Y, int64_t ldy) {
   thread_local std::vector<Tile> tiles(kChunkTiles);
   const int64_t K = W.cols, gs = W.group_size;
   // Up to 8 tiles (256 rows of W) at a time: their codes for a block of columns unpacked once
@@ -218,6 +217,20 @@ void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t
   }
 }
 
+}  // namespace
+
 }  // namespace glm4::quant_detail
 
 #pragma GCC pop_options
+
+namespace glm4::quant_detail {
+
+void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
+                    int64_t n1, float* Y, int64_t ldy, Int8Isa isa) {
+  if (isa == Int8Isa::kAvx2)
+    int8_gemm_rows_avx2(W, in, M, n0, n1, Y, ldy);
+  else
+    int8_gemm_rows_avx512(W, in, M, n0, n1, Y, ldy);
+}
+
+}  // namespace glm4::quant_detail

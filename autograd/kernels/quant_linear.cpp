@@ -170,11 +170,7 @@ bool quant_int8_decode_supported(const QuantizedMatrix& W) {
   return quant_detail::int8_decode_supported(W.bits);
 }
 
-bool quant_int8_decode_available() { return quant_detail::int8_decode_supported(4); }
-
-bool quant_int8_prefill_available() {
-  return quant_detail::int8_isa() == quant_detail::Int8Isa::kAvx512Vnni;
-}
+bool quant_int8_available() { return quant_detail::int8_decode_supported(4); }
 
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {
@@ -187,8 +183,6 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
   const bool decode = M <= kStreamRows;
-  if (!decode && !quant_int8_prefill_available())
-    return quant_linear_forward(X, M, K, W, Y, accumulate);
   quant_detail::Int8DecodeInput in;
   if (!quant_detail::prepare_int8_decode_input(
           W, X, M, in,

@@ -25,16 +25,14 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
 // Whether quant_linear_forward_int8 runs W's decode products on this CPU with the selected
 // quantized kernels (AVX512-VNNI: 4- or 8-bit codes; AVX2: 4-bit codes).
 bool quant_int8_decode_supported(const QuantizedMatrix& W);
-// Whether it runs on this CPU at all (for 4-bit codes).
-bool quant_int8_decode_available();
-// Whether its prefill sizes take the int8 GEMM too (AVX512-VNNI only; else the fp32 kernels).
-bool quant_int8_prefill_available();
+// Whether it runs on this CPU at all (for 4-bit codes), decode and prefill sizes alike.
+bool quant_int8_available();
 // The product under --compute bf16 on int8 dot products: X in two int8 levels per group (each
 // element within about max|x| / 65000 of its group: 256 times finer than bf16 rounding), the
 // codes multiplied exactly (quant_decode_int8.h). Up to kQuantStreamRows rows the codes are
 // streamed (decode); more rows (prefill, where no bf16 units take them) unpack tiles of the codes
-// for an int8 GEMM (quant_gemm_int8.h) where the CPU has AVX512-VNNI, and take the fp32 kernels
-// where not. X holding inf or NaN goes to the fp32 kernels. Throws unless supported.
+// for an int8 GEMM (quant_gemm_int8.h). X holding inf or NaN goes to the fp32 kernels. Throws
+// unless supported.
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate);
 

@@ -1,0 +1,204 @@
+// The int8 GEMM of quant_gemm_int8.h in AVX2 (Zen 3 and other CPUs without AVX-512), 4-bit codes
+// only. The same tiles of 32 rows and 512 columns of unpacked codes (four consecutive codes of a
+// row to a 32-bit lane), the same two int8 levels of X, and the same exact int32 sums over each
+// group, made with vpmaddubsw (code x level, pairs to int16: at most 2 * 15 * 127 a pair) summed
+// in int16 over 32 columns (at most 8 * 3810, short of saturating) and widened by vpmaddwd, whose
+// factor (256 or 1) weighs the level. The fp32 steps after the int32 sums are the AVX-512 kernel's
+// in the same order, so both give the same bits.
+#include <algorithm>
+#include <vector>
+
+// GCC 12 flags the self-initialised "undefined" vectors inside its own intrinsics wherever they
+// are inlined, so for the whole file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "autograd/kernels/quant_gemm_int8_avx2.h"
+#include "autograd/kernels/quant_kernels.h"
+
+#pragma GCC push_options
+// CMakeLists.txt adds -mno-avx512f for this file, as for quant_kernels_avx2.cpp: pure AVX2 code
+// even on an AVX-512 build machine.
+#pragma GCC target("avx2,fma,f16c")
+
+namespace glm4::quant_detail {
+
+namespace {
+
+constexpr int64_t kTileRows = kInt8GemmRows;  // two halves of 16 rows, each two vectors of 8
+constexpr int64_t kBlockCols = 512;           // columns a tile covers: 16 KB of codes, in L1
+constexpr int kRowBlock = 2;                  // rows of X a micro-kernel call keeps in registers
+constexpr int64_t kChunkTiles = 8;            // tiles unpacked before the rows of X run over them
+constexpr int64_t kInt16Cols = 32;            // columns summed in int16 before widening
+
+// One tile: W's rows [n, n + 32) over columns [k0, k0 + width), unpacked and interleaved.
+// codes[(k / 4) * 128 + r * 4 + k % 4] is the code of row n + r, column k0 + k; rows past W's
+// end are zero, with zero scales and biases, so they add nothing.
+struct Tile {
+  alignas(64) uint8_t codes[kBlockCols * kTileRows];
+  alignas(64) float scales[kBlockCols / 32 * kTileRows];  // [group][32]; groups are >= 32 wide
+  alignas(64) float biases[kBlockCols / 32 * kTileRows];
+};
+
+// 32 columns of row r from column c (16 bytes of 4-bit codes) as one code a byte, in column
+// order: byte p of the row holds columns 2p (low nibble) and 2p + 1.
+inline __m256i row_codes32(const QuantizedMatrix& W, int64_t r, int64_t c) {
+  if (r >= W.rows) return _mm256_setzero_si256();
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(W.row(r) + c / 2));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i low = _mm_and_si128(packed, nibble);
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
+  return _mm256_set_m128i(_mm_unpackhi_epi8(low, high), _mm_unpacklo_epi8(low, high));
+}
+
+// v[i] holds 8 dwords of row i; afterwards v[j] holds dword j of rows 0..7.
+inline void transpose8x8_epi32(__m256i (&v)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x20);
+    v[j + 4] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x31);
+  }
+}
+
+void fill_tile(const QuantizedMatrix& W, int64_t n, int64_t k0, int64_t width, Tile& tile) {
+  // Per 8 rows and 32 columns: the rows' codes, transposed so that vector j holds columns
+  // 4j..4j+3 of each row, which is the tile's k4 entry c / 4 + j for those rows.
+  for (int64_t c = 0; c < width; c += 32)
+    for (int64_t r0 = 0; r0 < kTileRows; r0 += 8) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i) v[i] = row_codes32(W, n + r0 + i, k0 + c);
+      transpose8x8_epi32(v);
+      for (int j = 0; j < 8; ++j)
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(tile.codes + (c / 4 + j) * kTileRows * 4 + r0 * 4), v[j]);
+    }
+  const int64_t gs = W.group_size, groups = width / gs, g0 = k0 / gs;
+  float row_params[kBlockCols / 32];
+  for (int64_t r = 0; r < kTileRows; ++r) {
+    const bool inside = n + r < W.rows;
+    if (inside) load_group_params(W, W.scales, n + r, g0, groups, row_params);
+    for (int64_t g = 0; g < groups; ++g)
+      tile.scales[g * kTileRows + r] = inside ? row_params[g] : 0;
+    if (inside) load_group_params(W, W.biases, n + r, g0, groups, row_params);
+    for (int64_t g = 0; g < groups; ++g)
+      tile.biases[g * kTileRows + r] = inside ? row_params[g] : 0;
+  }
+}
+
+inline __m256i broadcast4(const int8_t* p) {
+  return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(p));
+}
+
+// Y rows [m, m + MR), columns [n + 16 half, + 16) (+)= X rows times the tile's half over its
+// columns. Per group: int32 sums of the codes with the first level times 256, plus those with
+// the second; then scaled by the rows' scales and X's units, and the biases times X's group sums.
+template <int MR>
+void micro(const Tile& tile, int half, const Int8DecodeInput& in, int64_t m, int64_t k0,
+           int64_t width, int64_t gs, int64_t n, int64_t valid_rows, float* Y, int64_t ldy,
+           bool add) {
+  __m256 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  Int8InputRow x[MR];
+  for (int i = 0; i < MR; ++i) x[i] = int8_input_row(in, m + i);
+  const __m256i first = _mm256_set1_epi16(256), second = _mm256_set1_epi16(1);
+  const uint8_t* codes = tile.codes + half * 64;
+  const int64_t groups = width / gs;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t c0 = g * gs;
+    __m256i dot[MR][2];
+    for (int i = 0; i < MR; ++i) dot[i][0] = dot[i][1] = _mm256_setzero_si256();
+    for (int level = 0; level < 2; ++level) {
+      const __m256i factor = level == 0 ? first : second;
+      for (int64_t c = c0; c < c0 + gs; c += kInt16Cols) {
+        __m256i part[MR][2];
+        for (int i = 0; i < MR; ++i) part[i][0] = part[i][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int64_t k = c; k < c + kInt16Cols; k += 4) {
+          const uint8_t* w = codes + k * kTileRows;
+          const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w));
+          const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 32));
+          for (int i = 0; i < MR; ++i) {
+            const __m256i q = broadcast4((level == 0 ? x[i].q1 : x[i].q2) + k0 + k);
+            part[i][0] = _mm256_add_epi16(part[i][0], _mm256_maddubs_epi16(w0, q));
+            part[i][1] = _mm256_add_epi16(part[i][1], _mm256_maddubs_epi16(w1, q));
+          }
+        }
+        for (int i = 0; i < MR; ++i)
+          for (int h = 0; h < 2; ++h)
+            dot[i][h] = _mm256_add_epi32(dot[i][h], _mm256_madd_epi16(part[i][h], factor));
+      }
+    }
+    const float* scale = tile.scales + g * kTileRows + half * 16;
+    const float* bias = tile.biases + g * kTileRows + half * 16;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 s = _mm256_load_ps(scale + 8 * h), b = _mm256_load_ps(bias + 8 * h);
+      for (int i = 0; i < MR; ++i) {
+        const int64_t xg = k0 / gs + g;
+        const __m256 d =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(dot[i][h]), _mm256_set1_ps(x[i].units[xg]));
+        acc[i][h] = _mm256_fmadd_ps(d, s, acc[i][h]);
+        acc[i][h] = _mm256_fmadd_ps(b, _mm256_set1_ps(x[i].sums[xg]), acc[i][h]);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    const int64_t lanes = std::min<int64_t>(8, valid_rows - 16 * half - 8 * h);
+    if (lanes <= 0) continue;
+    for (int i = 0; i < MR; ++i) {
+      float* y = Y + (m + i) * ldy + n + 16 * half + 8 * h;
+      if (lanes == 8) {
+        __m256 v = acc[i][h];
+        if (add) v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+        _mm256_storeu_ps(y, v);
+        continue;
+      }
+      alignas(32) float part[8];
+      _mm256_store_ps(part, acc[i][h]);
+      for (int64_t l = 0; l < lanes; ++l) y[l] = add ? y[l] + part[l] : part[l];
+    }
+  }
+}
+
+}  // namespace
+
+void int8_gemm_rows_avx2(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
+                         int64_t n1, float* Y, int64_t ldy) {
+  thread_local std::vector<Tile> tiles(kChunkTiles);
+  const int64_t K = W.cols, gs = W.group_size;
+  // As int8_gemm_rows: 8 tiles' codes for a block of columns unpacked once (in L2), then each
+  // pair of X's rows (in L1) against every half tile of them.
+  for (int64_t chunk = n0; chunk < n1; chunk += kChunkTiles * kTileRows) {
+    const int64_t chunk_end = std::min(n1, chunk + kChunkTiles * kTileRows);
+    for (int64_t k0 = 0; k0 < K; k0 += kBlockCols) {
+      const int64_t width = std::min(kBlockCols, K - k0);
+      const bool add = k0 > 0;
+      for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t)
+        fill_tile(W, n, k0, width, tiles[size_t(t)]);
+      for (int64_t m = 0; m < M; m += kRowBlock)
+        for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t) {
+          const int64_t valid = std::min(kTileRows, chunk_end - n);
+          for (int half = 0; half < 2 && 16 * half < valid; ++half) {
+            if (M - m >= kRowBlock)
+              micro<kRowBlock>(tiles[size_t(t)], half, in, m, k0, width, gs, n, valid, Y, ldy, add);
+            else
+              micro<1>(tiles[size_t(t)], half, in, m, k0, width, gs, n, valid, Y, ldy, add);
+          }
+        }
+    }
+  }
+}
+
+}  // namespace glm4::quant_detail
+
+#pragma GCC pop_options
