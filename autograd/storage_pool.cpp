@@ -12,8 +12,11 @@ namespace glm4 {
 
 namespace {
 
-// Blocks below this use aligned_alloc; the heap handles them without trouble.
-constexpr size_t kPooledFrom = size_t(256) << 10;
+// Blocks below one huge page use aligned_alloc: the heap splits and merges its free chunks, where
+// the pool would keep a block per size class. A MoE step's expert batches change size every
+// step, and pooled from 256 KB up their many classes held about 80 MB more than the step's peak
+// (moe-mid 1 x 512: 1,394 MB peak RSS against 1,335 with the heap taking them, the same speed).
+constexpr size_t kPooledFrom = kHugePageBytes;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kPoolOn = false;  // AddressSanitizer must see every allocation and free

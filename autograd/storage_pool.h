@@ -2,9 +2,9 @@
 // dies, wait in a free list of their size class for the next tensor of that class or one up to
 // half its size (the smallest cached block that fits is taken), so a training step that repeats
 // the same shapes reuses the same pages: no heap fragmentation (a 1.7 GB LoRA step had ~500 MB
-// of it under glibc malloc) and no page faults after the first step. MoE steps, whose expert
-// batches change size every step, keep about 50-100 MB less cached that way than with exact
-// classes only. Small blocks use the ordinary heap.
+// of it under glibc malloc) and no page faults on them after the first step. MoE steps, whose
+// expert batches change size every step, keep about 50-100 MB less cached that way than with exact
+// classes only. Blocks below one huge page (2 MB) use the ordinary heap.
 #pragma once
 #include <cstddef>
 

@@ -7,6 +7,7 @@
 
 #include "autograd/storage_pool.h"
 #include "autograd/tensor.h"
+#include "base/memory.h"
 
 namespace glm4 {
 namespace {
@@ -67,17 +68,20 @@ TEST(StoragePool, ACachedBlockUpToTwiceTheRequestServesIt) {
 }
 
 TEST(StoragePool, SizeClassesWasteAtMostAnEighth) {
-  for (size_t bytes :
-       {size_t(256) << 10, (size_t(256) << 10) + 1, size_t(1000001), size_t(77) << 20}) {
+  for (size_t bytes : {kHugePageBytes, kHugePageBytes + 1, size_t(3000001), size_t(77) << 20}) {
     PoolBlock b = pool_allocate(bytes);
     EXPECT_GE(b.capacity, bytes);
     EXPECT_LE(double(b.capacity), double(bytes) * 1.125 + 4096) << bytes;
     pool_release(b);
   }
-  PoolBlock small = pool_allocate(100);  // small blocks go to the heap, never to the cache
-  size_t cached = pool_cached_bytes();
-  pool_release(small);
-  EXPECT_EQ(pool_cached_bytes(), cached);
+  // Blocks below a huge page go to the heap, never to the cache.
+  for (size_t bytes : {size_t(100), size_t(1) << 20, kHugePageBytes - 64}) {
+    PoolBlock small = pool_allocate(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data) % 64, 0u);
+    size_t cached = pool_cached_bytes();
+    pool_release(small);
+    EXPECT_EQ(pool_cached_bytes(), cached) << bytes;
+  }
   pool_trim();
 }
 
