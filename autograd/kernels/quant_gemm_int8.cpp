@@ -17,6 +17,7 @@
 // Everything here runs only where int8_decode_supported() said yes.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")
+#include "autograd/kernels/quant_gemm_int8_tiles.h"
 #include "autograd/kernels/quant_simd.h"
 
 namespace glm4::quant_detail {
@@ -24,19 +25,7 @@ namespace {
 
 using kernels::transpose16;
 
-constexpr int64_t kTileRows = kInt8GemmRows;  // two vectors of 16 rows
-constexpr int64_t kBlockCols = 512;  // columns a tile covers: 16 KB of unpacked codes, in L1
-constexpr int kRowBlock = 6;         // rows of X a micro-kernel call keeps in registers
-constexpr int64_t kChunkTiles = 8;   // tiles unpacked before the rows of X run over them
-
-// One tile: W's rows [n, n + 32) over columns [k0, k0 + width), unpacked and interleaved.
-// codes[(k / 4) * 128 + r * 4 + k % 4] is the code of row n + r, column k0 + k; rows past W's
-// end are zero, with zero scales and biases, so they add nothing.
-struct Tile {
-  alignas(64) uint8_t codes[kBlockCols * kTileRows];
-  alignas(64) float scales[kBlockCols / 32 * kTileRows];  // [group][32]; groups are >= 32 wide
-  alignas(64) float biases[kBlockCols / 32 * kTileRows];
-};
+constexpr int kRowBlock = 6;  // rows of X a micro-kernel call keeps in registers
 
 // 64 bytes of row r's codes from byte b, zero past `valid` bytes or W's last row.
 inline __m512i code_bytes(const QuantizedMatrix& W, int64_t r, int64_t b, int64_t valid) {
@@ -197,24 +186,13 @@ void micro_rows(int64_t rows, const Tile& tile, const Int8DecodeInput& in, int64
 
 void int8_gemm_rows_avx512(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M,
                            int64_t n0, int64_t n1, float* Y, int64_t ldy) {
-  thread_local std::vector<Tile> tiles(kChunkTiles);
-  const int64_t K = W.cols, gs = W.group_size;
-  // Up to 8 tiles (256 rows of W) at a time: their codes for a block of columns unpacked once
-  // (128 KB, in L2), then each 6 rows of X (in L1) against all of them. X's block is read once a
-  // chunk and the chunk's outputs stay in L2 across the blocks.
-  for (int64_t chunk = n0; chunk < n1; chunk += kChunkTiles * kTileRows) {
-    const int64_t chunk_end = std::min(n1, chunk + kChunkTiles * kTileRows);
-    for (int64_t k0 = 0; k0 < K; k0 += kBlockCols) {
-      const int64_t width = std::min(kBlockCols, K - k0);
-      const bool add = k0 > 0;
-      for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t)
-        fill_tile(W, n, k0, width, tiles[size_t(t)]);
-      for (int64_t m = 0; m < M; m += kRowBlock)
-        for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t)
-          micro_rows(std::min<int64_t>(kRowBlock, M - m), tiles[size_t(t)], in, m, k0, width, gs, n,
-                     std::min(kTileRows, chunk_end - n), Y, ldy, add);
-    }
-  }
+  const int64_t gs = W.group_size;
+  for_each_tile_block<kRowBlock>(
+      W, M, n0, n1,
+      [&](int64_t n, int64_t k0, int64_t width, Tile& tile) { fill_tile(W, n, k0, width, tile); },
+      [&](const Tile& tile, int64_t m, int64_t rows, int64_t n, int64_t k0, int64_t width,
+          int64_t valid_rows,
+          bool add) { micro_rows(rows, tile, in, m, k0, width, gs, n, valid_rows, Y, ldy, add); });
 }
 
 }  // namespace

@@ -21,25 +21,15 @@
 // CMakeLists.txt adds -mno-avx512f for this file, as for quant_kernels_avx2.cpp: pure AVX2 code
 // even on an AVX-512 build machine.
 #pragma GCC target("avx2,fma,f16c")
+#include "autograd/kernels/quant_gemm_int8_tiles.h"
 
 namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kTileRows = kInt8GemmRows;  // two halves of 16 rows, each two vectors of 8
-constexpr int64_t kBlockCols = 512;           // columns a tile covers: 16 KB of codes, in L1
-constexpr int kRowBlock = 2;                  // rows of X a micro-kernel call keeps in registers
-constexpr int64_t kChunkTiles = 8;            // tiles unpacked before the rows of X run over them
-constexpr int64_t kInt16Cols = 32;            // columns summed in int16 before widening
-
-// One tile: W's rows [n, n + 32) over columns [k0, k0 + width), unpacked and interleaved.
-// codes[(k / 4) * 128 + r * 4 + k % 4] is the code of row n + r, column k0 + k; rows past W's
-// end are zero, with zero scales and biases, so they add nothing.
-struct Tile {
-  alignas(64) uint8_t codes[kBlockCols * kTileRows];
-  alignas(64) float scales[kBlockCols / 32 * kTileRows];  // [group][32]; groups are >= 32 wide
-  alignas(64) float biases[kBlockCols / 32 * kTileRows];
-};
+// A tile (quant_gemm_int8_tiles.h) is two halves of 16 rows, each two vectors of 8.
+constexpr int kRowBlock = 2;        // rows of X a micro-kernel call keeps in registers
+constexpr int64_t kInt16Cols = 32;  // columns summed in int16 before widening
 
 // 32 columns of row r from column c (16 bytes of 4-bit codes) as one code a byte, in column
 // order: byte p of the row holds columns 2p (low nibble) and 2p + 1.
@@ -103,10 +93,12 @@ inline __m256i broadcast4(const int8_t* p) {
 // Y rows [m, m + MR), columns [n + 16 half, + 16) (+)= X rows times the tile's half over its
 // columns. Per group: int32 sums of the codes with the first level times 256, plus those with
 // the second; then scaled by the rows' scales and X's units, and the biases times X's group sums.
+// Kept out of the tile loop: inlined there, GCC 12's code ran about 20% slower (bench_quant
+// --shape 9b, prefill 64 rows).
 template <int MR>
-void micro(const Tile& tile, int half, const Int8DecodeInput& in, int64_t m, int64_t k0,
-           int64_t width, int64_t gs, int64_t n, int64_t valid_rows, float* Y, int64_t ldy,
-           bool add) {
+__attribute__((noinline)) void micro(const Tile& tile, int half, const Int8DecodeInput& in,
+                                     int64_t m, int64_t k0, int64_t width, int64_t gs, int64_t n,
+                                     int64_t valid_rows, float* Y, int64_t ldy, bool add) {
   __m256 acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   Int8InputRow x[MR];
@@ -174,29 +166,19 @@ void micro(const Tile& tile, int half, const Int8DecodeInput& in, int64_t m, int
 
 void int8_gemm_rows_avx2(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,
                          int64_t n1, float* Y, int64_t ldy) {
-  thread_local std::vector<Tile> tiles(kChunkTiles);
-  const int64_t K = W.cols, gs = W.group_size;
-  // As int8_gemm_rows: 8 tiles' codes for a block of columns unpacked once (in L2), then each
-  // pair of X's rows (in L1) against every half tile of them.
-  for (int64_t chunk = n0; chunk < n1; chunk += kChunkTiles * kTileRows) {
-    const int64_t chunk_end = std::min(n1, chunk + kChunkTiles * kTileRows);
-    for (int64_t k0 = 0; k0 < K; k0 += kBlockCols) {
-      const int64_t width = std::min(kBlockCols, K - k0);
-      const bool add = k0 > 0;
-      for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t)
-        fill_tile(W, n, k0, width, tiles[size_t(t)]);
-      for (int64_t m = 0; m < M; m += kRowBlock)
-        for (int64_t n = chunk, t = 0; n < chunk_end; n += kTileRows, ++t) {
-          const int64_t valid = std::min(kTileRows, chunk_end - n);
-          for (int half = 0; half < 2 && 16 * half < valid; ++half) {
-            if (M - m >= kRowBlock)
-              micro<kRowBlock>(tiles[size_t(t)], half, in, m, k0, width, gs, n, valid, Y, ldy, add);
-            else
-              micro<1>(tiles[size_t(t)], half, in, m, k0, width, gs, n, valid, Y, ldy, add);
-          }
+  const int64_t gs = W.group_size;
+  for_each_tile_block<kRowBlock>(
+      W, M, n0, n1,
+      [&](int64_t n, int64_t k0, int64_t width, Tile& tile) { fill_tile(W, n, k0, width, tile); },
+      [&](const Tile& tile, int64_t m, int64_t rows, int64_t n, int64_t k0, int64_t width,
+          int64_t valid_rows, bool add) {
+        for (int half = 0; half < 2 && 16 * half < valid_rows; ++half) {
+          if (rows == kRowBlock)
+            micro<kRowBlock>(tile, half, in, m, k0, width, gs, n, valid_rows, Y, ldy, add);
+          else
+            micro<1>(tile, half, in, m, k0, width, gs, n, valid_rows, Y, ldy, add);
         }
-    }
-  }
+      });
 }
 
 }  // namespace glm4::quant_detail
