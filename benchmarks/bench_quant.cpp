@@ -79,7 +79,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.kernels.empty()) {
     o.kernels = quant_kernels_supported();
-    if (quant_int8_decode_supported(QuantizedMatrix{})) o.kernels.push_back("int8");
+    if (quant_int8_available()) o.kernels.push_back("int8");
   }
   return o;
 }
@@ -222,7 +222,7 @@ Weight dense_weight(const Linear& s, uint64_t seed) {
 // others quant_linear_forward with that kernel table.
 void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
                   const QuantizedMatrix& q, float* y) {
-  if (k == "int8" && quant_int8_decode_supported(q))
+  if (k == "int8" && quant_int8_supported(q))
     return quant_linear_forward_int8(x, M, K, q, y, false);
   if (k != "int8") set_quant_kernel(k);
   quant_linear_forward(x, M, K, q, y, false);
@@ -496,7 +496,7 @@ int main(int argc, char** argv) {
             best_seconds(
                 [&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
         std::printf("  %9.1f %6.1f", fwd / 1e9, dgrad / 1e9);
-        if (int8 && !quant_int8_decode_supported(q.view()))
+        if (int8 && !quant_int8_supported(q.view()))
           std::printf(" %6s", "-");  // the AVX2 int8 kernels take 4-bit codes only
         else if (int8)
           std::printf(" %6.1f", flop /

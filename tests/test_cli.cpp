@@ -264,11 +264,11 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
       {"quantize", "--model", kTinyGlm4, "--out", from_f32, "--bits", "4", "--group-size", "32"})));
   EXPECT_EQ(compute_of(from_f32, "auto")["compute"], "f32");
   const bool native = kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
-  const bool int8_decode = quant_int8_available();
+  const bool int8 = quant_int8_available();
   const nlohmann::json quantized = compute_of(std::string(GLM4_TEST_DATA) + "/tiny_glm4_q", "auto");
-  EXPECT_EQ(quantized["compute"], native || int8_decode ? "bf16" : "f32") << quantized;
-  EXPECT_EQ(quantized["quant_int8_decode"], int8_decode) << quantized;
-  EXPECT_EQ(quantized["quant_int8_prefill"], int8_decode && !native) << quantized;
+  EXPECT_EQ(quantized["compute"], native || int8 ? "bf16" : "f32") << quantized;
+  EXPECT_EQ(quantized["quant_int8_decode"], int8) << quantized;
+  EXPECT_EQ(quantized["quant_int8_prefill"], int8 && !native) << quantized;
   if (!native) {
     EXPECT_EQ(quantized["kernel"], "fp32") << quantized;
   }
@@ -286,7 +286,7 @@ TEST(Cli, ComputeFlagIsResolvedAndReported) {
     EXPECT_FALSE(compute_of(bf16_model, "bf16").contains("bf16_max_rows"))
         << "--compute bf16 has no row limit";
     EXPECT_EQ(compute_of(bf16_model, "bf16")["compute"], "bf16");
-  } else if (int8_decode) {
+  } else if (int8) {
     const nlohmann::json chosen = compute_of(bf16_model, "bf16");
     EXPECT_EQ(chosen["compute"], "bf16") << chosen;
     EXPECT_EQ(chosen["kernel"], "fp32") << chosen;

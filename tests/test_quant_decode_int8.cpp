@@ -266,7 +266,7 @@ TEST(QuantDecodeInt8, RejectsOtherWidthsAndShapes) {
         << e.what();
   }
   const Weight w3 = quantized(8, K, {3, 64}, 2);
-  EXPECT_FALSE(quant_int8_decode_supported(w3.quant()));
+  EXPECT_FALSE(quant_int8_supported(w3.quant()));
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 1, K, w3.quant(), y.data(), false), Error);
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 40, K, w3.quant(), y.data(), false), Error);
 }

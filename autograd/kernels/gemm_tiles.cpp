@@ -159,7 +159,7 @@ bool use_bf16_quant_grad_kernels(int64_t M, const ComputeChoice& compute) {
 }
 
 bool use_int8_quant_kernels(const Weight& W, const ComputeChoice& compute) {
-  return compute.reduced_precision() && quant_int8_decode_supported(W.quant());
+  return compute.reduced_precision() && quant_int8_supported(W.quant());
 }
 
 }  // namespace gemm_detail

@@ -245,7 +245,7 @@ Int8Isa int8_isa() {
   return isa;
 }
 
-bool int8_decode_supported(int bits, Int8Isa isa) {
+bool int8_supported(int bits, Int8Isa isa) {
   switch (isa) {
     case Int8Isa::kNone:
       return false;

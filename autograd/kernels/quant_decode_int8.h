@@ -27,8 +27,9 @@ Int8Isa int8_isa();
 // Whether this CPU runs `isa`'s kernels.
 bool int8_isa_runs(Int8Isa isa);
 
-// Whether int8_decode_rows runs for `bits` under `isa`.
-bool int8_decode_supported(int bits, Int8Isa isa = int8_isa());
+// Whether the int8 kernels (int8_decode_rows, and int8_gemm_rows of quant_gemm_int8.h) run for
+// `bits` under `isa`.
+bool int8_supported(int bits, Int8Isa isa = int8_isa());
 
 inline constexpr float kInt8Level = 127.0f;        // largest |q1| and |q2|
 inline constexpr float kInt8SecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1

@@ -166,11 +166,9 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
   });
 }
 
-bool quant_int8_decode_supported(const QuantizedMatrix& W) {
-  return quant_detail::int8_decode_supported(W.bits);
-}
+bool quant_int8_supported(const QuantizedMatrix& W) { return quant_detail::int8_supported(W.bits); }
 
-bool quant_int8_available() { return quant_detail::int8_decode_supported(4); }
+bool quant_int8_available() { return quant_detail::int8_supported(4); }
 
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {
@@ -178,7 +176,7 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   check_args("quant_linear_forward_int8", W, X, Y, M * K, M * N);
   GLM4_CHECK(M >= 0 && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ", K,
              "] does not match W [", W.rows, ", ", W.cols, "]");
-  GLM4_CHECK(quant_int8_decode_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
+  GLM4_CHECK(quant_int8_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
              "4- or 8-bit codes, or AVX2 and 4-bit codes (", W.bits, " bits)");
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);

@@ -22,9 +22,9 @@ inline constexpr int64_t kQuantStreamRows = 32;
 void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W, float* Y,
                           bool accumulate);
 
-// Whether quant_linear_forward_int8 runs W's decode products on this CPU with the selected
-// quantized kernels (AVX512-VNNI: 4- or 8-bit codes; AVX2: 4-bit codes).
-bool quant_int8_decode_supported(const QuantizedMatrix& W);
+// Whether quant_linear_forward_int8 runs W on this CPU with the selected quantized kernels
+// (AVX512-VNNI: 4- or 8-bit codes; AVX2: 4-bit codes).
+bool quant_int8_supported(const QuantizedMatrix& W);
 // Whether it runs on this CPU at all (for 4-bit codes), decode and prefill sizes alike.
 bool quant_int8_available();
 // The product under --compute bf16 on int8 dot products: X in two int8 levels per group (each
