@@ -49,8 +49,8 @@ ComputeChoice apply_compute_flag(Glm4Model& model, const std::string& flag) {
   const bool int8 = quant_int8_available();
   GLM4_CHECK(flag != "bf16" || native || int8,
              "--compute bf16: this CPU has neither native bf16 dot products (AMX or ",
-             "AVX512-BF16) nor int8 kernels for quantized weights (AVX512-VNNI, or AVX2 for ",
-             "4 bits); use --compute auto or f32");
+             "AVX512-BF16) nor int8 kernels for quantized weights (AVX512-VNNI or ",
+             "AVX2); use --compute auto or f32");
   bool pick_bf16 = flag == "bf16";
   if (flag == "auto") {
     const Bf16Share share = bf16_share(model);

@@ -110,46 +110,48 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
       }
 }
 
-// The AVX2 form (4 bits), called directly: within the same bound for every group size, K off a
-// 128-column step and off a 64-column half (group 32), 1-4 rows of X and the row tails of its
-// 4- and 2-row passes; accumulating; and on a VNNI CPU equal to the AVX-512 kernel up to fp32
+// The AVX2 form (4 and 8 bits), called directly: within the same bound for every group size, K
+// off a 128-column step and off a 64-column half (group 32), 1-4 rows of X and the row tails of
+// its 4- and 2-row passes; accumulating; and on a VNNI CPU equal to the AVX-512 kernel up to fp32
 // summation order, from the same prepared levels.
 TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
   using quant_detail::Int8Isa;
   if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  for (int gs : {32, 64, 128})
-    for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
-      if (K % gs != 0) continue;
-      const int64_t N = 37;
-      const Weight w = quantized(N, K, {4, gs}, uint32_t(K + gs));
-      const QuantizedMatrix& q = w.quant();
-      for (int64_t M : {1, 2, 3, 4}) {
-        const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
-        const Reference ref = reference(q, X, M);
-        quant_detail::Int8DecodeInput in;
-        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-            q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
-        std::vector<float> y(size_t(M * N));
-        quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
-        ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", K " << K << ", M " << M;
-        EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
-        std::vector<float> acc(y.size(), 1.5f);
-        quant_detail::int8_decode_rows(q, in, 0, M, 0, N, acc.data(), N, true, Int8Isa::kAvx2);
-        for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + y[i]) << i;
-        if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
-        quant_detail::Int8DecodeInput in512;
-        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-            q, X.data(), M, in512, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx512Vnni));
-        EXPECT_EQ(in.q1, in512.q1) << "the same levels";
-        EXPECT_EQ(in.q2, in512.q2);
-        EXPECT_EQ(in.units, in512.units);
-        std::vector<float> y512(y.size());
-        quant_detail::int8_decode_rows(q, in512, 0, M, 0, N, y512.data(), N, false,
-                                       Int8Isa::kAvx512Vnni);
-        EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
-            << "group " << gs << ", K " << K << ", M " << M;
+  for (int bits : {4, 8})
+    for (int gs : {32, 64, 128})
+      for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}}) {
+        if (K % gs != 0) continue;
+        const int64_t N = 37;
+        SCOPED_TRACE(std::to_string(bits) + " bits");
+        const Weight w = quantized(N, K, {bits, gs}, uint32_t(K + gs + bits));
+        const QuantizedMatrix& q = w.quant();
+        for (int64_t M : {1, 2, 3, 4}) {
+          const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+          const Reference ref = reference(q, X, M);
+          quant_detail::Int8DecodeInput in;
+          ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+              q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
+          std::vector<float> y(size_t(M * N));
+          quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
+          ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", K " << K << ", M " << M;
+          EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
+          std::vector<float> acc(y.size(), 1.5f);
+          quant_detail::int8_decode_rows(q, in, 0, M, 0, N, acc.data(), N, true, Int8Isa::kAvx2);
+          for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + y[i]) << i;
+          if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
+          quant_detail::Int8DecodeInput in512;
+          ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+              q, X.data(), M, in512, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx512Vnni));
+          EXPECT_EQ(in.q1, in512.q1) << "the same levels";
+          EXPECT_EQ(in.q2, in512.q2);
+          EXPECT_EQ(in.units, in512.units);
+          std::vector<float> y512(y.size());
+          quant_detail::int8_decode_rows(q, in512, 0, M, 0, N, y512.data(), N, false,
+                                         Int8Isa::kAvx512Vnni);
+          EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
+              << "group " << gs << ", K " << K << ", M " << M;
+        }
       }
-    }
 }
 
 // The AVX2 int8 GEMM (4 bits), called directly: within the bound for every group size, K
@@ -269,6 +271,22 @@ TEST(QuantDecodeInt8, RejectsOtherWidthsAndShapes) {
   EXPECT_FALSE(quant_int8_supported(w3.quant()));
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 1, K, w3.quant(), y.data(), false), Error);
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 40, K, w3.quant(), y.data(), false), Error);
+}
+
+// 8-bit codes on AVX2 take the int8 decode kernel but not the GEMM (twice 4-bit's integer work,
+// slower than the fp32 tiles); 3-bit codes take neither anywhere.
+TEST(QuantDecodeInt8, WhichWidthsEachInstructionSetTakes) {
+  using quant_detail::Int8Isa;
+  for (Int8Isa isa : {Int8Isa::kAvx2, Int8Isa::kAvx512Vnni}) {
+    EXPECT_TRUE(quant_detail::int8_supported(4, isa));
+    EXPECT_TRUE(quant_detail::int8_supported(8, isa));
+    EXPECT_FALSE(quant_detail::int8_supported(3, isa));
+    EXPECT_TRUE(quant_detail::int8_gemm_supported(4, isa));
+    EXPECT_FALSE(quant_detail::int8_gemm_supported(3, isa));
+  }
+  EXPECT_FALSE(quant_detail::int8_gemm_supported(8, Int8Isa::kAvx2));
+  EXPECT_TRUE(quant_detail::int8_gemm_supported(8, Int8Isa::kAvx512Vnni));
+  EXPECT_FALSE(quant_detail::int8_supported(4, Int8Isa::kNone));
 }
 
 }  // namespace

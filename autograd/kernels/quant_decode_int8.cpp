@@ -250,11 +250,14 @@ bool int8_supported(int bits, Int8Isa isa) {
     case Int8Isa::kNone:
       return false;
     case Int8Isa::kAvx2:
-      return bits == 4;
     case Int8Isa::kAvx512Vnni:
       return bits == 4 || bits == 8;
   }
   return false;
+}
+
+bool int8_gemm_supported(int bits, Int8Isa isa) {
+  return int8_supported(bits, isa) && (isa == Int8Isa::kAvx512Vnni || bits == 4);
 }
 
 void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
@@ -288,7 +291,12 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
           return;
         }
   });
-  return finite;
+  if (!finite) return false;
+  if (isa == Int8Isa::kAvx2 && W.bits == 8 && layout == Int8Layout::kDecode) {
+    in.levels16.resize(in.q1.size());
+    for (size_t i = 0; i < in.q1.size(); ++i) in.levels16[i] = int16_t(256 * in.q1[i] + in.q2[i]);
+  }
+  return true;
 }
 
 }  // namespace glm4::quant_detail

@@ -1,8 +1,8 @@
-// The int8 decode kernel of quant_decode_int8.h in AVX2 (Zen 3 and other CPUs without AVX-512),
-// 4-bit codes only: the same two int8 levels of X and the same exact int32 sums over each 8
-// columns, made with vpmaddubsw (code x level, pairs to int16: at most 2 * 15 * 127 a pair, so
-// never saturating; 8-bit codes would) and vpmaddwd, in place of AVX512-VNNI's vpdpbusd. Only the
-// fp32 accumulation order differs from the AVX-512 kernel.
+// The int8 decode kernel of quant_decode_int8.h in AVX2 (Zen 3 and other CPUs without AVX-512):
+// the same two int8 levels of X and the same exact int32 sums, made for 4-bit codes with
+// vpmaddubsw (code x level, pairs to int16: at most 2 * 15 * 127 a pair, so never saturating) and
+// vpmaddwd, for 8-bit codes with vpmaddwd alone (rows8), in place of AVX512-VNNI's vpdpbusd. Only
+// the fp32 accumulation order differs from the AVX-512 kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -137,13 +137,80 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     }
 }
 
+// Rows [n, n + R) of an 8-bit W against M rows of the input. Codes up to 255 times a level would
+// saturate vpmaddubsw's int16 pairs, so the codes are widened to int16 and multiplied by X's two
+// levels joined into one int16, 256 q1 + q2 (at most 32639), with vpmaddwd: a pair is at most
+// 2 * 255 * 32639 and a lane's int32 sum over a group of 128 columns 64 times that, exact. The
+// same sums as the VNNI kernel's; each group's is scaled once.
+template <int M, int R>
+void rows8(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
+           int64_t ldy, bool accumulate) {
+  const int64_t gs = W.group_size, groups = W.groups();
+  const int16_t* x[M];
+  const float *sums[M], *units[M];
+  for (int m = 0; m < M; ++m) {
+    x[m] = in.levels16.data() + (m0 + m) * in.cols;
+    sums[m] = in.sums.data() + (m0 + m) * in.groups;
+    units[m] = in.units.data() + (m0 + m) * in.groups;
+  }
+  const uint8_t* row[R];
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.row(n + r);
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  }
+  for (int64_t gb = 0; gb < groups; gb += kBlockGroups) {
+    const int64_t count = std::min(kBlockGroups, groups - gb);
+    alignas(32) float scale_unit[R][M][kBlockGroups];  // scale_g * unit_g of the block's groups
+    for (int r = 0; r < R; ++r) {
+      const __m256 scale = widen_params8(W, W.scales, n + r, gb, count);
+      const __m256 bias = widen_params8(W, W.biases, n + r, gb, count);
+      for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
+        acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(sums[m] + gb), acc[r][m]);
+        _mm256_store_ps(scale_unit[r][m], _mm256_mul_ps(scale, _mm256_loadu_ps(units[m] + gb)));
+      }
+    }
+    for (int64_t g = 0; g < count; ++g) {
+      const int64_t c0 = (gb + g) * gs;
+      __m256i dot[R][M];
+      for (int r = 0; r < R; ++r)
+        for (int m = 0; m < M; ++m) dot[r][m] = _mm256_setzero_si256();
+      for (int64_t c = c0; c < c0 + gs; c += 16) {
+        __m256i levels[M];
+        for (int m = 0; m < M; ++m)
+          levels[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[m] + c));
+        for (int r = 0; r < R; ++r) {
+          if (c % 64 == 0)
+            _mm_prefetch(reinterpret_cast<const char*>(row[r] + c + kPrefetchBytes), _MM_HINT_T1);
+          const __m256i codes =
+              _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + c)));
+          for (int m = 0; m < M; ++m)
+            dot[r][m] = _mm256_add_epi32(dot[r][m], _mm256_madd_epi16(codes, levels[m]));
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int m = 0; m < M; ++m)
+          acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][m]),
+                                      _mm256_set1_ps(scale_unit[r][m][g]), acc[r][m]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) {
+      const float s = hsum(acc[r][m]);
+      float& y = Y[m * ldy + n + r];
+      y = accumulate ? y + s : s;
+    }
+}
+
 template <int M>
 void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
             float* Y, int64_t ldy, bool accumulate) {
   constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 16 vector registers
+  const auto pass = W.bits == 8 ? rows8<M, R> : rows<M, R>;
+  const auto single = W.bits == 8 ? rows8<M, 1> : rows<M, 1>;
   int64_t n = n0;
-  for (; n + R <= n1; n += R) rows<M, R>(W, in, m0, n, Y, ldy, accumulate);
-  for (; n < n1; ++n) rows<M, 1>(W, in, m0, n, Y, ldy, accumulate);
+  for (; n + R <= n1; n += R) pass(W, in, m0, n, Y, ldy, accumulate);
+  for (; n < n1; ++n) single(W, in, m0, n, Y, ldy, accumulate);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The AVX2 forms of quant_decode_int8.cpp's kernels (4-bit codes), which int8_decode_rows and
+// The AVX2 forms of quant_decode_int8.cpp's kernels, which int8_decode_rows and
 // prepare_int8_decode_input run under Int8Isa::kAvx2.
 #pragma once
 #include <cstdint>
@@ -13,7 +13,7 @@ namespace glm4::quant_detail {
 bool quantize_group_avx2(int bits, const float* x, int64_t count, int64_t c0, int8_t* q1,
                          int8_t* q2, float* sum, float* unit);
 
-// int8_decode_rows for a 4-bit W.
+// int8_decode_rows for a 4- or 8-bit W (the 8-bit one with `in.levels16`).
 void int8_decode_rows_avx2(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
                            int64_t M, int64_t n0, int64_t n1, float* Y, int64_t ldy,
                            bool accumulate);

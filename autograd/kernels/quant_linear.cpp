@@ -176,11 +176,13 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   check_args("quant_linear_forward_int8", W, X, Y, M * K, M * N);
   GLM4_CHECK(M >= 0 && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ", K,
              "] does not match W [", W.rows, ", ", W.cols, "]");
-  GLM4_CHECK(quant_int8_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI and ",
-             "4- or 8-bit codes, or AVX2 and 4-bit codes (", W.bits, " bits)");
+  GLM4_CHECK(quant_int8_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI or AVX2, ",
+             "and 4- or 8-bit codes (", W.bits, " bits)");
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
   const bool decode = M <= kStreamRows;
+  if (!decode && !quant_detail::int8_gemm_supported(W.bits))
+    return quant_linear_forward(X, M, K, W, Y, accumulate);
   quant_detail::Int8DecodeInput in;
   if (!quant_detail::prepare_int8_decode_input(
           W, X, M, in,
