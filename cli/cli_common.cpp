@@ -161,8 +161,7 @@ void check_output_dir(const fs::path& dir, const std::string& flag, bool force,
 const char* const kComputeFlagHelp =
     "Dtype of the frozen-weight products: auto (bf16 for bf16 weights on a CPU with AMX or "
     "AVX512-BF16, on Intel's AVX512-BF16 alone for decode sizes only; for 4/8-bit weights' "
-    "products on AVX512-VNNI alone, 4-bit and decoding 8-bit weights' on AVX2; else f32), f32 "
-    "or bf16 "
+    "products on AVX512-VNNI or AVX2 alone; else f32), f32 or bf16 "
     "(default auto)";
 
 void add_compute_flag(CLI::App* app, std::string& value) {

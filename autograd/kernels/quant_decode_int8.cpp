@@ -256,10 +256,6 @@ bool int8_supported(int bits, Int8Isa isa) {
   return false;
 }
 
-bool int8_gemm_supported(int bits, Int8Isa isa) {
-  return int8_supported(bits, isa) && (isa == Int8Isa::kAvx512Vnni || bits == 4);
-}
-
 void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                       int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate, Int8Isa isa) {
   if (isa == Int8Isa::kAvx2)
@@ -292,9 +288,12 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
         }
   });
   if (!finite) return false;
-  if (isa == Int8Isa::kAvx2 && W.bits == 8 && layout == Int8Layout::kDecode) {
+  if (isa == Int8Isa::kAvx2 && W.bits == 8) {
     in.levels16.resize(in.q1.size());
-    for (size_t i = 0; i < in.q1.size(); ++i) in.levels16[i] = int16_t(256 * in.q1[i] + in.q2[i]);
+    for (size_t i = 0; i < in.q1.size(); ++i) {
+      const size_t to = layout == Int8Layout::kDecode ? i : i / 4 * 4 + (i % 4) / 2 + (i % 2) * 2;
+      in.levels16[to] = int16_t(256 * in.q1[i] + in.q2[i]);
+    }
   }
   return true;
 }

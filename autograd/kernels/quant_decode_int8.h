@@ -16,9 +16,8 @@
 
 namespace glm4::quant_detail {
 
-// The instruction set the int8 kernels use: AVX512-VNNI (4- and 8-bit codes, decode and the int8
-// GEMM of quant_gemm_int8.h) or AVX2 (quant_decode_int8_avx2.cpp and quant_gemm_int8_avx2.cpp:
-// decode of 4- and 8-bit codes, the GEMM of 4-bit ones).
+// The instruction set the int8 kernels use, for 4- and 8-bit codes, decode and the int8 GEMM of
+// quant_gemm_int8.h: AVX512-VNNI or AVX2 (quant_decode_int8_avx2.cpp, quant_gemm_int8_avx2.cpp).
 enum class Int8Isa { kNone, kAvx2, kAvx512Vnni };
 
 // This process's: the one of the selected quantized kernels (kernel_selection().quant; so
@@ -28,12 +27,9 @@ Int8Isa int8_isa();
 // Whether this CPU runs `isa`'s kernels.
 bool int8_isa_runs(Int8Isa isa);
 
-// Whether int8_decode_rows runs for `bits` under `isa`.
+// Whether the int8 kernels (int8_decode_rows, and int8_gemm_rows of quant_gemm_int8.h) run for
+// `bits` under `isa`.
 bool int8_supported(int bits, Int8Isa isa = int8_isa());
-// Whether int8_gemm_rows of quant_gemm_int8.h does. On AVX2 8-bit codes would take twice the
-// integer instructions of 4-bit ones (a code to two nibbles, or to int16), which the fp32 tiles
-// outrun; those products stay fp32.
-bool int8_gemm_supported(int bits, Int8Isa isa = int8_isa());
 
 inline constexpr float kInt8Level = 127.0f;        // largest |q1| and |q2|
 inline constexpr float kInt8SecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
@@ -47,7 +43,9 @@ struct Int8DecodeInput {
   std::vector<int8_t> q1, q2;  // [M, cols]
   std::vector<float> units;    // [M, groups]: the unit of each group, zero past the last
   std::vector<float> sums;     // [M, groups]: fp32 sum of X over each group, zero past the last
-  // [M, cols]: 256 q1 + q2 in one int16, for the AVX2 kernel of 8-bit codes (empty otherwise).
+  // [M, cols]: 256 q1 + q2 in one int16, for the AVX2 kernels of 8-bit codes (empty otherwise):
+  // in column order for kDecode; for kColumns every 4 columns k..k+3 as k, k+2, k+1, k+3, the
+  // int16 pairs vpmaddwd meets in the GEMM's tiles.
   std::vector<int16_t> levels16;
 };
 // Row m of a prepared input: what a kernel reads of it.

@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
-// Everything here runs only where int8_gemm_supported() said yes.
+// Everything here runs only where int8_supported() said yes.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")
 #include "autograd/kernels/quant_gemm_int8_tiles.h"

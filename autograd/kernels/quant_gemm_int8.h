@@ -18,7 +18,7 @@ namespace glm4::quant_detail {
 constexpr int64_t kInt8GemmRows = 32;
 
 // Y[m * ldy + n] = sum_k X[m, k] deq(W)[n, k] for every m < M and n in [n0, n1), with `in` from
-// prepare_int8_decode_input(..., Int8Layout::kColumns). Needs int8_gemm_supported(W.bits, isa).
+// prepare_int8_decode_input(..., Int8Layout::kColumns). Needs int8_supported(W.bits, isa).
 // Each output is one fixed-order sum, whatever n0 and n1 are (written a 512-column block at a
 // time, so a caller that accumulates adds the finished product); both ISAs give the same bits.
 void int8_gemm_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t M, int64_t n0,

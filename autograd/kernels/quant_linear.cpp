@@ -181,8 +181,6 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
   const bool decode = M <= kStreamRows;
-  if (!decode && !quant_detail::int8_gemm_supported(W.bits))
-    return quant_linear_forward(X, M, K, W, Y, accumulate);
   quant_detail::Int8DecodeInput in;
   if (!quant_detail::prepare_int8_decode_input(
           W, X, M, in,

@@ -23,8 +23,7 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
                           bool accumulate);
 
 // Whether quant_linear_forward_int8 runs W on this CPU with the selected quantized kernels
-// (AVX512-VNNI or AVX2, 4- or 8-bit codes; on AVX2 only decode sizes of 8-bit codes take int8,
-// prefill sizes the fp32 tiles).
+// (AVX512-VNNI or AVX2, 4- or 8-bit codes).
 bool quant_int8_supported(const QuantizedMatrix& W);
 // Whether it runs on this CPU at all (for 4-bit codes), decode and prefill sizes alike.
 bool quant_int8_available();
