@@ -61,9 +61,13 @@ __m256 widen_params8(const QuantizedMatrix& W, const void* params, int64_t r, in
   return _mm256_load_ps(part);
 }
 
-// Rows [n, n + R) of W against M rows of the input, as quant_decode_int8.cpp's rows<4, M, R>.
-// Lane l of a half step's sums covers its columns [8 l, 8 l + 8), which lie in one group.
-template <int M, int R>
+// Rows [n, n + R) of W against M rows of the input, as quant_decode_int8.cpp's rows<Bits, M, R>.
+// 4 bits: lane l of a half step's sums covers its columns [8 l, 8 l + 8), which lie in one group.
+// 8 bits: codes up to 255 times a level would saturate vpmaddubsw's int16 pairs, so the codes are
+// widened to int16 and multiplied by X's two levels joined into one int16, 256 q1 + q2 (at most
+// 32639), with vpmaddwd: a pair is at most 2 * 255 * 32639 and a lane's int32 sum over a group of
+// 128 columns 64 times that, exact; each group's sums are scaled once.
+template <int Bits, int M, int R>
 void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
           int64_t ldy, bool accumulate) {
   const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
@@ -73,7 +77,11 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   const __m256i lane_group =
       _mm256_srli_epi32(_mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), group_shift);
   Int8InputRow x[M];
-  for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
+  const int16_t* wide[M];  // 8 bits: the joined levels (Int8DecodeInput::levels16)
+  for (int m = 0; m < M; ++m) {
+    x[m] = int8_input_row(in, m0 + m);
+    if constexpr (Bits == 8) wide[m] = in.levels16.data() + (m0 + m) * in.cols;
+  }
   const uint8_t* row[R];
   __m256 acc[R][M];
   for (int r = 0; r < R; ++r) {
@@ -92,6 +100,33 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       }
     }
     const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
+    if constexpr (Bits == 8) {
+      for (int64_t g = 0; g < count; ++g) {
+        __m256i dot[R][M];
+        for (int r = 0; r < R; ++r)
+          for (int m = 0; m < M; ++m) dot[r][m] = _mm256_setzero_si256();
+        for (int64_t c = c0 + g * gs; c < c0 + (g + 1) * gs; c += 16) {
+          __m256i levels[M];
+          for (int m = 0; m < M; ++m)
+            levels[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wide[m] + c));
+          for (int r = 0; r < R; ++r) {
+            if (c % 64 == 0)
+              _mm_prefetch(reinterpret_cast<const char*>(row[r] + c + kPrefetchBytes), _MM_HINT_T1);
+            const __m256i codes =
+                _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + c)));
+            for (int m = 0; m < M; ++m)
+              dot[r][m] = _mm256_add_epi32(dot[r][m], _mm256_madd_epi16(codes, levels[m]));
+          }
+        }
+        const __m256i lane = _mm256_set1_epi32(int32_t(g));
+        for (int r = 0; r < R; ++r)
+          for (int m = 0; m < M; ++m)
+            acc[r][m] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][m]),
+                                _mm256_permutevar8x32_ps(scale_unit[r][m], lane), acc[r][m]);
+      }
+      continue;
+    }
     for (int64_t c = c0; c < c1; c += kHalf) {
       // Byte p of a 128-column step holds columns 2p and 2p + 1; the prepared input has the
       // step's even columns at [0, 64) and its odd ones at [64, 128).
@@ -137,77 +172,12 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     }
 }
 
-// Rows [n, n + R) of an 8-bit W against M rows of the input. Codes up to 255 times a level would
-// saturate vpmaddubsw's int16 pairs, so the codes are widened to int16 and multiplied by X's two
-// levels joined into one int16, 256 q1 + q2 (at most 32639), with vpmaddwd: a pair is at most
-// 2 * 255 * 32639 and a lane's int32 sum over a group of 128 columns 64 times that, exact. The
-// same sums as the VNNI kernel's; each group's is scaled once.
-template <int M, int R>
-void rows8(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
-           int64_t ldy, bool accumulate) {
-  const int64_t gs = W.group_size, groups = W.groups();
-  const int16_t* x[M];
-  const float *sums[M], *units[M];
-  for (int m = 0; m < M; ++m) {
-    x[m] = in.levels16.data() + (m0 + m) * in.cols;
-    sums[m] = in.sums.data() + (m0 + m) * in.groups;
-    units[m] = in.units.data() + (m0 + m) * in.groups;
-  }
-  const uint8_t* row[R];
-  __m256 acc[R][M];
-  for (int r = 0; r < R; ++r) {
-    row[r] = W.row(n + r);
-    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
-  }
-  for (int64_t gb = 0; gb < groups; gb += kBlockGroups) {
-    const int64_t count = std::min(kBlockGroups, groups - gb);
-    alignas(32) float scale_unit[R][M][kBlockGroups];  // scale_g * unit_g of the block's groups
-    for (int r = 0; r < R; ++r) {
-      const __m256 scale = widen_params8(W, W.scales, n + r, gb, count);
-      const __m256 bias = widen_params8(W, W.biases, n + r, gb, count);
-      for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
-        acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(sums[m] + gb), acc[r][m]);
-        _mm256_store_ps(scale_unit[r][m], _mm256_mul_ps(scale, _mm256_loadu_ps(units[m] + gb)));
-      }
-    }
-    for (int64_t g = 0; g < count; ++g) {
-      const int64_t c0 = (gb + g) * gs;
-      __m256i dot[R][M];
-      for (int r = 0; r < R; ++r)
-        for (int m = 0; m < M; ++m) dot[r][m] = _mm256_setzero_si256();
-      for (int64_t c = c0; c < c0 + gs; c += 16) {
-        __m256i levels[M];
-        for (int m = 0; m < M; ++m)
-          levels[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[m] + c));
-        for (int r = 0; r < R; ++r) {
-          if (c % 64 == 0)
-            _mm_prefetch(reinterpret_cast<const char*>(row[r] + c + kPrefetchBytes), _MM_HINT_T1);
-          const __m256i codes =
-              _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + c)));
-          for (int m = 0; m < M; ++m)
-            dot[r][m] = _mm256_add_epi32(dot[r][m], _mm256_madd_epi16(codes, levels[m]));
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int m = 0; m < M; ++m)
-          acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][m]),
-                                      _mm256_set1_ps(scale_unit[r][m][g]), acc[r][m]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) {
-      const float s = hsum(acc[r][m]);
-      float& y = Y[m * ldy + n + r];
-      y = accumulate ? y + s : s;
-    }
-}
-
 template <int M>
 void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
             float* Y, int64_t ldy, bool accumulate) {
   constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 16 vector registers
-  const auto pass = W.bits == 8 ? rows8<M, R> : rows<M, R>;
-  const auto single = W.bits == 8 ? rows8<M, 1> : rows<M, 1>;
+  const auto pass = W.bits == 8 ? rows<8, M, R> : rows<4, M, R>;
+  const auto single = W.bits == 8 ? rows<8, M, 1> : rows<4, M, 1>;
   int64_t n = n0;
   for (; n + R <= n1; n += R) pass(W, in, m0, n, Y, ldy, accumulate);
   for (; n < n1; ++n) single(W, in, m0, n, Y, ldy, accumulate);
