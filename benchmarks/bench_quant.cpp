@@ -218,7 +218,7 @@ Weight dense_weight(const Linear& s, uint64_t seed) {
 }
 
 // The product through kernel k: "int8" is quant_linear_forward_int8 (the decode of --compute
-// bf16: 4 and 8 bits on AVX512-VNNI, 4 bits on AVX2, which GLM4_QUANT_KERNEL=avx2 selects), the
+// bf16: 4 and 8 bits on AVX512-VNNI or on AVX2, which GLM4_QUANT_KERNEL=avx2 selects), the
 // others quant_linear_forward with that kernel table.
 void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
                   const QuantizedMatrix& q, float* y) {
@@ -497,7 +497,7 @@ int main(int argc, char** argv) {
                 [&] { quant_linear_input_grad(x.data(), M, s->N, q.view(), y.data(), false); }, 3);
         std::printf("  %9.1f %6.1f", fwd / 1e9, dgrad / 1e9);
         if (int8 && !quant_int8_supported(q.view()))
-          std::printf(" %6s", "-");  // the AVX2 int8 kernels take 4-bit codes only
+          std::printf(" %6s", "-");  // widths the int8 kernels do not take
         else if (int8)
           std::printf(" %6.1f", flop /
                                     best_seconds(

@@ -1,7 +1,7 @@
 // Decode-sized products (M <= kQuantStreamRows) with a 4- or 8-bit weight on the int8 dot
 // products of AVX512-VNNI (vpdpbusd: 64 byte products a instruction, against 16 for an fp32
-// fma; on AVX2, vpmaddubsw for 4 bits), used under --compute bf16. Each group of X is written as
-// two int8 levels,
+// fma; on AVX2, vpmaddubsw for 4 bits and vpmaddwd for 8), used under --compute bf16. Each group of
+// X is written as two int8 levels,
 //   x ~= unit * (256 * q1 + q2),  unit = max|x| / (127 * 256),  |q1|, |q2| <= 127,
 // so an element is off by at most about max|x| / 65000 of its group (bf16 rounding: x / 256),
 // and the codes multiply both levels exactly in int32:

@@ -1,5 +1,6 @@
 // Prefill-sized products (more rows than kQuantStreamRows) with a 4- or 8-bit weight on the int8
-// dot products of AVX512-VNNI (on AVX2, vpmaddubsw for 4 bits: quant_gemm_int8_avx2.cpp), under
+// dot products of AVX512-VNNI (on AVX2 vpmaddubsw for 4 bits, vpmaddwd for 8:
+// quant_gemm_int8_avx2.cpp), under
 // --compute bf16 where no bf16 units take them (a CPU without AVX512-BF16 or AMX). X is in the two
 // int8 levels of quant_decode_int8.h, in column order, so the error bound is the decode kernel's.
 // The weight's codes are unpacked to one byte each for 32 rows and 512 columns at a time into a
