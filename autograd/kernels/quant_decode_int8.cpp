@@ -275,26 +275,31 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
   in.q2.assign(size_t(M * in.cols), 0);
   in.units.assign(size_t(M * in.groups), 0.0f);
   in.sums.assign(size_t(M * in.groups), 0.0f);
+  // The AVX2 kernels of 8-bit codes read both levels joined (Int8DecodeInput::levels16).
+  const bool joined = isa == Int8Isa::kAvx2 && W.bits == 8;
+  in.levels16.assign(joined ? size_t(M * in.cols) : 0, 0);
   std::atomic<bool> finite{true};
   // A prefill's rows are worth threads; a decode's few are not.
   parallel_for(M, 8, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1 && finite.load(std::memory_order_relaxed); ++m)
+    for (int64_t m = m0; m < m1 && finite.load(std::memory_order_relaxed); ++m) {
+      int8_t* q1 = in.q1.data() + m * in.cols;
+      int8_t* q2 = in.q2.data() + m * in.cols;
       for (int64_t g = 0; g < W.groups(); ++g)
-        if (!quantize(order_bits, X + m * K + g * gs, gs, g * gs, in.q1.data() + m * in.cols,
-                      in.q2.data() + m * in.cols, &in.sums[size_t(m * in.groups + g)],
-                      &in.units[size_t(m * in.groups + g)])) {
+        if (!quantize(order_bits, X + m * K + g * gs, gs, g * gs, q1, q2,
+                      &in.sums[size_t(m * in.groups + g)], &in.units[size_t(m * in.groups + g)])) {
           finite = false;
           return;
         }
+      if (!joined) continue;
+      int16_t* levels = in.levels16.data() + m * in.cols;
+      for (int64_t c = 0; c < in.cols; ++c) {
+        const int64_t to =
+            layout == Int8Layout::kDecode ? c : c / 4 * 4 + (c % 4) / 2 + (c % 2) * 2;
+        levels[to] = int16_t(256 * q1[c] + q2[c]);
+      }
+    }
   });
   if (!finite) return false;
-  if (isa == Int8Isa::kAvx2 && W.bits == 8) {
-    in.levels16.resize(in.q1.size());
-    for (size_t i = 0; i < in.q1.size(); ++i) {
-      const size_t to = layout == Int8Layout::kDecode ? i : i / 4 * 4 + (i % 4) / 2 + (i % 2) * 2;
-      in.levels16[to] = int16_t(256 * in.q1[i] + in.q2[i]);
-    }
-  }
   return true;
 }
 

@@ -1,8 +1,8 @@
 // The int8 decode kernel of quant_decode_int8.h in AVX2 (Zen 3 and other CPUs without AVX-512):
 // the same two int8 levels of X and the same exact int32 sums, made for 4-bit codes with
 // vpmaddubsw (code x level, pairs to int16: at most 2 * 15 * 127 a pair, so never saturating) and
-// vpmaddwd, for 8-bit codes with vpmaddwd alone (rows8), in place of AVX512-VNNI's vpdpbusd. Only
-// the fp32 accumulation order differs from the AVX-512 kernel.
+// vpmaddwd, for 8-bit codes with vpmaddwd alone, in place of AVX512-VNNI's vpdpbusd. Only the fp32
+// accumulation order differs from the AVX-512 kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -125,41 +125,43 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][m]),
                                 _mm256_permutevar8x32_ps(scale_unit[r][m], lane), acc[r][m]);
       }
-      continue;
-    }
-    for (int64_t c = c0; c < c1; c += kHalf) {
-      // Byte p of a 128-column step holds columns 2p and 2p + 1; the prepared input has the
-      // step's even columns at [0, 64) and its odd ones at [64, 128).
-      const int64_t step = c / 128 * 128, half = (c % 128) / 2;
-      const __m256i group =
-          _mm256_add_epi32(_mm256_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* p = row[r] + c / 2;
-        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
-        __m256i v;
-        if (c + kHalf <= K) {
-          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        } else {  // a row's last 32 columns: only their 16 bytes are the row's
-          alignas(32) uint8_t tail[32] = {};
-          std::memcpy(tail, p, size_t((K - c) / 2));
-          v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
-        }
-        const __m256i lo = _mm256_and_si256(v, nibble);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-        for (int m = 0; m < M; ++m) {
-          // Each level's pair sums (at most 4 * 15 * 127 in an int16), then the 8-column int32
-          // sums of (first level << 8) + second level, the shift made by vpmaddwd's factor.
-          auto pairs_of = [&](const int8_t* q) {
-            const __m256i even =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + half));
-            const __m256i odd =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + 64 + half));
-            return _mm256_add_epi16(_mm256_maddubs_epi16(lo, even), _mm256_maddubs_epi16(hi, odd));
-          };
-          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
-                                                _mm256_madd_epi16(pairs_of(x[m].q2), second));
-          acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
-                                      _mm256_permutevar8x32_ps(scale_unit[r][m], group), acc[r][m]);
+    } else {
+      for (int64_t c = c0; c < c1; c += kHalf) {
+        // Byte p of a 128-column step holds columns 2p and 2p + 1; the prepared input has the
+        // step's even columns at [0, 64) and its odd ones at [64, 128).
+        const int64_t step = c / 128 * 128, half = (c % 128) / 2;
+        const __m256i group =
+            _mm256_add_epi32(_mm256_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* p = row[r] + c / 2;
+          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+          __m256i v;
+          if (c + kHalf <= K) {
+            v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+          } else {  // a row's last 32 columns: only their 16 bytes are the row's
+            alignas(32) uint8_t tail[32] = {};
+            std::memcpy(tail, p, size_t((K - c) / 2));
+            v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+          }
+          const __m256i lo = _mm256_and_si256(v, nibble);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+          for (int m = 0; m < M; ++m) {
+            // Each level's pair sums (at most 4 * 15 * 127 in an int16), then the 8-column int32
+            // sums of (first level << 8) + second level, the shift made by vpmaddwd's factor.
+            auto pairs_of = [&](const int8_t* q) {
+              const __m256i even =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + half));
+              const __m256i odd =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + 64 + half));
+              return _mm256_add_epi16(_mm256_maddubs_epi16(lo, even),
+                                      _mm256_maddubs_epi16(hi, odd));
+            };
+            const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
+                                                  _mm256_madd_epi16(pairs_of(x[m].q2), second));
+            acc[r][m] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
+                                _mm256_permutevar8x32_ps(scale_unit[r][m], group), acc[r][m]);
+          }
         }
       }
     }
