@@ -330,7 +330,7 @@ TEST(Cli, GenerateJsonReportsTheKernels) {
 }
 
 // The int8 kernels follow the selected quantized kernels: GLM4_QUANT_KERNEL=avx2 takes their AVX2
-// form (4-bit codes, decode and prefill), scalar none, so a quantized model runs what an
+// form (4- and 8-bit codes, decode and prefill), scalar none, so a quantized model runs what an
 // AVX2-only CPU, or one without SIMD, would (under auto: bf16 compute where int8 decode runs, else
 // f32 when the CPU has no bf16 units either).
 TEST(Cli, QuantKernelOverrideChoosesTheInt8Form) {
