@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/kernels/quant_linear.h"
 #include "base/parallel.h"
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
@@ -90,7 +91,11 @@ double attention_ms(const ModelConfig& c, const Options& o) {
   Tensor cached = Tensor::empty({1, o.context + 1, 1, cache_values_per_token_layer(c)});
   for (Tensor* t : {&q, &cached})
     for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = normal(rng);
-  const bool bf16 = o.compute != "f32" && kernels::bf16_kernel() != kernels::Bf16Kernel::kNone;
+  // As apply_compute_flag resolves it for a model of such weights: bf16 on bf16 units, and for
+  // quantized ones also on the int8 kernels of a CPU without them.
+  const bool quantized = o.dtype == "q4" || o.dtype == "q8";
+  const bool bf16 = o.compute != "f32" && (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone ||
+                                           (quantized && quant_int8_available()));
   const ComputeChoice compute = bf16 ? bf16_compute(kernels::bf16_kernel()) : kF32Compute;
   std::printf("# latent attention alone: %s, kv_b_proj %s, compute %s, %ld cached tokens\n",
               o.config.c_str(), o.dtype.c_str(), compute.describe().c_str(), long(o.context));
