@@ -9,8 +9,9 @@ namespace glm4 {
 enum class FileResidency {
   kAuto,       // huge pages when the bytes fit the memory available, else mapped
   kMapped,     // mmap of the file, read-only
-  kHugePages,  // read in parallel into huge pages; the file's page cache is dropped afterwards,
-               // so the machine holds one copy. Files under one huge page are mapped instead.
+  kHugePages,  // read in parallel into huge pages, with direct I/O where the filesystem has it
+               // (past the page cache), and the file's cached pages dropped afterwards: the
+               // machine holds one copy. Files under one huge page are mapped instead.
 };
 const char* residency_name(FileResidency r);  // "auto", "mmap", "huge_pages"
 
@@ -33,6 +34,9 @@ class FileBytes {
   const unsigned char* data() const { return static_cast<const unsigned char*>(base_); }
   size_t size() const { return size_; }
   FileResidency residency() const { return residency_; }  // what was used
+  // Of the bytes read into huge pages, those read with direct I/O (from the disk, not through
+  // the page cache); 0 when mapped.
+  size_t direct_bytes() const { return direct_bytes_; }
   // Gives the whole 4 KB pages inside [p, p + n) back to the system (a huge page they share is
   // split) and returns their bytes. For bytes that were read once and are never read again: a
   // later read gives zeros (huge pages) or the file's bytes again (mapped).
@@ -42,6 +46,7 @@ class FileBytes {
   void release();
   void* base_ = nullptr;
   size_t size_ = 0;
+  size_t direct_bytes_ = 0;
   FileResidency residency_ = FileResidency::kMapped;
 };
 

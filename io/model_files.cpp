@@ -92,6 +92,12 @@ size_t ModelFiles::file_bytes() const {
   return total;
 }
 
+size_t ModelFiles::direct_bytes() const {
+  size_t total = 0;
+  for (const auto& f : files_) total += f->direct_bytes();
+  return total;
+}
+
 const TensorInfo* ModelFiles::find(const std::string& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.info;

@@ -32,6 +32,7 @@ class ModelFiles {
   const std::filesystem::path& dir() const { return dir_; }
   FileResidency residency() const { return residency_; }  // as resolved
   size_t file_bytes() const;                              // of all the files
+  size_t direct_bytes() const;  // of those, read with direct I/O (FileBytes::direct_bytes)
 
  private:
   struct Entry {

@@ -57,6 +57,7 @@ class SafetensorsFile {
   const std::filesystem::path& path() const { return path_; }
   FileResidency residency() const { return bytes_.residency(); }
   size_t file_bytes() const { return bytes_.size(); }
+  size_t direct_bytes() const { return bytes_.direct_bytes(); }  // FileBytes::direct_bytes
   // FileBytes::discard of `t`'s bytes (a tensor of this file), never to be read again.
   size_t discard(const TensorInfo& t) { return bytes_.discard(t.data, t.nbytes); }
 

@@ -195,6 +195,7 @@ std::unique_ptr<Glm4Model> load_model(const std::filesystem::path& dir, FileResi
   }
   model->loaded.residency = files.residency();
   model->loaded.file_bytes = files.file_bytes();
+  model->loaded.direct_bytes = files.direct_bytes();
   model->loaded.huge_page_bytes = anon_huge_page_bytes();
   model->loaded.rebuilt_bytes = rebuilt_bytes;
   model->loaded.seconds =

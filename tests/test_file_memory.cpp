@@ -1,6 +1,8 @@
 // Tests of how weight files are held in memory (io/file_memory, base/memory): read into 2 MB
 // pages or mapped, the same bytes and the same model either way, and the load report.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -68,6 +70,28 @@ TEST(FileMemory, HugePagesHoldTheFileBytesIn2MbAlignedAdvisedMemory) {
   const std::string mode = transparent_huge_page_mode();
   ASSERT_FALSE(mode.empty()) << "no /sys/kernel/mm/transparent_hugepage/enabled";
   EXPECT_EQ(thp_eligible(f.data()), mode == "never" ? 0 : 1) << "THP mode " << mode;
+}
+
+// Whether `path`'s filesystem opens files for direct I/O (tmpfs and some others refuse O_DIRECT).
+bool opens_direct(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+TEST(FileMemory, HugePagesAreReadPastThePageCacheWhereTheFilesystemAllows) {
+  TempDir dir;
+  // A ragged tail (direct reads take whole blocks) and a file of whole blocks.
+  for (const size_t n : {3 * kHugePageBytes + 777, 2 * kHugePageBytes + 8192}) {
+    const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
+    FileBytes f = FileBytes::open(dir / "w.bin", FileResidency::kHugePages, "test");
+    ASSERT_EQ(f.size(), n);
+    EXPECT_EQ(std::memcmp(f.data(), want.data(), n), 0) << n << " bytes";
+    EXPECT_EQ(f.direct_bytes(), opens_direct(dir / "w.bin") ? n : 0) << n << " bytes";
+    FileBytes mapped = FileBytes::open(dir / "w.bin", FileResidency::kMapped, "test");
+    EXPECT_EQ(mapped.direct_bytes(), 0u);
+  }
 }
 
 // The resident bytes of the mapping that holds `p` (its smaps "Rss:", in kB there).
@@ -148,6 +172,12 @@ TEST(FileMemory, AModelReadIntoHugePagesIsTheMappedModel) {
   EXPECT_EQ(logits_of(*mapped), logits_of(*read));
   EXPECT_NE(read->loaded.describe().find("read into 2 MB pages"), std::string::npos)
       << read->loaded.describe();
+  const bool direct = opens_direct(kModel + "/model.safetensors");
+  EXPECT_EQ(read->loaded.direct_bytes, direct ? bytes : 0);
+  EXPECT_EQ(mapped->loaded.direct_bytes, 0u);
+  EXPECT_EQ(read->loaded.describe().find("(direct I/O, ") != std::string::npos, direct)
+      << read->loaded.describe();
+  EXPECT_EQ(read->loaded.fields().at("direct_bytes"), read->loaded.direct_bytes);
   EXPECT_NE(mapped->loaded.describe().find("mapped (mmap)"), std::string::npos)
       << mapped->loaded.describe();
 }
