@@ -72,8 +72,33 @@ std::vector<double> reference(const Case& c, const std::vector<float>& q,
   return out;
 }
 
+// Each row's log-sum-exp of its scaled scores [B, Hq, T] in fp64, +inf for a row that sees nothing.
+std::vector<double> reference_lse(const Case& c, const std::vector<float>& q,
+                                  const std::vector<float>& k) {
+  std::vector<double> lse(size_t(c.B * c.Hq * c.T), INFINITY);
+  const double scale = 1.0 / std::sqrt(double(c.D));
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.Hq; ++h) {
+        int64_t lo, hi;
+        c.mask.range(b, t, c.S, &lo, &hi);
+        if (lo >= hi) continue;
+        const int64_t kvh = h / (c.Hq / c.Hkv);
+        double sum = 0;
+        for (int64_t s = lo; s < hi; ++s) {
+          double dot = 0;
+          for (int64_t i = 0; i < c.D; ++i)
+            dot += double(q[size_t(((b * c.T + t) * c.Hq + h) * c.D + i)]) *
+                   k[size_t(((b * c.S + s) * c.Hkv + kvh) * c.D + i)];
+          sum += std::exp(dot * scale);
+        }
+        lse[size_t((b * c.Hq + h) * c.T + t)] = std::log(sum);
+      }
+  return lse;
+}
+
 std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                       const std::vector<float>& v, bool bf16) {
+                       const std::vector<float>& v, bool bf16, std::vector<float>* lse = nullptr) {
   std::vector<float> out(q.size(), -7.0f);
   kernels::AttentionArgs a;
   a.q = q.data();
@@ -91,6 +116,10 @@ std::vector<float> run(const Case& c, const std::vector<float>& q, const std::ve
   a.scale = float(1.0 / std::sqrt(double(c.D)));
   a.mask = &c.mask;
   a.bf16_tiles = bf16 ? kernels::bf16_kernel() : kernels::Bf16Kernel::kNone;
+  if (lse) {
+    lse->assign(size_t(c.B * c.Hq * c.T), -7.0f);
+    a.lse = lse->data();
+  }
   kernels::attention_forward(a);
   return out;
 }
@@ -134,25 +163,49 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
   }
 }
 
-// One query a row (a decode step) runs a kv head's query heads as the rows of one task; more
-// heads a group than a task holds (40 here) fall back to a task a head.
+// One query a row (a decode step) runs a kv head's query heads as the rows of one task: its
+// output and log-sum-exp against fp64; more heads a group than a task holds (40 here) fall back
+// to a task a head.
 TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
+  // The query after S - 1 cached keys sees all S.
+  auto step = [](int64_t S, int64_t Hq, int64_t Hkv, int64_t D) {
+    Case c{1, 1, S, Hq, Hkv, D, {}};
+    c.mask.q_offset = S - 1;
+    return c;
+  };
   std::vector<Case> cases;
-  cases.push_back({1, 1, 190, 16, 2, 64, {}});   // moe-mid's groups of 8
-  cases.push_back({1, 1, 300, 32, 2, 128, {}});  // GLM-4-9B's groups of 16
-  cases.push_back({1, 1, 65, 40, 1, 32, {}});    // one group of 40: a task a head
-  cases.push_back({1, 1, 5, 6, 6, 16, {}});      // no sharing
-  Case padded{2, 1, 90, 12, 3, 48, {}};          // two rows of a batch, the second left-padded
+  cases.push_back(step(190, 16, 2, 64));      // moe-mid's groups of 8
+  cases.push_back(step(300, 32, 2, 128));     // GLM-4-9B's groups of 16
+  cases.push_back(step(65, 40, 1, 32));       // one group of 40: a task a head
+  cases.push_back(step(5, 6, 6, 16));         // no sharing
+  cases.push_back(step(64, 48, 8, 128));      // GLM-4-32B's groups of 6, one whole key tile
+  cases.push_back(step(129, 24, 2, 80));      // groups of 12 (GLM-4.5); d not whole blocks
+  cases.push_back(step(200, 64, 2, 16));      // groups of 32, the most a task takes
+  cases.push_back({1, 1, 10, 4, 2, 64, {}});  // causal at position 0: the first key only
+  Case none{1, 1, 10, 4, 2, 64, {}};          // a padding query: sees nothing, gives zeros
+  none.mask.q_offset = -9;
+  cases.push_back(none);
+  Case padded{2, 1, 90, 12, 3, 48, {}};  // two rows of a batch, the second left-padded
   padded.mask.kv_begin = {0, 30};
   padded.mask.kv_end = {71, 90};
+  padded.mask.q_offset = 89;
   cases.push_back(padded);
-  Case step{1, 1, 77, 8, 2, 32, {}};  // a step after 76 cached keys, causal
-  step.mask.q_offset = 76;
-  cases.push_back(step);
+  Case window{1, 1, 77, 8, 2, 32, {}};  // a step at key 40 of 77 (causal: keys past it unseen)
+  window.mask.q_offset = 40;
+  cases.push_back(window);
   for (const Case& c : cases) {
     const auto [q, k, v] = random_inputs(c, 11);
     const std::vector<double> ref = reference(c, q, k, v);
-    EXPECT_LT(max_error(run(c, q, k, v, false), ref), 1e-5) << c.Hq << " heads, " << c.Hkv;
+    std::vector<float> lse;
+    EXPECT_LT(max_error(run(c, q, k, v, false, &lse), ref), 1e-5) << c.Hq << " heads, " << c.Hkv;
+    const std::vector<double> ref_lse = reference_lse(c, q, k);
+    for (size_t i = 0; i < lse.size(); ++i) {
+      if (std::isinf(ref_lse[i])) {
+        EXPECT_TRUE(std::isinf(lse[i]) && lse[i] > 0) << "row " << i << ": " << lse[i];
+      } else {
+        EXPECT_NEAR(lse[i], ref_lse[i], 1e-5) << c.Hq << " heads, row " << i;
+      }
+    }
     if (native_bf16()) {
       EXPECT_LT(max_error(run(c, q, k, v, true), ref), 2e-2) << c.Hq;
     }
