@@ -41,10 +41,15 @@ Inputs random_inputs(const Case& c, uint32_t seed) {
           randn(size_t(c.B * c.S * c.Hkv * c.D), seed + 2)};
 }
 
-// out [B, T, Hq, D] in fp64: softmax over the visible keys of each query, as the mask says.
-std::vector<double> reference(const Case& c, const std::vector<float>& q,
-                              const std::vector<float>& k, const std::vector<float>& v) {
+// In fp64: out [B, T, Hq, D], the softmax over the visible keys of each query as the mask says,
+// and lse [B, Hq, T], each row's log-sum-exp of its scaled scores (+inf where it sees nothing).
+struct Reference {
+  std::vector<double> out, lse;
+};
+Reference reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                    const std::vector<float>& v) {
   std::vector<double> out(size_t(c.B * c.T * c.Hq * c.D), 0.0);
+  std::vector<double> lse(size_t(c.B * c.Hq * c.T), INFINITY);
   const double scale = 1.0 / std::sqrt(double(c.D));
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t t = 0; t < c.T; ++t)
@@ -64,37 +69,13 @@ std::vector<double> reference(const Case& c, const std::vector<float>& q,
           mx = std::max(mx, dot * scale);
         }
         for (double& x : w) sum += (x = std::exp(x - mx));
+        lse[size_t((b * c.Hq + h) * c.T + t)] = mx + std::log(sum);
         for (int64_t s = lo; s < hi; ++s)
           for (int64_t i = 0; i < c.D; ++i)
             out[size_t(((b * c.T + t) * c.Hq + h) * c.D + i)] +=
                 w[size_t(s - lo)] / sum * v[size_t(((b * c.S + s) * c.Hkv + kvh) * c.D + i)];
       }
-  return out;
-}
-
-// Each row's log-sum-exp of its scaled scores [B, Hq, T] in fp64, +inf for a row that sees nothing.
-std::vector<double> reference_lse(const Case& c, const std::vector<float>& q,
-                                  const std::vector<float>& k) {
-  std::vector<double> lse(size_t(c.B * c.Hq * c.T), INFINITY);
-  const double scale = 1.0 / std::sqrt(double(c.D));
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t t = 0; t < c.T; ++t)
-      for (int64_t h = 0; h < c.Hq; ++h) {
-        int64_t lo, hi;
-        c.mask.range(b, t, c.S, &lo, &hi);
-        if (lo >= hi) continue;
-        const int64_t kvh = h / (c.Hq / c.Hkv);
-        double sum = 0;
-        for (int64_t s = lo; s < hi; ++s) {
-          double dot = 0;
-          for (int64_t i = 0; i < c.D; ++i)
-            dot += double(q[size_t(((b * c.T + t) * c.Hq + h) * c.D + i)]) *
-                   k[size_t(((b * c.S + s) * c.Hkv + kvh) * c.D + i)];
-          sum += std::exp(dot * scale);
-        }
-        lse[size_t((b * c.Hq + h) * c.T + t)] = std::log(sum);
-      }
-  return lse;
+  return {out, lse};
 }
 
 std::vector<float> run(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
@@ -145,7 +126,7 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
   cases.push_back(chunk);
   for (const Case& c : cases) {
     const auto [q, k, v] = random_inputs(c, 1);
-    const std::vector<double> ref = reference(c, q, k, v);
+    const std::vector<double> ref = reference(c, q, k, v).out;
     const std::vector<float> f32 = run(c, q, k, v, false), bf16 = run(c, q, k, v, true);
     const double e32 = max_error(f32, ref), e16 = max_error(bf16, ref);
     EXPECT_LT(e32, 1e-5) << "D " << c.D;
@@ -195,10 +176,9 @@ TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
   cases.push_back(window);
   for (const Case& c : cases) {
     const auto [q, k, v] = random_inputs(c, 11);
-    const std::vector<double> ref = reference(c, q, k, v);
+    const auto [ref, ref_lse] = reference(c, q, k, v);
     std::vector<float> lse;
     EXPECT_LT(max_error(run(c, q, k, v, false, &lse), ref), 1e-5) << c.Hq << " heads, " << c.Hkv;
-    const std::vector<double> ref_lse = reference_lse(c, q, k);
     for (size_t i = 0; i < lse.size(); ++i) {
       if (std::isinf(ref_lse[i])) {
         EXPECT_TRUE(std::isinf(lse[i]) && lse[i] > 0) << "row " << i << ": " << lse[i];
