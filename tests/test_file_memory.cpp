@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "base/memory.h"
 #include "io/file_memory.h"
+#include "io/file_read.h"
 #include "io/model_files.h"
 #include "model/glm4_model.h"
 #include "model/save.h"
@@ -92,6 +93,57 @@ TEST(FileMemory, HugePagesAreReadPastThePageCacheWhereTheFilesystemAllows) {
     FileBytes mapped = FileBytes::open(dir / "w.bin", FileResidency::kMapped, "test");
     EXPECT_EQ(mapped.direct_bytes(), 0u);
   }
+}
+
+// A descriptor closed when it goes out of scope.
+struct OpenFile {
+  int fd;
+  explicit OpenFile(int f) : fd(f) {}
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+TEST(FileMemory, DirectReadsFallBackToThePageCacheWhenRefused) {
+  TempDir dir;
+  const size_t n = 3 * kDirectAlign + 100;  // a ragged end
+  const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
+  const OpenFile fd(::open((dir / "w.bin").c_str(), O_RDONLY));
+  ASSERT_GE(fd.fd, 0);
+  const bool direct_here = opens_direct(dir / "w.bin");
+  const OpenFile direct(::open((dir / "w.bin").c_str(), O_RDONLY | O_DIRECT));
+  const OpenFile a_directory(::open(dir.path().c_str(), O_RDONLY));
+  ASSERT_GE(a_directory.fd, 0);
+  // Room to the next block, aligned, and one byte off alignment (O_DIRECT refuses that).
+  std::vector<unsigned char> buffer(n + 2 * kDirectAlign);
+  unsigned char* aligned = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(buffer.data()) + kDirectAlign - 1) / kDirectAlign *
+      kDirectAlign);
+  struct Way {
+    const char* what;
+    int direct;
+    unsigned char* dst;
+    size_t direct_bytes;
+  };
+  for (const Way& w : {Way{"no direct descriptor", -1, aligned, 0},
+                       Way{"direct", direct.fd, aligned, direct_here ? n : 0},
+                       Way{"a misaligned destination", direct.fd, aligned + 1, 0},
+                       Way{"a descriptor that cannot read", a_directory.fd, aligned, 0}}) {
+    std::memset(aligned, 0, n + 1);
+    EXPECT_EQ(read_range_direct(w.direct, fd.fd, w.dst, 0, n, "test"), w.direct_bytes) << w.what;
+    EXPECT_EQ(std::memcmp(w.dst, want.data(), n), 0) << w.what;
+  }
+  // A range from the middle: whole blocks in, whole blocks out.
+  EXPECT_EQ(read_range_direct(direct.fd, fd.fd, aligned, kDirectAlign, kDirectAlign, "test"),
+            direct_here ? kDirectAlign : 0);
+  EXPECT_EQ(std::memcmp(aligned, want.data() + kDirectAlign, kDirectAlign), 0);
+  // When the page cache cannot read either, the error names the file and the byte.
+  testing::expect_error(
+      [&] { read_range_direct(-1, a_directory.fd, aligned, 0, n, "safetensors w.bin"); },
+      "safetensors w.bin: read failed at byte 0");
+  testing::expect_error(
+      [&] { read_range(fd.fd, aligned, n - 10, 20, "w.bin"); },
+      "w.bin: read failed at byte " + std::to_string(n) + ": the file shrank while being read");
 }
 
 // The resident bytes of the mapping that holds `p` (its smaps "Rss:", in kB there).
