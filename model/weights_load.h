@@ -28,7 +28,7 @@ struct WeightsLoad {
   // {"weights_memory": "huge_pages" | "mmap", "weights_bytes", "direct_bytes", "huge_page_bytes",
   // "load_s"},
   // plus "rebuilt_bytes" when not 0, for the JSON logs (the first metrics line of train, generate
-  // --json, serve's start).
+  // --json; serve's start carries describe()).
   nlohmann::json fields() const;
 };
 
