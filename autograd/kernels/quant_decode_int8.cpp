@@ -299,8 +299,7 @@ bool prepare_int8_decode_input(const QuantizedMatrix& W, const float* X, int64_t
       }
     }
   });
-  if (!finite) return false;
-  return true;
+  return finite;
 }
 
 }  // namespace glm4::quant_detail
