@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,13 +25,6 @@ namespace {
 // Each parallel task reads this much: large enough for long sequential reads, small enough to
 // spread a shard over every thread.
 constexpr size_t kReadChunk = size_t(32) << 20;
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 }  // namespace
 
 const char* residency_name(FileResidency r) {
@@ -57,8 +49,7 @@ FileResidency resolve_residency(FileResidency r, size_t total_bytes) {
 FileBytes FileBytes::open(const std::filesystem::path& path, FileResidency residency,
                           const char* what) {
   const std::string where = str_cat(what, " ", path);
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const OwnedFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   GLM4_CHECK(f.fd >= 0, where, ": cannot open: ", std::strerror(errno));
   struct stat st;
   GLM4_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), where, ": not a regular file");
@@ -70,8 +61,8 @@ FileBytes FileBytes::open(const std::filesystem::path& path, FileResidency resid
     out.base_ = map_anonymous(out.size_, where.c_str());
     out.residency_ = FileResidency::kHugePages;
     auto* dst = static_cast<unsigned char*>(out.base_);
-    Fd direct;  // -1 where the filesystem has no direct I/O
-    direct.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    // -1 where the filesystem has no direct I/O
+    const OwnedFd direct(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
     std::atomic<size_t> direct_bytes{0};
     const int64_t chunks = int64_t((out.size_ + kReadChunk - 1) / kReadChunk);
     parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {

@@ -10,6 +10,10 @@
 
 namespace glm4 {
 
+OwnedFd::~OwnedFd() {
+  if (fd >= 0) ::close(fd);
+}
+
 void read_range(int fd, unsigned char* dst, size_t offset, size_t n, const std::string& where) {
   while (n > 0) {
     const ssize_t got = ::pread(fd, dst, n, off_t(offset));

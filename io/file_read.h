@@ -1,10 +1,19 @@
 // Reading a byte range of a file into memory: through the page cache, or with direct I/O from the
-// disk where the filesystem has it (FileBytes's reads into huge pages).
+// disk where the filesystem has it (FileBytes's reads into huge pages); and the descriptors.
 #pragma once
 #include <cstddef>
 #include <string>
 
 namespace glm4 {
+
+// An open file descriptor (-1: none), closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  explicit OwnedFd(int f = -1) : fd(f) {}
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd();
+};
 
 // O_DIRECT's alignment of offsets, lengths and addresses: the largest logical block in use.
 constexpr size_t kDirectAlign = 4096;

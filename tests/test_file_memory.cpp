@@ -95,24 +95,15 @@ TEST(FileMemory, HugePagesAreReadPastThePageCacheWhereTheFilesystemAllows) {
   }
 }
 
-// A descriptor closed when it goes out of scope.
-struct OpenFile {
-  int fd;
-  explicit OpenFile(int f) : fd(f) {}
-  ~OpenFile() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 TEST(FileMemory, DirectReadsFallBackToThePageCacheWhenRefused) {
   TempDir dir;
   const size_t n = 3 * kDirectAlign + 100;  // a ragged end
   const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
-  const OpenFile fd(::open((dir / "w.bin").c_str(), O_RDONLY));
+  const OwnedFd fd(::open((dir / "w.bin").c_str(), O_RDONLY));
   ASSERT_GE(fd.fd, 0);
   const bool direct_here = opens_direct(dir / "w.bin");
-  const OpenFile direct(::open((dir / "w.bin").c_str(), O_RDONLY | O_DIRECT));
-  const OpenFile a_directory(::open(dir.path().c_str(), O_RDONLY));
+  const OwnedFd direct(::open((dir / "w.bin").c_str(), O_RDONLY | O_DIRECT));
+  const OwnedFd a_directory(::open(dir.path().c_str(), O_RDONLY));
   ASSERT_GE(a_directory.fd, 0);
   // Room to the next block, aligned, and one byte off alignment (O_DIRECT refuses that).
   std::vector<unsigned char> buffer(n + 2 * kDirectAlign);
