@@ -137,6 +137,33 @@ TEST(FileMemory, DirectReadsFallBackToThePageCacheWhenRefused) {
       "w.bin: read failed at byte " + std::to_string(n) + ": the file shrank while being read");
 }
 
+// A direct read that comes back short in the middle of a range (the direct descriptor is a copy of
+// the file cut there): the rest comes through the page cache, byte for byte, whether the cut is
+// on a block boundary (the next direct read returns nothing) or inside a block (a partial block
+// ends the direct reads at once).
+TEST(FileMemory, DirectReadsShortInTheMiddleContinueThroughThePageCache) {
+  TempDir dir;
+  const size_t n = 6 * kDirectAlign + 300;
+  const std::vector<unsigned char> want = write_random_file(dir / "w.bin", n);
+  const OwnedFd fd(::open((dir / "w.bin").c_str(), O_RDONLY));
+  ASSERT_GE(fd.fd, 0);
+  const bool direct_here = opens_direct(dir / "w.bin");
+  std::vector<unsigned char> buffer(n + 2 * kDirectAlign);
+  unsigned char* aligned = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(buffer.data()) + kDirectAlign - 1) / kDirectAlign *
+      kDirectAlign);
+  for (const size_t cut : {2 * kDirectAlign, 3 * kDirectAlign + 1000}) {
+    std::ofstream(dir / "cut.bin", std::ios::binary)
+        .write(reinterpret_cast<const char*>(want.data()), std::streamsize(cut));
+    const OwnedFd short_direct(::open((dir / "cut.bin").c_str(), O_RDONLY | O_DIRECT));
+    std::memset(aligned, 0, n);
+    EXPECT_EQ(read_range_direct(short_direct.fd, fd.fd, aligned, 0, n, "test"),
+              direct_here ? cut : 0)
+        << "cut at " << cut;
+    EXPECT_EQ(std::memcmp(aligned, want.data(), n), 0) << "cut at " << cut;
+  }
+}
+
 // The resident bytes of the mapping that holds `p` (its smaps "Rss:", in kB there).
 int64_t mapping_rss(const void* p) { return smaps_value(p, "Rss:") * 1024; }
 
