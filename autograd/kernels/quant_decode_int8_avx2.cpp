@@ -174,15 +174,28 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     }
 }
 
-template <int M>
+template <int Bits, int M>
 void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
             float* Y, int64_t ldy, bool accumulate) {
   constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 16 vector registers
-  const auto pass = W.bits == 8 ? rows<8, M, R> : rows<4, M, R>;
-  const auto single = W.bits == 8 ? rows<8, M, 1> : rows<4, M, 1>;
   int64_t n = n0;
-  for (; n + R <= n1; n += R) pass(W, in, m0, n, Y, ldy, accumulate);
-  for (; n < n1; ++n) single(W, in, m0, n, Y, ldy, accumulate);
+  for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
+  for (; n < n1; ++n) rows<Bits, M, 1>(W, in, m0, n, Y, ldy, accumulate);
+}
+
+template <int Bits>
+void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+               int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  switch (M) {
+    case 1:
+      return rows_m<Bits, 1>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 2:
+      return rows_m<Bits, 2>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 3:
+      return rows_m<Bits, 3>(W, in, m0, n0, n1, Y, ldy, accumulate);
+    case 4:
+      return rows_m<Bits, 4>(W, in, m0, n0, n1, Y, ldy, accumulate);
+  }
 }
 
 }  // namespace
@@ -228,16 +241,10 @@ bool quantize_group_avx2(int bits, const float* x, int64_t count, int64_t c0, in
 void int8_decode_rows_avx2(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
                            int64_t M, int64_t n0, int64_t n1, float* Y, int64_t ldy,
                            bool accumulate) {
-  switch (M) {
-    case 1:
-      return rows_m<1>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 2:
-      return rows_m<2>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 3:
-      return rows_m<3>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 4:
-      return rows_m<4>(W, in, m0, n0, n1, Y, ldy, accumulate);
-  }
+  if (W.bits == 8)
+    rows_bits<8>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
+  else
+    rows_bits<4>(W, in, m0, M, n0, n1, Y, ldy, accumulate);
 }
 
 }  // namespace glm4::quant_detail
