@@ -5,10 +5,11 @@
 // one token reads. --model DIR runs a model directory instead (e.g. from glm4 init --bits 4),
 // its weights held as --memory says (auto, huge_pages, mmap: load_model's FileResidency); the
 // first run's prefill (the first prompt of a process) is printed beside the best. --adapter DIR
-// applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run.
+// applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run;
+// --kv-cache bf16 holds a latent-attention model's cache in bf16 (generate's --kv-cache).
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
-//                       [--memory auto|huge_pages|mmap] [--adapter DIR]
+//                       [--memory auto|huge_pages|mmap] [--adapter DIR] [--kv-cache f32|bf16]
 #include <time.h>
 
 #include <algorithm>
@@ -49,6 +50,7 @@ struct Options {
   int tokens = 128;
   int reps = 2;
   int threads = 2;
+  DType kv_cache = DType::F32;
 };
 
 // CPU seconds this process has used (all its threads): other processes' load does not inflate
@@ -84,7 +86,14 @@ int main(int argc, char** argv) {
       o.model = value();
     else if (a == "--adapter")
       o.adapter = value();
-    else if (a == "--memory") {
+    else if (a == "--kv-cache") {
+      const std::string v = value();
+      if (v != "f32" && v != "bf16") {
+        std::fprintf(stderr, "--kv-cache %s: expected f32 or bf16\n", v.c_str());
+        return 2;
+      }
+      o.kv_cache = v == "f32" ? DType::F32 : DType::BF16;
+    } else if (a == "--memory") {
       const std::string m = value();
       if (m == "auto")
         o.memory = FileResidency::kAuto;
@@ -102,6 +111,7 @@ int main(int argc, char** argv) {
     }
   }
   set_max_threads(o.threads);
+  if (o.kv_cache == DType::BF16) std::printf("# KV cache in bf16 (--kv-cache bf16)\n");
   if (!o.adapter.empty() && o.model.empty()) {
     std::fprintf(stderr, "--adapter %s needs --model (the adapter's base)\n", o.adapter.c_str());
     return 2;
@@ -143,6 +153,7 @@ int main(int argc, char** argv) {
       GenerationConfig gc;
       gc.max_tokens = o.tokens;  // greedy (temperature 0), no stop ids: exactly o.tokens tokens
       gc.prefill_chunk = std::max<int64_t>(o.prompt, 1);
+      gc.kv_cache_dtype = o.kv_cache;
       Generator gen(model, gc);
       double prefill = 0, first_prefill = 0, decode = 0, prefill_cpu = 0, decode_cpu = 0;
       for (int r = 0; r < o.reps; ++r) {

@@ -4,9 +4,11 @@
 // what an unmerged kv_b_proj adapter makes the model do), on a random model of
 // configs/moe-lite-mid.json whose cache is filled with --context random tokens. With
 // --attention-only, one layer's latent attention alone at the config's shape (no model is made:
-// configs/glm-4.7-flash.json runs in a few MB), kv_b_proj stored as --dtype.
+// configs/glm-4.7-flash.json runs in a few MB), kv_b_proj stored as --dtype. --kv-cache bf16 holds
+// the latent cache in bf16 (glm4 generate's --kv-cache).
 // Usage: bench_mla_decode [--config configs/moe-lite-mid.json] [--dtype bf16] [--context 4096]
 //                         [--tokens 8] [--threads 2] [--compute auto] [--attention-only]
+//                         [--kv-cache f32|bf16]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -37,11 +39,12 @@ struct Options {
   int threads = 2;
   std::string compute = "auto";
   bool attention_only = false;
+  DType kv_cache = DType::F32;
 };
 
 // A cache holding `context` tokens of random latents and rotary keys in every layer.
-KvCache filled_cache(const Glm4Model& model, int64_t context) {
-  KvCache cache = make_cache(model);
+KvCache filled_cache(const Glm4Model& model, int64_t context, DType dtype) {
+  KvCache cache = make_cache(model, dtype);
   const ModelConfig& c = model.config;
   const int64_t W = cache_values_per_token_layer(c);
   std::mt19937 rng(1);
@@ -57,8 +60,8 @@ KvCache filled_cache(const Glm4Model& model, int64_t context) {
 }
 
 // Seconds a decode step takes, best of `tokens` steps after the cache's `context` tokens.
-double decode_seconds(const Glm4Model& model, int64_t context, int tokens) {
-  KvCache cache = filled_cache(model, context);
+double decode_seconds(const Glm4Model& model, int64_t context, int tokens, DType dtype) {
+  KvCache cache = filled_cache(model, context, dtype);
   double best = 1e30;
   for (int i = 0; i < tokens; ++i) {
     const int32_t id = 7 + i;
@@ -88,17 +91,22 @@ double attention_ms(const ModelConfig& c, const Options& o) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   Tensor q = Tensor::empty({1, 1, s.heads, s.nope_dim + s.rope_dim});
-  Tensor cached = Tensor::empty({1, o.context + 1, 1, cache_values_per_token_layer(c)});
-  for (Tensor* t : {&q, &cached})
+  const int64_t W = cache_values_per_token_layer(c);
+  Tensor values = Tensor::empty({o.context + 1, 1, W});
+  for (Tensor* t : {&q, &values})
     for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = normal(rng);
+  KvCache cache(1, 1, W, 256, true, o.kv_cache);
+  cache.begin(o.context + 1);
+  const CachedKeys cached = cache.append_keys(0, values);
   // As apply_compute_flag resolves it for a model of such weights: bf16 on bf16 units, and for
   // quantized ones also on the int8 kernels of a CPU without them.
   const bool quantized = o.dtype == "q4" || o.dtype == "q8";
   const bool bf16 = o.compute != "f32" && (kernels::bf16_kernel() != kernels::Bf16Kernel::kNone ||
                                            (quantized && quant_int8_available()));
   const ComputeChoice compute = bf16 ? bf16_compute(kernels::bf16_kernel()) : kF32Compute;
-  std::printf("# latent attention alone: %s, kv_b_proj %s, compute %s, %ld cached tokens\n",
-              o.config.c_str(), o.dtype.c_str(), compute.describe().c_str(), long(o.context));
+  std::printf("# latent attention alone: %s, kv_b_proj %s, compute %s, %ld cached tokens in %s\n",
+              o.config.c_str(), o.dtype.c_str(), compute.describe().c_str(), long(o.context),
+              dtype_name(o.kv_cache));
   double best = 1e30;
   for (int i = 0; i < o.tokens; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -131,7 +139,11 @@ int main(int argc, char** argv) {
       o.compute = value();
     else if (a == "--attention-only")
       o.attention_only = true;
-    else {
+    else if (a == "--kv-cache") {
+      const std::string v = value();
+      GLM4_CHECK(v == "f32" || v == "bf16", "--kv-cache: f32 or bf16, got ", v);
+      o.kv_cache = v == "f32" ? DType::F32 : DType::BF16;
+    } else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_mla_decode.cpp)\n", a.c_str());
       return 2;
     }
@@ -148,7 +160,8 @@ int main(int argc, char** argv) {
   auto model = bench::make_model(c, o.dtype);
   const ComputeChoice compute = apply_compute_flag(*model, o.compute);
   const int64_t L = c.num_hidden_layers, H = c.num_attention_heads, S = o.context;
-  const double cache_mb = double(L * S * cache_values_per_token_layer(c)) * 4 / 1e6;
+  const double cache_mb =
+      double(L * S * cache_values_per_token_layer(c) * int64_t(dtype_size(o.kv_cache))) / 1e6;
   const double expanded_mb =
       double(L * S * H * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim)) * 4 / 1e6;
   std::printf(
@@ -157,15 +170,15 @@ int main(int argc, char** argv) {
       o.config.c_str(), o.dtype.c_str(), o.compute.c_str(), compute.describe().c_str(), long(S),
       o.threads, o.tokens);
   std::printf(
-      "# attention state a step reads: latent cache %.1f MB; expanded keys and values "
+      "# attention state a step reads: latent cache %.1f MB (%s); expanded keys and values "
       "%.1f MB (rebuilt from that cache each step)\n",
-      cache_mb, expanded_mb);
-  const double latent = decode_seconds(*model, S, o.tokens);
+      cache_mb, dtype_name(o.kv_cache), expanded_mb);
+  const double latent = decode_seconds(*model, S, o.tokens, o.kv_cache);
   std::printf("latent   %8.2f tok/s  (%.1f ms a token)\n", 1.0 / latent, 1e3 * latent);
   LoraConfig lora;
   lora.targets = {"kv_b_proj"};
   model->add_lora(lora, 1);  // B = 0: the same numbers, through the expanded form
-  const double expanded = decode_seconds(*model, S, o.tokens);
+  const double expanded = decode_seconds(*model, S, o.tokens, o.kv_cache);
   std::printf("expanded %8.2f tok/s  (%.1f ms a token); latent is %.1fx faster\n", 1.0 / expanded,
               1e3 * expanded, expanded / latent);
   return 0;

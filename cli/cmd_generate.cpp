@@ -10,6 +10,7 @@
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
 #include "cli/reply_display.h"
+#include "infer/cached_forward.h"
 #include "infer/generator.h"
 #include "infer/grammar/json_schema.h"
 #include "io/tokenizer/stream_decoder.h"
@@ -159,6 +160,8 @@ void run_generate(const GenerateFlags& f) {
                            {"text", text},
                            {"prefill_tps", st.prefill_tokens_per_second()},
                            {"decode_tps", st.decode_tokens_per_second()},
+                           {"kv_cache", kv_cache_name(gen.cache().dtype())},
+                           {"kv_cache_bytes", gen.cache().bytes()},
                            {"peak_rss_mb", peak_rss_mb()}};
     if (display) {  // the reply's parts (text stays the raw reply)
       const ParsedReply& r = display->reply();

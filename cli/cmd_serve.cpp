@@ -29,6 +29,7 @@ struct ServeFlags {
   std::string model_name, host = "127.0.0.1", api_key, max_body = "1MB", compute = "auto";
   int port = 8080;
   int64_t max_batch = 8, max_queue = 64, max_kv_size = 0;
+  std::string kv_cache = "f32";
 };
 
 int g_signal_pipe[2] = {-1, -1};
@@ -112,6 +113,7 @@ void run_serve(const ServeFlags& f) {
   sc.max_batch = f.max_batch;
   sc.max_queue = f.max_queue;
   sc.max_kv_size = f.max_kv_size;
+  sc.kv_cache_dtype = kv_cache_dtype(f.kv_cache, *s.model);
   serve::Scheduler scheduler(*s.model, s.tokenizer.get(), sc);
   serve::HttpServer server(served, scheduler, http, stdout);
   const int port = server.bind();
@@ -167,6 +169,7 @@ void add_serve_command(CLI::App& parent, std::vector<Command>& out) {
                   "Requests waiting for a slot before 429 (default 64)");
   app->add_option("--max-kv-size", f->max_kv_size,
                   "Keep at most N cached tokens per request (first 4 + most recent)");
+  add_kv_cache_flag(app, f->kv_cache);
   app->add_option("--max-body", f->max_body,
                   "Largest request body (default 1MB; larger ones get 413)");
   add_compute_flag(app, f->compute);

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "cli/cli_common.h"
 #include "cli/reply_display.h"
+#include "infer/cached_forward.h"
 #include "infer/grammar/tool_call.h"
 
 namespace glm4::cli {
@@ -57,6 +58,19 @@ void DataFlags::check_batch_size() const {
   GLM4_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
 }
 
+void add_kv_cache_flag(CLI::App* app, std::string& value) {
+  app->add_option("--kv-cache", value,
+                  "What the KV cache holds: f32 (default, exact), or bf16 for latent-attention "
+                  "models (GLM-4.7-Flash): half the memory and the bytes a step reads");
+}
+
+DType kv_cache_dtype(const std::string& value, const Glm4Model& model) {
+  GLM4_CHECK(value == "f32" || value == "bf16", "--kv-cache: f32 or bf16, got \"", value, "\"");
+  const DType dtype = value == "f32" ? DType::F32 : DType::BF16;
+  check_kv_cache_dtype(model, dtype, "--kv-cache");
+  return dtype;
+}
+
 void SamplingFlags::add(CLI::App* app) {
   app->add_option("--max-tokens", max_tokens, "Tokens to generate at most (default 256)");
   app->add_option("--temp", temp, "Sampling temperature; 0 = greedy (default 0)");
@@ -68,6 +82,7 @@ void SamplingFlags::add(CLI::App* app) {
   app->add_option("--seed", seed, "Sampling seed (default 0)");
   app->add_option("--max-kv-size", max_kv_size,
                   "Keep at most N cached tokens (first 4 + most recent)");
+  add_kv_cache_flag(app, kv_cache);
 }
 
 GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
@@ -91,6 +106,7 @@ GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
   g.sampling.repeat_penalty = repeat_penalty;
   g.sampling.seed = seed;
   g.max_kv_size = max_kv_size;
+  g.kv_cache_dtype = kv_cache_dtype(kv_cache, *s.model);
   g.stop_ids = s.stop_ids(chat);
   if (s.tokenizer) g.drawable_ids = s.tokenizer->vocab_size();
   validate_generation_config(g);

@@ -41,14 +41,19 @@ struct DataFlags {
   void check_batch_size() const;  // > 0
 };
 
+// --kv-cache: adds the flag (generate, chat, serve) and reads its value for `model`.
+void add_kv_cache_flag(CLI::App* app, std::string& value);
+DType kv_cache_dtype(const std::string& value, const Glm4Model& model);
+
 // What generate and chat sample with: --max-tokens, --temp, --top-k, --top-p, --min-p,
-// --repeat-penalty, --seed, --max-kv-size.
+// --repeat-penalty, --seed, --max-kv-size, --kv-cache.
 struct SamplingFlags {
   int max_tokens = 256;
   float temp = 0, top_p = 1, min_p = 0, repeat_penalty = 1;
   int top_k = 0;
   uint64_t seed = 0;
   int64_t max_kv_size = 0;
+  std::string kv_cache = "f32";
 
   void add(CLI::App* app);
   // The generation settings, stopping at the session's stop ids (chat: also the template's).

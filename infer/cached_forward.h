@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "model/glm4_model.h"
 #include "model/kv_cache.h"
@@ -28,8 +29,15 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
 // for `incoming`. Requires incoming <= max_kv_size - keep_first.
 void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t keep_first);
 
-// An empty cache shaped for `model`.
-KvCache make_cache(const Glm4Model& model);
+// An empty cache shaped for `model`, holding fp32, or bf16 where the model's cache may (latent
+// attention: check_kv_cache_dtype).
+KvCache make_cache(const Glm4Model& model, DType dtype = DType::F32);
+
+// Throws unless a cache of `model` can hold `dtype`: fp32 always, bf16 for latent attention
+// (glm4_moe_lite) only. `what` names the setting in the message (e.g. "--kv-cache").
+void check_kv_cache_dtype(const Glm4Model& model, DType dtype, const std::string& what);
+// The spelling of --kv-cache: "f32", "bf16".
+const char* kv_cache_name(DType dtype);
 
 // Values a token keeps per layer in that cache: keys and values of every kv head, or for latent
 // attention (glm4_moe_lite) the latent and the shared rotary key (576 for GLM-4.7-Flash).

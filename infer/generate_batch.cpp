@@ -34,7 +34,12 @@ std::vector<std::vector<int32_t>> generate_batch(const Glm4Model& model,
   std::vector<Row> rows;
   rows.reserve(B);
   for (size_t b = 0; b < B; ++b)
-    rows.push_back({make_cache(model), Sampler(config.sampling), prompts[b], 0, {}, false});
+    rows.push_back({make_cache(model, config.kv_cache_dtype),
+                    Sampler(config.sampling),
+                    prompts[b],
+                    0,
+                    {},
+                    false});
   std::vector<std::vector<int32_t>> out(B);
 
   // Feeds the unfed part of each listed row's history (at most `chunk` tokens each) in one pass.

@@ -30,7 +30,7 @@ Generator::Generator(const Glm4Model& model, GenerationConfig config)
     : model_(model),
       config_(std::move(config)),
       sampler_(config_.sampling),
-      cache_(make_cache(model)) {
+      cache_(make_cache(model, config_.kv_cache_dtype)) {
   validate_generation_config(config_);
 }
 

@@ -25,6 +25,8 @@ struct GenerationConfig {
   int64_t max_kv_size = 0;
   int64_t keep_first = 4;
   int64_t prefill_chunk = 512;  // prompt tokens per forward pass
+  // What the cache holds: F32, or BF16 for latent attention (half its memory and bytes a step).
+  DType kv_cache_dtype = DType::F32;
   // 0 = every id may be drawn; else only ids below it: the tokenizer's vocabulary, where the
   // model's embedding is padded past it (GLM-4: 151552 rows, 151343 tokens).
   int64_t drawable_ids = 0;
@@ -83,6 +85,7 @@ class Generator {
   int64_t cache_length() const { return cache_.length(); }
   int64_t next_position() const { return position_; }
   Stats stats() const { return stats_; }
+  const KvCache& cache() const { return cache_; }
   const GenerationConfig& config() const { return config_; }
 
  private:

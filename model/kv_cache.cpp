@@ -6,17 +6,31 @@
 
 namespace glm4 {
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk, bool keys_only)
+Tensor CachedKeys::to_f32() const {
+  if (!bf16) return f32;
+  Tensor out = Tensor::empty({1, tokens, 1, width});
+  float* o = out.data();
+  for (int64_t i = 0; i < tokens * width; ++i) o[i] = bf16_to_f32(bf16[i]);
+  return out;
+}
+
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk, bool keys_only,
+                 DType dtype)
     : layers_(layers),
       kv_heads_(kv_heads),
       head_dim_(head_dim),
       chunk_(chunk),
       keys_only_(keys_only),
-      k_(size_t(layers)),
-      v_(keys_only ? 0 : size_t(layers)) {
+      dtype_(dtype),
+      k_(dtype == DType::F32 ? size_t(layers) : 0),
+      v_(keys_only ? 0 : size_t(layers)),
+      k16_(dtype == DType::BF16 ? size_t(layers) : 0) {
   GLM4_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0 && chunk > 0, "[kv_cache] layers ", layers,
              ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk,
              " must be positive");
+  GLM4_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && keys_only), "[kv_cache] a ",
+             dtype_name(dtype), " cache", keys_only ? "" : " of keys and values",
+             ": only fp32, or bf16 for a keys-only (latent) cache");
 }
 
 void KvCache::begin(int64_t tokens) {
@@ -32,12 +46,13 @@ void KvCache::begin(int64_t tokens) {
         if (buf.defined() && kept) std::memcpy(grown.data(), buf.data(), kept);
         buf = grown;
       }
+    for (std::vector<uint16_t>& buf : k16_) buf.resize(size_t(cap * kv_heads_ * head_dim_));
     capacity_ = cap;
   }
   pending_ = tokens;
 }
 
-Tensor KvCache::append_keys(int64_t layer, const Tensor& k) {
+CachedKeys KvCache::append_keys(int64_t layer, const Tensor& k) {
   GLM4_CHECK(keys_only_, "[kv_cache] append_keys on a cache of keys and values");
   GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
   GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
@@ -45,9 +60,20 @@ Tensor KvCache::append_keys(int64_t layer, const Tensor& k) {
   GLM4_CHECK(k.numel() == pending_ * row && k.dim(-1) == head_dim_ && k.dim(-2) == kv_heads_,
              "[kv_cache] keys ", shape_str(k.shape()), " for a step of ", pending_, " tokens of ",
              kv_heads_, " heads of ", head_dim_);
+  CachedKeys seen;
+  seen.tokens = length_ + pending_;
+  seen.width = row;
+  if (dtype_ == DType::BF16) {
+    uint16_t* to = k16_[size_t(layer)].data();
+    const float* from = k.data();
+    for (int64_t i = 0; i < pending_ * row; ++i) to[length_ * row + i] = f32_to_bf16(from[i]);
+    seen.bf16 = to;
+    return seen;
+  }
   std::memcpy(k_[size_t(layer)].data() + length_ * row, k.data(),
               size_t(pending_ * row) * sizeof(float));
-  return k_[size_t(layer)].view_prefix({1, length_ + pending_, kv_heads_, head_dim_});
+  seen.f32 = k_[size_t(layer)].view_prefix({1, seen.tokens, kv_heads_, head_dim_});
+  return seen;
 }
 
 std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
@@ -80,6 +106,9 @@ void KvCache::evict_middle(int64_t keep_first, int64_t keep_last) {
     for (Tensor& buf : *side)
       std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
                    size_t(keep_last * row) * sizeof(float));
+  for (std::vector<uint16_t>& buf : k16_)
+    std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
+                 size_t(keep_last * row) * sizeof(uint16_t));
   length_ -= drop;
 }
 

@@ -5,20 +5,34 @@
 //                       views [1, length() + T, Hkv, D] of everything to attend to;
 //   commit()            the T tokens become part of length().
 // A keys-only cache (glm4_moe_lite's latent cache: one "head" of kv_lora_rank + qk_rope_head_dim
-// values a token) stores no values and appends with append_keys.
+// values a token) stores no values and appends with append_keys; it may hold them in bf16 (half
+// the memory and the bytes each decode step reads, rounded as torch rounds), which its readers
+// widen as they go.
 #pragma once
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "base/dtype.h"
 
 namespace glm4 {
 
+// A keys-only cache's keys of one layer, [tokens, width] values in the cache's dtype; `bf16`
+// points into the cache, valid until its next begin().
+struct CachedKeys {
+  Tensor f32;                      // an fp32 cache's: a view [1, tokens, 1, width]
+  const uint16_t* bf16 = nullptr;  // a bf16 cache's
+  int64_t tokens = 0, width = 0;
+  // The keys as fp32 [1, tokens, 1, width]: the view, or a widened copy of bf16 ones.
+  Tensor to_f32() const;
+};
+
 class KvCache {
  public:
+  // dtype F32, or BF16 for a keys-only cache.
   KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk = 256,
-          bool keys_only = false);
+          bool keys_only = false, DType dtype = DType::F32);
 
   int64_t length() const { return length_; }  // tokens committed
   int64_t capacity() const { return capacity_; }
@@ -27,9 +41,11 @@ class KvCache {
   void begin(int64_t tokens);
   // k, v [T, Hkv, D] (or [1, T, Hkv, D]) with T = the tokens begun.
   std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
-  // The keys-only form: k [T, Hkv, D] (or [1, T, Hkv, D]) -> a view [1, length() + T, Hkv, D].
-  Tensor append_keys(int64_t layer, const Tensor& k);
+  // The keys-only form: k [T, Hkv * D] values a token (any shape of that many) -> the layer's
+  // keys so far, these included (length() + T tokens of Hkv * D).
+  CachedKeys append_keys(int64_t layer, const Tensor& k);
   bool keys_only() const { return keys_only_; }
+  DType dtype() const { return dtype_; }
   void commit();
 
   // Drops the tokens [keep_first, length - keep_last) (the --max-kv-size window).
@@ -38,14 +54,16 @@ class KvCache {
   // Bytes of key/value storage held.
   int64_t bytes() const {
     return (keys_only_ ? 1 : 2) * layers_ * capacity_ * kv_heads_ * head_dim_ *
-           int64_t(sizeof(float));
+           int64_t(dtype_size(dtype_));
   }
 
  private:
   int64_t layers_, kv_heads_, head_dim_, chunk_;
   int64_t length_ = 0, capacity_ = 0, pending_ = 0;
   bool keys_only_ = false;
-  std::vector<Tensor> k_, v_;  // per layer [capacity, Hkv, D]; v_ empty when keys_only_
+  DType dtype_ = DType::F32;
+  std::vector<Tensor> k_, v_;  // fp32: per layer [capacity, Hkv, D]; v_ empty when keys_only_
+  std::vector<std::vector<uint16_t>> k16_;  // bf16: per layer capacity * Hkv * D keys
 };
 
 }  // namespace glm4

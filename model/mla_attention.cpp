@@ -129,20 +129,21 @@ Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const 
   for (size_t r = 0; r < R; ++r) {
     const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     GLM4_CHECK(rows.caches[r]->keys_only(), "[mla] row ", r, " has a cache of keys and values");
-    const Tensor seen =
+    const CachedKeys cached =
         rows.caches[r]->append_keys(ctx.layer_index, ops::slice(packed, 0, begin, end));
-    const int64_t S = seen.dim(1);  // [1, S, 1, W]
+    const int64_t S = cached.tokens;
     const int32_t slot = resident_slot_at(ctx, begin);
     const bool resident =
         slot >= 0 && size_t(slot) < kv_b_proj.resident.size() && kv_b_proj.resident[size_t(slot)];
     if (!kv_b_proj.lora && !resident) {  // decode in the latent space: nothing expanded
       outs.push_back(latent_attention(
-          ops::slice(q, 1, begin, end), seen, kv_b_proj.weight,
+          ops::slice(q, 1, begin, end), cached, kv_b_proj.weight,
           {heads, kv_lora_rank, nope_dim, rope_dim, v_dim, score_mscale}, ctx.compute));
       continue;
     }
     // an unmerged adapter on kv_b_proj (live, or this row's resident one): expand the cached
     // latents through it
+    const Tensor seen = cached.to_f32();  // [1, S, 1, W]
     AdapterRows row_adapter{{0, S}, {slot}};
     expand_ctx.adapter_rows = resident ? &row_adapter : nullptr;
     auto [k, v] = expand(ops::reshape(ops::slice(seen, 3, 0, kv_lora_rank), {1, S, kv_lora_rank}),

@@ -49,43 +49,52 @@ constexpr int64_t kStreamRows = 64;
 constexpr int64_t kTokenBlock = 32;   // cached tokens a score task takes
 constexpr int64_t kColumnBlock = 64;  // latent columns an attended-latent task takes
 
+// The cache's values widened to fp32: kLanes of them, or one.
+inline simd::VecF load_key(const float* p) { return simd::load(p); }
+inline simd::VecF load_key(const uint16_t* p) { return simd::load(p, DType::BF16); }
+inline float key_at(const float* p) { return *p; }
+inline float key_at(const uint16_t* p) { return bf16_to_f32(*p); }
+
 // sum_i a[i] b[i], in vector lanes (a plain loop's serial sum does not vectorise).
-float dot(const float* a, const float* b, int64_t n) {
+template <typename K>
+float dot(const float* a, const K* b, int64_t n) {
   simd::VecF acc = simd::zero();
   int64_t i = 0;
   for (; i + simd::kLanes <= n; i += simd::kLanes)
-    acc = simd::fma(simd::load(a + i), simd::load(b + i), acc);
+    acc = simd::fma(simd::load(a + i), load_key(b + i), acc);
   float s = simd::hsum(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * key_at(b + i);
   return s;
 }
 
 // Four dot products of a with b0..b3 over n, as independent chains (one chain waits on each fma).
-void dot4(const float* a, const float* const b[4], int64_t n, float out[4]) {
+template <typename K>
+void dot4(const float* a, const K* const b[4], int64_t n, float out[4]) {
   simd::VecF acc[4] = {simd::zero(), simd::zero(), simd::zero(), simd::zero()};
   int64_t i = 0;
   for (; i + simd::kLanes <= n; i += simd::kLanes) {
     const simd::VecF x = simd::load(a + i);
-    for (int k = 0; k < 4; ++k) acc[k] = simd::fma(x, simd::load(b[k] + i), acc[k]);
+    for (int k = 0; k < 4; ++k) acc[k] = simd::fma(x, load_key(b[k] + i), acc[k]);
   }
   for (int k = 0; k < 4; ++k) {
     out[k] = simd::hsum(acc[k]);
-    for (int64_t t = i; t < n; ++t) out[k] += a[t] * b[k][t];
+    for (int64_t t = i; t < n; ++t) out[k] += a[t] * key_at(b[k] + t);
   }
 }
 
 // p[r, j] = alpha (q_lat[r] . latent_j + q_rope[r] . k_rot_j) for j < S: the cache is read in
 // blocks of tokens that stay in L1 while every row reads them, each block once for all rows.
-void stream_scores(const float* q_lat, const float* q_rope, int64_t rows, const float* cache,
-                   int64_t S, int64_t C, int64_t R, float alpha, float* p) {
+template <typename K>
+void stream_scores(const float* q_lat, const float* q_rope, int64_t rows, const K* cache, int64_t S,
+                   int64_t C, int64_t R, float alpha, float* p) {
   const int64_t W = C + R;
   parallel_for(S, kTokenBlock, [&](int64_t j0, int64_t j1) {
     for (int64_t r = 0; r < rows; ++r) {
       int64_t j = j0;
       for (; j + 4 <= j1; j += 4) {
-        const float* k[4] = {cache + j * W, cache + (j + 1) * W, cache + (j + 2) * W,
-                             cache + (j + 3) * W};
-        const float* k_rot[4] = {k[0] + C, k[1] + C, k[2] + C, k[3] + C};
+        const K* k[4] = {cache + j * W, cache + (j + 1) * W, cache + (j + 2) * W,
+                         cache + (j + 3) * W};
+        const K* k_rot[4] = {k[0] + C, k[1] + C, k[2] + C, k[3] + C};
         float lat[4], rot[4];
         dot4(q_lat + r * C, k, C, lat);
         dot4(q_rope + r * R, k_rot, R, rot);
@@ -101,8 +110,9 @@ void stream_scores(const float* q_lat, const float* q_rope, int64_t rows, const 
 // o[r, :] = sum_j p[r, j] latent_j, summed over j in order; tasks split the latent's columns
 // (kColumnBlock of them in registers, one chain a vector) and take the cache in blocks of tokens
 // that stay in L1 while every row reads them.
-void stream_attended(const float* p, int64_t rows, const float* cache, int64_t S, int64_t C,
-                     int64_t R, float* o) {
+template <typename K>
+void stream_attended(const float* p, int64_t rows, const K* cache, int64_t S, int64_t C, int64_t R,
+                     float* o) {
   constexpr int kVecs = int(kColumnBlock / simd::kLanes);
   const int64_t W = C + R, blocks = (C + kColumnBlock - 1) / kColumnBlock;
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
@@ -116,16 +126,16 @@ void stream_attended(const float* p, int64_t rows, const float* cache, int64_t S
           const float* prow = p + r * S;
           if (c1 - c0 < kColumnBlock) {  // the last, narrower block
             for (int64_t j = j0; j < j1; ++j)
-              for (int64_t c = c0; c < c1; ++c) orow[c] += prow[j] * cache[j * W + c];
+              for (int64_t c = c0; c < c1; ++c) orow[c] += prow[j] * key_at(cache + j * W + c);
             continue;
           }
           simd::VecF acc[kVecs];
           for (int v = 0; v < kVecs; ++v) acc[v] = simd::load(orow + c0 + v * simd::kLanes);
           for (int64_t j = j0; j < j1; ++j) {
             const simd::VecF pj = simd::set1(prow[j]);
-            const float* k = cache + j * W + c0;
+            const K* k = cache + j * W + c0;
             for (int v = 0; v < kVecs; ++v)
-              acc[v] = simd::fma(pj, simd::load(k + v * simd::kLanes), acc[v]);
+              acc[v] = simd::fma(pj, load_key(k + v * simd::kLanes), acc[v]);
           }
           for (int v = 0; v < kVecs; ++v) simd::store(orow + c0 + v * simd::kLanes, acc[v]);
         }
@@ -158,13 +168,23 @@ void softmax_rows(float* p, int64_t rows, int64_t S, Visible&& visible) {
 
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
                         const LatentShape& s, const ComputeChoice& compute, int64_t score_budget) {
+  GLM4_CHECK(cached.rank() == 4 && cached.dim(0) == 1 && cached.dim(2) == 1,
+             "[mla] latent attention: cache ", shape_str(cached.shape()));
+  CachedKeys keys;
+  keys.f32 = cached;
+  keys.tokens = cached.dim(1);
+  keys.width = cached.dim(3);
+  return latent_attention(q, keys, kv_b, s, compute, score_budget);
+}
+
+Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& kv_b,
+                        const LatentShape& s, const ComputeChoice& compute, int64_t score_budget) {
   const int64_t H = s.heads, C = s.kv_lora_rank, N = s.nope_dim, R = s.rope_dim, V = s.v_dim;
-  const int64_t T = q.dim(1), S = cached.dim(1), W = C + R;
+  const int64_t T = q.dim(1), S = cached.tokens, W = C + R;
   GLM4_CHECK(q.rank() == 4 && q.dim(0) == 1 && q.dim(2) == H && q.dim(3) == N + R &&
-                 cached.rank() == 4 && cached.dim(0) == 1 && cached.dim(2) == 1 &&
-                 cached.dim(3) == W && S >= T && kv_b.shape == Shape({H * (N + V), C}),
-             "[mla] latent attention: q ", shape_str(q.shape()), ", cache ",
-             shape_str(cached.shape()), ", kv_b_proj ", shape_str(kv_b.shape));
+                 cached.width == W && S >= T && kv_b.shape == Shape({H * (N + V), C}),
+             "[mla] latent attention: q ", shape_str(q.shape()), ", cache of ", S, " x ",
+             cached.width, ", kv_b_proj ", shape_str(kv_b.shape));
   Tensor out = Tensor::empty({1, T, H, V});
   if (T == 0) return out;
   const Weight kv = stored(kv_b);
@@ -175,7 +195,9 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
   }
   const float scale = float(s.score_mscale / std::sqrt(double(N + R)));
   const float* qd = q.data();
-  const float* cd = cached.data();
+  const float* cd = cached.bf16 ? nullptr : cached.f32.data();
+  const uint16_t* cd16 = cached.bf16;
+  std::vector<float> widened;  // a bf16 cache as the GEMMs of long chunks read it
   const int64_t block = std::clamp<int64_t>(score_budget / (H * S), 1, T);
   std::vector<float> q_nope, q_lat, q_rope, p, o_lat, o_v;
   for (int64_t t0 = 0; t0 < T; t0 += block) {
@@ -199,18 +221,29 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
     // scores of every head against the cache in one pass: [H * B, seen]
     const bool stream = rows <= kStreamRows;
     p.resize(size_t(rows * seen));
-    if (stream) {
+    if (!stream && cd16) {
+      widened.resize(size_t(seen * W));
+      parallel_for(seen * W, 1 << 16, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) widened[size_t(i)] = bf16_to_f32(cd16[i]);
+      });
+    }
+    const float* wide = cd16 ? widened.data() : cd;
+    if (stream && cd16) {
+      stream_scores(q_lat.data(), q_rope.data(), rows, cd16, seen, C, R, scale, p.data());
+    } else if (stream) {
       stream_scores(q_lat.data(), q_rope.data(), rows, cd, seen, C, R, scale, p.data());
     } else {
-      sgemm(false, true, rows, seen, C, scale, q_lat.data(), C, cd, W, 0.0f, p.data(), seen);
-      sgemm(false, true, rows, seen, R, scale, q_rope.data(), R, cd + C, W, 1.0f, p.data(), seen);
+      sgemm(false, true, rows, seen, C, scale, q_lat.data(), C, wide, W, 0.0f, p.data(), seen);
+      sgemm(false, true, rows, seen, R, scale, q_rope.data(), R, wide + C, W, 1.0f, p.data(), seen);
     }
     softmax_rows(p.data(), rows, seen, [&](int64_t r) { return S - T + t0 + r % B + 1; });
     o_lat.resize(size_t(rows * C));  // [H, B, C]: the attended latents
-    if (stream)
+    if (stream && cd16)
+      stream_attended(p.data(), rows, cd16, seen, C, R, o_lat.data());
+    else if (stream)
       stream_attended(p.data(), rows, cd, seen, C, R, o_lat.data());
     else
-      sgemm(false, false, rows, C, seen, 1.0f, p.data(), seen, cd, W, 0.0f, o_lat.data(), C);
+      sgemm(false, false, rows, C, seen, 1.0f, p.data(), seen, wide, W, 0.0f, o_lat.data(), C);
     // the value halves, every head's product in one parallel loop: [H, B, V]
     o_v.resize(size_t(rows * V));
     std::vector<LinearProduct> products;

@@ -7,6 +7,7 @@
 
 #include "autograd/compute_dtype.h"
 #include "autograd/tensor.h"
+#include "model/kv_cache.h"
 #include "model/param.h"
 
 namespace glm4 {
@@ -26,6 +27,10 @@ inline constexpr int64_t kLatentScoreBudget = int64_t(1) << 22;
 // times s.score_mscale. The key half folds q in fp32 (whatever `compute`); the value half runs as
 // `compute` says, as kv_b_proj's own forward would. -> [1, T, H, v]. No tape.
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
+                        const LatentShape& s, const ComputeChoice& compute,
+                        int64_t score_budget = kLatentScoreBudget);
+// The same over a cache's keys as it holds them (fp32 or bf16, widened as they are read).
+Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& kv_b,
                         const LatentShape& s, const ComputeChoice& compute,
                         int64_t score_budget = kLatentScoreBudget);
 

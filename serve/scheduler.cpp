@@ -153,7 +153,8 @@ SchedulerStats Scheduler::stats() const {
 
 std::unique_ptr<Scheduler::Slot> Scheduler::open_slot(SlotRequest request,
                                                       std::shared_ptr<SlotHandle> handle) {
-  auto slot = std::make_unique<Slot>(std::move(request), std::move(handle), make_cache(model_));
+  auto slot = std::make_unique<Slot>(std::move(request), std::move(handle),
+                                     make_cache(model_, config_.kv_cache_dtype));
   const SlotRequest& r = slot->request;
   const int64_t context = model_.config.max_position_embeddings;
   slot->budget =

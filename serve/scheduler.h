@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/dtype.h"
 #include "infer/grammar/call_watch.h"
 #include "infer/grammar/grammar.h"
 #include "infer/grammar/token_trie.h"
@@ -98,6 +99,7 @@ struct SchedulerConfig {
   int64_t prefill_chunk = 256;  // prompt tokens a slot feeds per step
   int64_t max_kv_size = 0;      // 0 = unbounded; else each cache keeps a window (as generate)
   int64_t keep_first = 4;
+  DType kv_cache_dtype = DType::F32;  // as GenerationConfig's
 };
 
 struct SchedulerStats {

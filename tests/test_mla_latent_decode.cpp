@@ -12,6 +12,8 @@
 #include "autograd/kernels/kernel_selection.h"
 #include "autograd/weight_quantize.h"
 #include "base/check.h"
+#include "base/dtype.h"
+#include "model/kv_cache.h"
 #include "model/mla_latent_decode.h"
 
 namespace glm4 {
@@ -162,6 +164,31 @@ INSTANTIATE_TEST_SUITE_P(Storage, LatentDecode,
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.form + (info.param.bf16 ? "_bf16" : "_f32");
                          });
+
+// A bf16 cache (--kv-cache bf16) is read as the fp32 form of its rounded values, in the same
+// order: the same bits as an fp32 cache of those values, for one query and a chunk (streamed) and
+// for a long chunk (GEMMs over the widened cache); and it did round.
+TEST(LatentDecode, ABf16CacheIsTheFp32CacheOfItsRoundedValues) {
+  const LatentShape s = kShape;
+  const int64_t W = s.kv_lora_rank + s.rope_dim;
+  for (const int64_t T : {1, 7, 24}) {
+    std::mt19937 rng(11);
+    const Param kv_b = kv_b_as("q4", rng);
+    const int64_t S = T + 33;
+    const Tensor q = random_tensor({1, T, s.heads, s.nope_dim + s.rope_dim}, rng, 1.0f);
+    const Tensor values = random_tensor({S, 1, W}, rng, 1.0f);
+    KvCache cache(1, 1, W, 16, true, DType::BF16);
+    cache.begin(S);
+    const CachedKeys bf16 = cache.append_keys(0, values);
+    Tensor rounded = Tensor::empty({1, S, 1, W});
+    for (int64_t i = 0; i < S * W; ++i)
+      rounded.data()[i] = bf16_to_f32(f32_to_bf16(values.data()[i]));
+    const std::vector<float> got = latent_attention(q, bf16, kv_b, s, kF32Compute).to_vector();
+    EXPECT_EQ(got, latent_attention(q, rounded, kv_b, s, kF32Compute).to_vector()) << T;
+    const Tensor exact = Tensor::from({1, S, 1, W}, values.to_vector());
+    EXPECT_NE(got, latent_attention(q, exact, kv_b, s, kF32Compute).to_vector()) << T;
+  }
+}
 
 TEST(LatentDecode, RejectsAMismatchedKvB) {
   std::mt19937 rng(1);

@@ -99,8 +99,9 @@ TEST_P(MoeLiteParity, GreedyIdsThroughTheLatentCacheMatchTheReference) {
 
 // Logits of each position of `ids`: the first 5 as one cached chunk, then one token a step.
 std::vector<std::vector<float>> cached_logits(const Glm4Model& model,
-                                              const std::vector<int32_t>& ids) {
-  KvCache cache = make_cache(model);
+                                              const std::vector<int32_t>& ids,
+                                              DType cache_dtype = DType::F32) {
+  KvCache cache = make_cache(model, cache_dtype);
   std::vector<std::vector<float>> out;
   const size_t first = 5;
   CachedRow row{&cache, std::span<const int32_t>(ids.data(), first), 0};
@@ -113,7 +114,8 @@ std::vector<std::vector<float>> cached_logits(const Glm4Model& model,
 }
 
 // The latent-space decode, and the expanded form an unmerged kv_b_proj adapter (B = 0, so the
-// same numbers) takes, equal full recomputation at every step.
+// same numbers) takes, equal full recomputation at every step; with the cache in bf16, both stay
+// within bf16's rounding of it.
 TEST_P(MoeLiteParity, CachedDecodeEqualsFullRecomputation) {
   auto latent = load_model(dir_of(GetParam()));
   auto expanded = load_model(dir_of(GetParam()));
@@ -124,8 +126,10 @@ TEST_P(MoeLiteParity, CachedDecodeEqualsFullRecomputation) {
   const std::vector<int32_t> ids(f.ids.begin() + f.T, f.ids.begin() + f.T + f.lengths[1]);
   const int64_t V = latent->config.vocab_size;
   const auto a = cached_logits(*latent, ids), b = cached_logits(*expanded, ids);
+  const auto c = cached_logits(*latent, ids, DType::BF16),
+             d = cached_logits(*expanded, ids, DType::BF16);
   NoGradGuard no_grad;
-  double worst_latent = 0, worst_expanded = 0;
+  double worst_latent = 0, worst_expanded = 0, worst_bf16 = 0, largest = 0;
   for (size_t step = 0; step < a.size(); ++step) {
     const size_t n = 5 + step;
     ForwardContext ctx;
@@ -137,10 +141,17 @@ TEST_P(MoeLiteParity, CachedDecodeEqualsFullRecomputation) {
       const float want = full.data()[(int64_t(n) - 1) * V + v];
       worst_latent = std::max(worst_latent, double(std::abs(a[step][size_t(v)] - want)));
       worst_expanded = std::max(worst_expanded, double(std::abs(b[step][size_t(v)] - want)));
+      worst_bf16 = std::max({worst_bf16, double(std::abs(c[step][size_t(v)] - want)),
+                             double(std::abs(d[step][size_t(v)] - want))});
+      largest = std::max(largest, double(std::abs(want)));
     }
   }
   EXPECT_LE(worst_latent, 1e-5);
   EXPECT_LE(worst_expanded, 1e-5);
+  // A bf16 cache (--kv-cache bf16): each cached value rounded to 8 bits of mantissa moves the
+  // logits by less than two bf16 steps of the largest, and does move them.
+  EXPECT_LE(worst_bf16, std::ldexp(largest, -7));
+  EXPECT_GT(worst_bf16, 1e-5);
   std::printf("[ moe lite ] %s: cached vs full logits, latent %.3g, expanded %.3g\n",
               GetParam().c_str(), worst_latent, worst_expanded);
 }
@@ -194,6 +205,9 @@ TEST(MoeLiteCache, HoldsTheLatentAndTheRotaryKey) {
   cache.begin(3);
   const int64_t L = model->config.num_hidden_layers;
   EXPECT_EQ(cache.bytes(), L * cache.capacity() * 20 * int64_t(sizeof(float)));  // 16 + 4
+  KvCache half = make_cache(*model, DType::BF16);
+  half.begin(3);
+  EXPECT_EQ(half.bytes(), cache.bytes() / 2);
 }
 
 }  // namespace

@@ -174,6 +174,52 @@ TEST(Scheduler, AKvWindowGivesWhatGenerateGivesWithTheSameWindow) {
   }
 }
 
+// serve --kv-cache bf16 on a latent-attention model, with a window: each reply's tokens and
+// log-probabilities are those of generate with the same cache and window, which differ from an
+// fp32 cache's.
+TEST(Scheduler, ABf16LatentCacheGivesWhatGenerateGivesWithIt) {
+  auto model = load_model(std::string(GLM4_TEST_DATA) + "/moe_lite/tiny_lite");
+  SchedulerConfig sc;
+  sc.max_kv_size = 20;
+  sc.prefill_chunk = 8;
+  sc.kv_cache_dtype = DType::BF16;
+  Scheduler s(*model, nullptr, sc);
+  SlotRequest r;
+  for (int t = 0; t < 26; ++t) r.prompt.push_back(int32_t((t * 11 + 3) % 250));
+  r.max_tokens = 12;
+  r.top_logprobs = 0;
+  const Reply got = collect(*submit(s, r));
+  ASSERT_EQ(got.logprobs.size(), 12u);
+  // Generate's log-probability of each drawn token, from the logits it was drawn from.
+  auto generate = [&](DType cache) {
+    GenerationConfig cfg;
+    cfg.max_tokens = 12;
+    cfg.max_kv_size = 20;
+    cfg.prefill_chunk = 8;
+    cfg.kv_cache_dtype = cache;
+    Generator g(*model, cfg);
+    g.start(r.prompt);
+    std::vector<float> logprobs;
+    while (auto t = g.next()) {
+      const std::vector<float>& z = g.last_logits();
+      const float top = *std::max_element(z.begin(), z.end());
+      double total = 0;
+      for (float v : z) total += std::exp(double(v - top));
+      logprobs.push_back(float(double(z[size_t(*t)] - top) - std::log(total)));
+    }
+    return logprobs;
+  };
+  const std::vector<float> bf16 = generate(DType::BF16), f32 = generate(DType::F32);
+  ASSERT_EQ(bf16.size(), 12u);
+  double same = 0, apart = 0;
+  for (size_t i = 0; i < 12; ++i) {
+    same = std::max(same, double(std::abs(got.logprobs[i].logprob - bf16[i])));
+    if (i < f32.size()) apart = std::max(apart, double(std::abs(got.logprobs[i].logprob - f32[i])));
+  }
+  EXPECT_LE(same, 1e-5);
+  EXPECT_GT(apart, 1e-4);
+}
+
 TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits) {
   auto model = load_model(kModel);
   auto tok = load_tokenizer(kModel);
