@@ -14,6 +14,12 @@ Tensor CachedKeys::to_f32() const {
   return out;
 }
 
+void KvCache::Bf16Keys::grow(int64_t values, int64_t kept) {
+  PoolBlock grown = pool_allocate(size_t(values) * sizeof(uint16_t));
+  if (kept > 0) std::memcpy(grown.data, block_.data, size_t(kept) * sizeof(uint16_t));
+  pool_release(std::exchange(block_, grown));
+}
+
 KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk, bool keys_only,
                  DType dtype)
     : layers_(layers),
@@ -46,7 +52,8 @@ void KvCache::begin(int64_t tokens) {
         if (buf.defined() && kept) std::memcpy(grown.data(), buf.data(), kept);
         buf = grown;
       }
-    for (std::vector<uint16_t>& buf : k16_) buf.resize(size_t(cap * kv_heads_ * head_dim_));
+    for (Bf16Keys& buf : k16_)
+      buf.grow(cap * kv_heads_ * head_dim_, length_ * kv_heads_ * head_dim_);
     capacity_ = cap;
   }
   pending_ = tokens;
@@ -106,7 +113,7 @@ void KvCache::evict_middle(int64_t keep_first, int64_t keep_last) {
     for (Tensor& buf : *side)
       std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
                    size_t(keep_last * row) * sizeof(float));
-  for (std::vector<uint16_t>& buf : k16_)
+  for (Bf16Keys& buf : k16_)
     std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
                  size_t(keep_last * row) * sizeof(uint16_t));
   length_ -= drop;

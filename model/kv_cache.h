@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/storage_pool.h"
 #include "autograd/tensor.h"
 #include "base/dtype.h"
 
@@ -58,12 +59,31 @@ class KvCache {
   }
 
  private:
+  // One layer's bf16 keys, from the tensor storage pool as fp32 caches' are (2 MB pages from 2 MB
+  // up: a long context's cache read every step in 4 KB pages would cost page walks).
+  class Bf16Keys {
+   public:
+    Bf16Keys() = default;
+    Bf16Keys(Bf16Keys&& o) noexcept : block_(std::exchange(o.block_, {})) {}
+    Bf16Keys& operator=(Bf16Keys&& o) noexcept {
+      std::swap(block_, o.block_);
+      return *this;
+    }
+    ~Bf16Keys() { pool_release(block_); }
+    // Room for `values`, the first `kept` of them kept.
+    void grow(int64_t values, int64_t kept);
+    uint16_t* data() const { return static_cast<uint16_t*>(block_.data); }
+
+   private:
+    PoolBlock block_;
+  };
+
   int64_t layers_, kv_heads_, head_dim_, chunk_;
   int64_t length_ = 0, capacity_ = 0, pending_ = 0;
   bool keys_only_ = false;
   DType dtype_ = DType::F32;
   std::vector<Tensor> k_, v_;  // fp32: per layer [capacity, Hkv, D]; v_ empty when keys_only_
-  std::vector<std::vector<uint16_t>> k16_;  // bf16: per layer capacity * Hkv * D keys
+  std::vector<Bf16Keys> k16_;  // bf16: per layer capacity * Hkv * D keys
 };
 
 }  // namespace glm4
