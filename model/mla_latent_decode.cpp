@@ -1,8 +1,9 @@
 // The latent-space form of glm4_moe_lite's attention for cached inference. kv_b_proj stays in its
 // stored form: each head's key half folds the query through the decode kernels' input-gradient
 // product (a weighted sum of the stored rows), the scores and the attended latents read each
-// cached token once for all heads (vector loops at decode sizes, GEMMs for longer chunks), and the
-// value halves of every head run as decode products in one parallel loop.
+// cached token once for all heads (one query: the decode attention kernel over ranges of the cache
+// in parallel; a few: vector loops; longer chunks: GEMMs), and the value halves of every head run
+// as decode products in one parallel loop.
 #include "model/mla_latent_decode.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/kernels/attention_decode.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/linear_batch.h"
 #include "autograd/kernels/simd.h"
@@ -43,8 +45,9 @@ Weight row_range(const Weight& w, int64_t first, int64_t n) {
   return Weight::quantized_view(q, nullptr);
 }
 
-// Query rows (heads x queries) up to which scores and attended latents stream the cache in plain
-// vector loops (decode): a GEMM packs the cache first, which costs more than it saves for few rows.
+// Query rows (heads x queries) up to which the scores and attended latents of a chunk of queries
+// stream the cache in plain vector loops: a GEMM packs the cache first, which costs more than it
+// saves for few rows.
 constexpr int64_t kStreamRows = 64;
 constexpr int64_t kTokenBlock = 32;   // cached tokens a score task takes
 constexpr int64_t kColumnBlock = 64;  // latent columns an attended-latent task takes
@@ -164,6 +167,41 @@ void softmax_rows(float* p, int64_t rows, int64_t S, Visible&& visible) {
                });
 }
 
+// One query's heads (decode): o[h] = the attended latents of head h over the first S cached
+// tokens, by the decode attention kernel (each head's query is its absorbed latent query and its
+// rotary part, scaled; the keys are the cached rows, the values their latents), the cache cut into
+// ranges taken in parallel and joined in order: 256 tokens, 64 below 1,024 so that short contexts
+// still give each thread some (the cut follows S alone: the same sums on any thread count).
+int64_t decode_part_tokens(int64_t S) { return S >= 1024 ? 256 : 64; }
+
+void decode_latents(const float* q_lat, const float* q_rope, int64_t H, const float* cache,
+                    const uint16_t* cache16, int64_t S, int64_t C, int64_t R, float scale,
+                    float* o) {
+  const int64_t W = C + R, part_tokens = decode_part_tokens(S);
+  const int64_t parts = (S + part_tokens - 1) / part_tokens;
+  std::vector<float> q(size_t(H * W)), acc(size_t(parts * H * C)), m(size_t(parts * H)),
+      l(size_t(parts * H));
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t c = 0; c < C; ++c) q[size_t(h * W + c)] = scale * q_lat[h * C + c];
+    for (int64_t r = 0; r < R; ++r) q[size_t(h * W + C + r)] = scale * q_rope[h * R + r];
+  }
+  kernels::DecodeKeys keys;
+  keys.k = keys.v = cache;
+  keys.k16 = keys.v16 = cache16;
+  keys.stride = W;
+  keys.d = W;
+  keys.dv = C;
+  std::vector<kernels::DecodePart> part(static_cast<size_t>(parts));
+  for (int64_t i = 0; i < parts; ++i)
+    part[size_t(i)] = {acc.data() + i * H * C, m.data() + i * H, l.data() + i * H};
+  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t i = p0; i < p1; ++i)
+      kernels::attention_decode_rows(q.data(), H, keys, i * part_tokens,
+                                     std::min(S, (i + 1) * part_tokens), part[size_t(i)]);
+  });
+  kernels::join_decode_parts(part.data(), parts, H, C, o);
+}
+
 }  // namespace
 
 Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b,
@@ -218,32 +256,37 @@ Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& 
         linear_input_grad(q_nope.data() + h * B * N, B, N, w_k[size_t(h)], q_lat.data() + h * B * C,
                           false, kF32Compute);
     });
-    // scores of every head against the cache in one pass: [H * B, seen]
-    const bool stream = rows <= kStreamRows;
-    p.resize(size_t(rows * seen));
-    if (!stream && cd16) {
-      widened.resize(size_t(seen * W));
-      parallel_for(seen * W, 1 << 16, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) widened[size_t(i)] = bf16_to_f32(cd16[i]);
-      });
-    }
-    const float* wide = cd16 ? widened.data() : cd;
-    if (stream && cd16) {
-      stream_scores(q_lat.data(), q_rope.data(), rows, cd16, seen, C, R, scale, p.data());
-    } else if (stream) {
-      stream_scores(q_lat.data(), q_rope.data(), rows, cd, seen, C, R, scale, p.data());
-    } else {
-      sgemm(false, true, rows, seen, C, scale, q_lat.data(), C, wide, W, 0.0f, p.data(), seen);
-      sgemm(false, true, rows, seen, R, scale, q_rope.data(), R, wide + C, W, 1.0f, p.data(), seen);
-    }
-    softmax_rows(p.data(), rows, seen, [&](int64_t r) { return S - T + t0 + r % B + 1; });
     o_lat.resize(size_t(rows * C));  // [H, B, C]: the attended latents
-    if (stream && cd16)
-      stream_attended(p.data(), rows, cd16, seen, C, R, o_lat.data());
-    else if (stream)
-      stream_attended(p.data(), rows, cd, seen, C, R, o_lat.data());
-    else
-      sgemm(false, false, rows, C, seen, 1.0f, p.data(), seen, wide, W, 0.0f, o_lat.data(), C);
+    if (B == 1 && H <= kernels::kDecodeMaxRows && kernels::attention_decode_available()) {
+      decode_latents(q_lat.data(), q_rope.data(), H, cd, cd16, seen, C, R, scale, o_lat.data());
+    } else {
+      // scores of every head against the cache in one pass: [H * B, seen]
+      const bool stream = rows <= kStreamRows;
+      p.resize(size_t(rows * seen));
+      if (!stream && cd16) {
+        widened.resize(size_t(seen * W));
+        parallel_for(seen * W, 1 << 16, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) widened[size_t(i)] = bf16_to_f32(cd16[i]);
+        });
+      }
+      const float* wide = cd16 ? widened.data() : cd;
+      if (stream && cd16) {
+        stream_scores(q_lat.data(), q_rope.data(), rows, cd16, seen, C, R, scale, p.data());
+      } else if (stream) {
+        stream_scores(q_lat.data(), q_rope.data(), rows, cd, seen, C, R, scale, p.data());
+      } else {
+        sgemm(false, true, rows, seen, C, scale, q_lat.data(), C, wide, W, 0.0f, p.data(), seen);
+        sgemm(false, true, rows, seen, R, scale, q_rope.data(), R, wide + C, W, 1.0f, p.data(),
+              seen);
+      }
+      softmax_rows(p.data(), rows, seen, [&](int64_t r) { return S - T + t0 + r % B + 1; });
+      if (stream && cd16)
+        stream_attended(p.data(), rows, cd16, seen, C, R, o_lat.data());
+      else if (stream)
+        stream_attended(p.data(), rows, cd, seen, C, R, o_lat.data());
+      else
+        sgemm(false, false, rows, C, seen, 1.0f, p.data(), seen, wide, W, 0.0f, o_lat.data(), C);
+    }
     // the value halves, every head's product in one parallel loop: [H, B, V]
     o_v.resize(size_t(rows * V));
     std::vector<LinearProduct> products;

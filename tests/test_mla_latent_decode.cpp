@@ -139,6 +139,14 @@ TEST_P(LatentDecode, OneQueryEqualsTheExpandedForm) {
   EXPECT_LE(worst_relative(c, 1, 41, kLatentScoreBudget), tolerance(c));
 }
 
+// Past several key tiles and ranges of the decode kernel (601 = 9 x 64 + 25 cached tokens; 1,100 =
+// 4 x 256 + 76).
+TEST_P(LatentDecode, OneQueryAfterManyCachedTokensEqualsTheExpandedForm) {
+  const Case c = GetParam();
+  EXPECT_LE(worst_relative(c, 1, 601, kLatentScoreBudget), tolerance(c));
+  EXPECT_LE(worst_relative(c, 1, 1100, kLatentScoreBudget), tolerance(c));
+}
+
 TEST_P(LatentDecode, ChunkOfQueriesEqualsTheExpandedFormCausally) {
   const Case c = GetParam();
   EXPECT_LE(worst_relative(c, 7, 20, kLatentScoreBudget), tolerance(c));
