@@ -186,16 +186,9 @@ void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int
 template <int Bits>
 void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
-  switch (M) {
-    case 1:
-      return rows_m<Bits, 1>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 2:
-      return rows_m<Bits, 2>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 3:
-      return rows_m<Bits, 3>(W, in, m0, n0, n1, Y, ldy, accumulate);
-    case 4:
-      return rows_m<Bits, 4>(W, in, m0, n0, n1, Y, ldy, accumulate);
-  }
+  with_input_rows(M, [&](auto input_rows) {
+    rows_m<Bits, decltype(input_rows)::value>(W, in, m0, n0, n1, Y, ldy, accumulate);
+  });
 }
 
 }  // namespace

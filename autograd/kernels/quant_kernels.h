@@ -2,6 +2,7 @@
 // AVX2 + FMA, portable C++), each in its own file, and the run-time choice among them.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "autograd/kernels/quantized_matrix.h"
 
@@ -48,5 +49,21 @@ const QuantKernels& active();
 // Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32.
 void load_group_params(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
                        int64_t count, float* out);
+
+// fn(std::integral_constant<int, M>{}) for M of 1 to 4: the input rows of a decode product, a
+// compile-time count inside the int8 decode kernels (AVX-512 and AVX2 alike).
+template <typename Fn>
+void with_input_rows(int64_t M, Fn&& fn) {
+  switch (M) {
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    case 4:
+      return fn(std::integral_constant<int, 4>{});
+  }
+}
 
 }  // namespace glm4::quant_detail
