@@ -27,6 +27,7 @@
 #include "benchmarks/bandwidth_probe.h"
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
+#include "infer/cached_forward.h"
 #include "infer/generator.h"
 #include "model/adapter/adapter_io.h"
 #include "model/compute_choice.h"
@@ -88,11 +89,10 @@ int main(int argc, char** argv) {
       o.adapter = value();
     else if (a == "--kv-cache") {
       const std::string v = value();
-      if (v != "f32" && v != "bf16") {
+      if (!parse_kv_cache_name(v, &o.kv_cache)) {
         std::fprintf(stderr, "--kv-cache %s: expected f32 or bf16\n", v.c_str());
         return 2;
       }
-      o.kv_cache = v == "f32" ? DType::F32 : DType::BF16;
     } else if (a == "--memory") {
       const std::string m = value();
       if (m == "auto")

@@ -141,8 +141,7 @@ int main(int argc, char** argv) {
       o.attention_only = true;
     else if (a == "--kv-cache") {
       const std::string v = value();
-      GLM4_CHECK(v == "f32" || v == "bf16", "--kv-cache: f32 or bf16, got ", v);
-      o.kv_cache = v == "f32" ? DType::F32 : DType::BF16;
+      GLM4_CHECK(parse_kv_cache_name(v, &o.kv_cache), "--kv-cache: f32 or bf16, got ", v);
     } else {
       std::fprintf(stderr, "unknown flag %s (see the header of bench_mla_decode.cpp)\n", a.c_str());
       return 2;

@@ -65,8 +65,8 @@ void add_kv_cache_flag(CLI::App* app, std::string& value) {
 }
 
 DType kv_cache_dtype(const std::string& value, const Glm4Model& model) {
-  GLM4_CHECK(value == "f32" || value == "bf16", "--kv-cache: f32 or bf16, got \"", value, "\"");
-  const DType dtype = value == "f32" ? DType::F32 : DType::BF16;
+  DType dtype;
+  GLM4_CHECK(parse_kv_cache_name(value, &dtype), "--kv-cache: f32 or bf16, got \"", value, "\"");
   check_kv_cache_dtype(model, dtype, "--kv-cache");
   return dtype;
 }

@@ -90,6 +90,15 @@ const char* kv_cache_name(DType dtype) {
   return "?";
 }
 
+bool parse_kv_cache_name(std::string_view name, DType* dtype) {
+  for (const DType d : {DType::F32, DType::BF16})
+    if (name == kv_cache_name(d)) {
+      *dtype = d;
+      return true;
+    }
+  return false;
+}
+
 KvCache make_cache(const Glm4Model& model, DType dtype) {
   check_kv_cache_dtype(model, dtype, "[kv_cache]");
   const ModelConfig& c = model.config;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "model/glm4_model.h"
 #include "model/kv_cache.h"
@@ -36,8 +37,9 @@ KvCache make_cache(const Glm4Model& model, DType dtype = DType::F32);
 // Throws unless a cache of `model` can hold `dtype`: fp32 always, bf16 for latent attention
 // (glm4_moe_lite) only. `what` names the setting in the message (e.g. "--kv-cache").
 void check_kv_cache_dtype(const Glm4Model& model, DType dtype, const std::string& what);
-// The spelling of --kv-cache: "f32", "bf16".
+// The spelling of --kv-cache: "f32", "bf16"; and back (false for anything else).
 const char* kv_cache_name(DType dtype);
+bool parse_kv_cache_name(std::string_view name, DType* dtype);
 
 // Values a token keeps per layer in that cache: keys and values of every kv head, or for latent
 // attention (glm4_moe_lite) the latent and the shared rotary key (576 for GLM-4.7-Flash).

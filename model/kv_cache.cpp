@@ -2,15 +2,23 @@
 
 #include <cstring>
 
+#include "autograd/kernels/convert.h"
 #include "base/check.h"
+#include "base/parallel.h"
 
 namespace glm4 {
+
+namespace {
+constexpr int64_t kWidenGrain = int64_t(1) << 16;  // values a task widens
+}  // namespace
 
 Tensor CachedKeys::to_f32() const {
   if (!bf16) return f32;
   Tensor out = Tensor::empty({1, tokens, 1, width});
   float* o = out.data();
-  for (int64_t i = 0; i < tokens * width; ++i) o[i] = bf16_to_f32(bf16[i]);
+  parallel_for(tokens * width, kWidenGrain, [&](int64_t lo, int64_t hi) {
+    convert_to_f32(DType::BF16, bf16 + lo, hi - lo, o + lo);
+  });
   return out;
 }
 

@@ -235,7 +235,7 @@ Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& 
   const float* qd = q.data();
   const float* cd = cached.bf16 ? nullptr : cached.f32.data();
   const uint16_t* cd16 = cached.bf16;
-  std::vector<float> widened;  // a bf16 cache as the GEMMs of long chunks read it
+  Tensor widened;  // a bf16 cache as the GEMMs of long chunks read it, widened once
   const int64_t block = std::clamp<int64_t>(score_budget / (H * S), 1, T);
   std::vector<float> q_nope, q_lat, q_rope, p, o_lat, o_v;
   for (int64_t t0 = 0; t0 < T; t0 += block) {
@@ -263,13 +263,8 @@ Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& 
       // scores of every head against the cache in one pass: [H * B, seen]
       const bool stream = rows <= kStreamRows;
       p.resize(size_t(rows * seen));
-      if (!stream && cd16) {
-        widened.resize(size_t(seen * W));
-        parallel_for(seen * W, 1 << 16, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) widened[size_t(i)] = bf16_to_f32(cd16[i]);
-        });
-      }
-      const float* wide = cd16 ? widened.data() : cd;
+      if (!stream && cd16 && !widened.defined()) widened = cached.to_f32();
+      const float* wide = widened.defined() ? widened.data() : cd;
       if (stream && cd16) {
         stream_scores(q_lat.data(), q_rope.data(), rows, cd16, seen, C, R, scale, p.data());
       } else if (stream) {

@@ -36,8 +36,8 @@ struct DecodePart {
 void attention_decode_rows(const float* q, int64_t rows, const DecodeKeys& keys, int64_t lo,
                            int64_t hi, const DecodePart& out);
 
-// The parts of consecutive key ranges joined: out [rows, dv] = the softmax-weighted sum over all
-// of them, parts[0] (whose acc, m and l are overwritten) first. Rows that saw nothing give zeros.
+// The parts of consecutive key ranges joined in order: out [rows, dv] = the softmax-weighted sum
+// of the values over all of them (the parts are only read). Rows that saw nothing give zeros.
 void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int64_t dv,
                        float* out);
 
