@@ -122,6 +122,10 @@ Tensor rope(const Tensor& x, std::span<const int32_t> positions, int64_t rotary_
 // bf16_max_rows) run QK^T and PV on its bf16 kernel; otherwise fp32.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                  const ComputeChoice& compute);
+// The same over a bf16 KV cache, for inference (no tape): k, v the bf16 values of [1, S, Hkv, D]
+// (q's D), widened to fp32 as they are read.
+Tensor attention_bf16_kv(const Tensor& q, const uint16_t* k, const uint16_t* v, int64_t S,
+                         int64_t Hkv, const AttentionMask& mask, const ComputeChoice& compute);
 
 // --- loss (ops/loss.cpp) ---
 // logits [N, V], labels [N] (-100 = ignored) -> mean cross-entropy over non-ignored rows (0 if

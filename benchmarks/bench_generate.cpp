@@ -6,7 +6,7 @@
 // its weights held as --memory says (auto, huge_pages, mmap: load_model's FileResidency); the
 // first run's prefill (the first prompt of a process) is printed beside the best. --adapter DIR
 // applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run;
-// --kv-cache bf16 holds a latent-attention model's cache in bf16 (generate's --kv-cache).
+// --kv-cache bf16 holds the model's KV cache in bf16 (generate's --kv-cache).
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
 //                       [--memory auto|huge_pages|mmap] [--adapter DIR] [--kv-cache f32|bf16]

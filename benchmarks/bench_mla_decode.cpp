@@ -97,7 +97,7 @@ double attention_ms(const ModelConfig& c, const Options& o) {
     for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = normal(rng);
   KvCache cache(1, 1, W, 256, true, o.kv_cache);
   cache.begin(o.context + 1);
-  const CachedKeys cached = cache.append_keys(0, values);
+  const CachedTokens cached = cache.append_keys(0, values);
   // As apply_compute_flag resolves it for a model of such weights: bf16 on bf16 units, and for
   // quantized ones also on the int8 kernels of a CPU without them.
   const bool quantized = o.dtype == "q4" || o.dtype == "q8";

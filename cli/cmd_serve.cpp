@@ -113,7 +113,7 @@ void run_serve(const ServeFlags& f) {
   sc.max_batch = f.max_batch;
   sc.max_queue = f.max_queue;
   sc.max_kv_size = f.max_kv_size;
-  sc.kv_cache_dtype = kv_cache_dtype(f.kv_cache, *s.model);
+  sc.kv_cache_dtype = kv_cache_dtype(f.kv_cache);
   serve::Scheduler scheduler(*s.model, s.tokenizer.get(), sc);
   serve::HttpServer server(served, scheduler, http, stdout);
   const int port = server.bind();

@@ -60,14 +60,13 @@ void DataFlags::check_batch_size() const {
 
 void add_kv_cache_flag(CLI::App* app, std::string& value) {
   app->add_option("--kv-cache", value,
-                  "What the KV cache holds: f32 (default, exact), or bf16 for latent-attention "
-                  "models (GLM-4.7-Flash): half the memory and the bytes a step reads");
+                  "What the KV cache holds: f32 (default, exact) or bf16 (half the memory and "
+                  "the bytes a decode step reads)");
 }
 
-DType kv_cache_dtype(const std::string& value, const Glm4Model& model) {
+DType kv_cache_dtype(const std::string& value) {
   DType dtype;
   GLM4_CHECK(parse_kv_cache_name(value, &dtype), "--kv-cache: f32 or bf16, got \"", value, "\"");
-  check_kv_cache_dtype(model, dtype, "--kv-cache");
   return dtype;
 }
 
@@ -106,7 +105,7 @@ GenerationConfig SamplingFlags::config(const ModelSession& s, bool chat) const {
   g.sampling.repeat_penalty = repeat_penalty;
   g.sampling.seed = seed;
   g.max_kv_size = max_kv_size;
-  g.kv_cache_dtype = kv_cache_dtype(kv_cache, *s.model);
+  g.kv_cache_dtype = kv_cache_dtype(kv_cache);
   g.stop_ids = s.stop_ids(chat);
   if (s.tokenizer) g.drawable_ids = s.tokenizer->vocab_size();
   validate_generation_config(g);

@@ -41,9 +41,9 @@ struct DataFlags {
   void check_batch_size() const;  // > 0
 };
 
-// --kv-cache: adds the flag (generate, chat, serve) and reads its value for `model`.
+// --kv-cache: adds the flag (generate, chat, serve) and reads its value.
 void add_kv_cache_flag(CLI::App* app, std::string& value);
-DType kv_cache_dtype(const std::string& value, const Glm4Model& model);
+DType kv_cache_dtype(const std::string& value);
 
 // What generate and chat sample with: --max-tokens, --temp, --top-k, --top-p, --min-p,
 // --repeat-penalty, --seed, --max-kv-size, --kv-cache.

@@ -71,13 +71,6 @@ int64_t cache_values_per_token_layer(const ModelConfig& c) {
   return 2 * c.num_key_value_heads * c.head_dim;
 }
 
-void check_kv_cache_dtype(const Glm4Model& model, DType dtype, const std::string& what) {
-  GLM4_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && has_latent_attention(model.config)),
-             what, " ", kv_cache_name(dtype), ": a ", family_name(model.config.family),
-             " model caches its keys and values in f32 only (bf16 is for the latent cache of "
-             "glm4_moe_lite)");
-}
-
 const char* kv_cache_name(DType dtype) {
   switch (dtype) {
     case DType::F32:
@@ -100,11 +93,10 @@ bool parse_kv_cache_name(std::string_view name, DType* dtype) {
 }
 
 KvCache make_cache(const Glm4Model& model, DType dtype) {
-  check_kv_cache_dtype(model, dtype, "[kv_cache]");
   const ModelConfig& c = model.config;
   if (has_latent_attention(c))  // the latent and the shared rotary key, one "head" a token
     return KvCache(c.num_hidden_layers, 1, c.kv_lora_rank + c.qk_rope_head_dim, 256, true, dtype);
-  return KvCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim);
+  return KvCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, 256, false, dtype);
 }
 
 }  // namespace glm4

@@ -30,13 +30,9 @@ Tensor cached_forward(const Glm4Model& model, std::span<const CachedRow> rows, b
 // for `incoming`. Requires incoming <= max_kv_size - keep_first.
 void make_room(KvCache& cache, int64_t incoming, int64_t max_kv_size, int64_t keep_first);
 
-// An empty cache shaped for `model`, holding fp32, or bf16 where the model's cache may (latent
-// attention: check_kv_cache_dtype).
+// An empty cache shaped for `model`, holding fp32 or bf16.
 KvCache make_cache(const Glm4Model& model, DType dtype = DType::F32);
 
-// Throws unless a cache of `model` can hold `dtype`: fp32 always, bf16 for latent attention
-// (glm4_moe_lite) only. `what` names the setting in the message (e.g. "--kv-cache").
-void check_kv_cache_dtype(const Glm4Model& model, DType dtype, const std::string& what);
 // The spelling of --kv-cache: "f32", "bf16"; and back (false for anything else).
 const char* kv_cache_name(DType dtype);
 bool parse_kv_cache_name(std::string_view name, DType* dtype);

@@ -59,11 +59,12 @@ Tensor Glm4Attention::attend_cached(const Tensor& q, const Tensor& k, const Tens
   for (size_t r = 0; r < R; ++r) {
     const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     auto part = [&](const Tensor& t) { return R == 1 ? t : ops::slice(t, 1, begin, end); };
-    auto [keys, values] =
-        rows.caches[r]->append(ctx.layer_index, part(k), part(v));  // [1, S, Hkv, D]
+    const auto [keys, values] = rows.caches[r]->append(ctx.layer_index, part(k), part(v));
     AttentionMask mask;
-    mask.q_offset = keys.dim(1) - (end - begin);  // the row's new tokens follow what it cached
-    outs.push_back(ops::attention(part(q), keys, values, mask, ctx.compute));
+    mask.q_offset = keys.tokens - (end - begin);  // the row's new tokens follow what it cached
+    outs.push_back(keys.bf16 ? ops::attention_bf16_kv(part(q), keys.bf16, values.bf16, keys.tokens,
+                                                      kv_heads, mask, ctx.compute)
+                             : ops::attention(part(q), keys.f32, values.f32, mask, ctx.compute));
   }
   return R == 1 ? outs[0] : ops::concat(outs, 1);
 }

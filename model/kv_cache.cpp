@@ -12,9 +12,9 @@ namespace {
 constexpr int64_t kWidenGrain = int64_t(1) << 16;  // values a task widens
 }  // namespace
 
-Tensor CachedKeys::to_f32() const {
+Tensor CachedTokens::to_f32() const {
   if (!bf16) return f32;
-  Tensor out = Tensor::empty({1, tokens, 1, width});
+  Tensor out = Tensor::empty({1, tokens, heads, width / heads});
   float* o = out.data();
   parallel_for(tokens * width, kWidenGrain, [&](int64_t lo, int64_t hi) {
     convert_to_f32(DType::BF16, bf16 + lo, hi - lo, o + lo);
@@ -22,7 +22,7 @@ Tensor CachedKeys::to_f32() const {
   return out;
 }
 
-void KvCache::Bf16Keys::grow(int64_t values, int64_t kept) {
+void KvCache::Bf16Block::grow(int64_t values, int64_t kept) {
   PoolBlock grown = pool_allocate(size_t(values) * sizeof(uint16_t));
   if (kept > 0) std::memcpy(grown.data, block_.data, size_t(kept) * sizeof(uint16_t));
   pool_release(std::exchange(block_, grown));
@@ -37,14 +37,14 @@ KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chu
       keys_only_(keys_only),
       dtype_(dtype),
       k_(dtype == DType::F32 ? size_t(layers) : 0),
-      v_(keys_only ? 0 : size_t(layers)),
-      k16_(dtype == DType::BF16 ? size_t(layers) : 0) {
+      v_(dtype == DType::F32 && !keys_only ? size_t(layers) : 0),
+      k16_(dtype == DType::BF16 ? size_t(layers) : 0),
+      v16_(dtype == DType::BF16 && !keys_only ? size_t(layers) : 0) {
   GLM4_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0 && chunk > 0, "[kv_cache] layers ", layers,
              ", kv heads ", kv_heads, ", head dim ", head_dim, ", chunk ", chunk,
              " must be positive");
-  GLM4_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && keys_only), "[kv_cache] a ",
-             dtype_name(dtype), " cache", keys_only ? "" : " of keys and values",
-             ": only fp32, or bf16 for a keys-only (latent) cache");
+  GLM4_CHECK(dtype == DType::F32 || dtype == DType::BF16, "[kv_cache] a ", dtype_name(dtype),
+             " cache: only fp32 or bf16");
 }
 
 void KvCache::begin(int64_t tokens) {
@@ -60,51 +60,68 @@ void KvCache::begin(int64_t tokens) {
         if (buf.defined() && kept) std::memcpy(grown.data(), buf.data(), kept);
         buf = grown;
       }
-    for (Bf16Keys& buf : k16_)
-      buf.grow(cap * kv_heads_ * head_dim_, length_ * kv_heads_ * head_dim_);
+    for (std::vector<Bf16Block>* side : {&k16_, &v16_})
+      for (Bf16Block& buf : *side)
+        buf.grow(cap * kv_heads_ * head_dim_, length_ * kv_heads_ * head_dim_);
     capacity_ = cap;
   }
   pending_ = tokens;
 }
 
-CachedKeys KvCache::append_keys(int64_t layer, const Tensor& k) {
+void KvCache::store(const Tensor& from, Tensor* f32, Bf16Block* bf16) const {
+  const int64_t at = length_ * kv_heads_ * head_dim_, count = pending_ * kv_heads_ * head_dim_;
+  const float* values = from.data();
+  if (f32) {
+    std::memcpy(f32->data() + at, values, size_t(count) * sizeof(float));
+    return;
+  }
+  uint16_t* to = bf16->data() + at;
+  for (int64_t i = 0; i < count; ++i) to[i] = f32_to_bf16(values[i]);
+}
+
+CachedTokens KvCache::seen(const Tensor* f32, const Bf16Block* bf16) const {
+  CachedTokens out;
+  out.tokens = length_ + pending_;
+  out.heads = keys_only_ ? 1 : kv_heads_;
+  out.width = kv_heads_ * head_dim_;
+  if (f32)
+    out.f32 = f32->view_prefix({1, out.tokens, out.heads, out.width / out.heads});
+  else
+    out.bf16 = bf16->data();
+  return out;
+}
+
+CachedTokens KvCache::append_keys(int64_t layer, const Tensor& k) {
   GLM4_CHECK(keys_only_, "[kv_cache] append_keys on a cache of keys and values");
   GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
   GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
-  const int64_t row = kv_heads_ * head_dim_;
-  GLM4_CHECK(k.numel() == pending_ * row && k.dim(-1) == head_dim_ && k.dim(-2) == kv_heads_,
+  GLM4_CHECK(k.numel() == pending_ * kv_heads_ * head_dim_ && k.dim(-1) == head_dim_ &&
+                 k.dim(-2) == kv_heads_,
              "[kv_cache] keys ", shape_str(k.shape()), " for a step of ", pending_, " tokens of ",
              kv_heads_, " heads of ", head_dim_);
-  CachedKeys seen;
-  seen.tokens = length_ + pending_;
-  seen.width = row;
-  if (dtype_ == DType::BF16) {
-    uint16_t* to = k16_[size_t(layer)].data();
-    const float* from = k.data();
-    for (int64_t i = 0; i < pending_ * row; ++i) to[length_ * row + i] = f32_to_bf16(from[i]);
-    seen.bf16 = to;
-    return seen;
-  }
-  std::memcpy(k_[size_t(layer)].data() + length_ * row, k.data(),
-              size_t(pending_ * row) * sizeof(float));
-  seen.f32 = k_[size_t(layer)].view_prefix({1, seen.tokens, kv_heads_, head_dim_});
-  return seen;
+  const size_t l = size_t(layer);
+  Tensor* f32 = dtype_ == DType::F32 ? &k_[l] : nullptr;
+  Bf16Block* bf16 = f32 ? nullptr : &k16_[l];
+  store(k, f32, bf16);
+  return seen(f32, bf16);
 }
 
-std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& k, const Tensor& v) {
+std::pair<CachedTokens, CachedTokens> KvCache::append(int64_t layer, const Tensor& k,
+                                                      const Tensor& v) {
   GLM4_CHECK(!keys_only_, "[kv_cache] append of values to a keys-only cache");
   GLM4_CHECK(pending_ > 0, "[kv_cache] append without begin");
   GLM4_CHECK(layer >= 0 && layer < layers_, "[kv_cache] layer ", layer, " of ", layers_);
-  const int64_t row = kv_heads_ * head_dim_;
-  GLM4_CHECK(k.shape() == v.shape() && k.numel() == pending_ * row && k.dim(-1) == head_dim_ &&
-                 k.dim(-2) == kv_heads_,
+  GLM4_CHECK(k.shape() == v.shape() && k.numel() == pending_ * kv_heads_ * head_dim_ &&
+                 k.dim(-1) == head_dim_ && k.dim(-2) == kv_heads_,
              "[kv_cache] keys ", shape_str(k.shape()), " and values ", shape_str(v.shape()),
              " for a step of ", pending_, " tokens of ", kv_heads_, " heads of ", head_dim_);
-  const size_t at = size_t(length_ * row), bytes = size_t(pending_ * row) * sizeof(float);
-  std::memcpy(k_[size_t(layer)].data() + at, k.data(), bytes);
-  std::memcpy(v_[size_t(layer)].data() + at, v.data(), bytes);
-  const Shape seen{1, length_ + pending_, kv_heads_, head_dim_};
-  return {k_[size_t(layer)].view_prefix(seen), v_[size_t(layer)].view_prefix(seen)};
+  const size_t l = size_t(layer);
+  const bool wide = dtype_ == DType::F32;
+  Tensor *kf = wide ? &k_[l] : nullptr, *vf = wide ? &v_[l] : nullptr;
+  Bf16Block *kb = wide ? nullptr : &k16_[l], *vb = wide ? nullptr : &v16_[l];
+  store(k, kf, kb);
+  store(v, vf, vb);
+  return {seen(kf, kb), seen(vf, vb)};
 }
 
 void KvCache::commit() {
@@ -121,9 +138,10 @@ void KvCache::evict_middle(int64_t keep_first, int64_t keep_last) {
     for (Tensor& buf : *side)
       std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
                    size_t(keep_last * row) * sizeof(float));
-  for (Bf16Keys& buf : k16_)
-    std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
-                 size_t(keep_last * row) * sizeof(uint16_t));
+  for (std::vector<Bf16Block>* side : {&k16_, &v16_})
+    for (Bf16Block& buf : *side)
+      std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
+                   size_t(keep_last * row) * sizeof(uint16_t));
   length_ -= drop;
 }
 

@@ -2,12 +2,12 @@
 // A forward pass over new tokens follows one protocol, which the cache checks:
 //   begin(T)            room for T more tokens (an unfinished earlier step is dropped);
 //   append(layer, k, v) per layer: stores that layer's T keys/values after length() and returns
-//                       views [1, length() + T, Hkv, D] of everything to attend to;
+//                       views of everything to attend to, length() + T tokens;
 //   commit()            the T tokens become part of length().
 // A keys-only cache (glm4_moe_lite's latent cache: one "head" of kv_lora_rank + qk_rope_head_dim
-// values a token) stores no values and appends with append_keys; it may hold them in bf16 (half
-// the memory and the bytes each decode step reads, rounded as torch rounds), which its readers
-// widen as they go.
+// values a token) stores no values and appends with append_keys. Either may hold its values in
+// bf16 (--kv-cache bf16: half the memory and the bytes each decode step reads, rounded as torch
+// rounds), which their readers widen as they go.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -19,19 +19,19 @@
 
 namespace glm4 {
 
-// A keys-only cache's keys of one layer, [tokens, width] values in the cache's dtype; `bf16`
+// One layer's cached keys or values, [tokens, heads, width / heads] in the cache's dtype; `bf16`
 // points into the cache, valid until its next begin().
-struct CachedKeys {
-  Tensor f32;                      // an fp32 cache's: a view [1, tokens, 1, width]
+struct CachedTokens {
+  Tensor f32;                      // an fp32 cache's: a view [1, tokens, heads, width / heads]
   const uint16_t* bf16 = nullptr;  // a bf16 cache's
-  int64_t tokens = 0, width = 0;
-  // The keys as fp32 [1, tokens, 1, width]: the view, or a widened copy of bf16 ones.
+  int64_t tokens = 0, heads = 1, width = 0;
+  // The values as fp32 [1, tokens, heads, width / heads]: the view, or a widened copy of bf16 ones.
   Tensor to_f32() const;
 };
 
 class KvCache {
  public:
-  // dtype F32, or BF16 for a keys-only cache.
+  // dtype F32 or BF16.
   KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk = 256,
           bool keys_only = false, DType dtype = DType::F32);
 
@@ -40,11 +40,12 @@ class KvCache {
   int64_t pending() const { return pending_; }  // tokens of the step begun, not yet committed
 
   void begin(int64_t tokens);
-  // k, v [T, Hkv, D] (or [1, T, Hkv, D]) with T = the tokens begun.
-  std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& k, const Tensor& v);
+  // k, v [T, Hkv, D] (or [1, T, Hkv, D]) with T = the tokens begun -> the layer's keys and
+  // values so far, these included.
+  std::pair<CachedTokens, CachedTokens> append(int64_t layer, const Tensor& k, const Tensor& v);
   // The keys-only form: k [T, Hkv * D] values a token (any shape of that many) -> the layer's
   // keys so far, these included (length() + T tokens of Hkv * D).
-  CachedKeys append_keys(int64_t layer, const Tensor& k);
+  CachedTokens append_keys(int64_t layer, const Tensor& k);
   bool keys_only() const { return keys_only_; }
   DType dtype() const { return dtype_; }
   void commit();
@@ -59,17 +60,17 @@ class KvCache {
   }
 
  private:
-  // One layer's bf16 keys, from the tensor storage pool as fp32 caches' are (2 MB pages from 2 MB
-  // up: a long context's cache read every step in 4 KB pages would cost page walks).
-  class Bf16Keys {
+  // One layer's bf16 keys or values, from the tensor storage pool as fp32 caches' are (2 MB pages
+  // from 2 MB up: a long context's cache read every step in 4 KB pages would cost page walks).
+  class Bf16Block {
    public:
-    Bf16Keys() = default;
-    Bf16Keys(Bf16Keys&& o) noexcept : block_(std::exchange(o.block_, {})) {}
-    Bf16Keys& operator=(Bf16Keys&& o) noexcept {
+    Bf16Block() = default;
+    Bf16Block(Bf16Block&& o) noexcept : block_(std::exchange(o.block_, {})) {}
+    Bf16Block& operator=(Bf16Block&& o) noexcept {
       std::swap(block_, o.block_);
       return *this;
     }
-    ~Bf16Keys() { pool_release(block_); }
+    ~Bf16Block() { pool_release(block_); }
     // Room for `values`, the first `kept` of them kept.
     void grow(int64_t values, int64_t kept);
     uint16_t* data() const { return static_cast<uint16_t*>(block_.data); }
@@ -82,8 +83,14 @@ class KvCache {
   int64_t length_ = 0, capacity_ = 0, pending_ = 0;
   bool keys_only_ = false;
   DType dtype_ = DType::F32;
-  std::vector<Tensor> k_, v_;  // fp32: per layer [capacity, Hkv, D]; v_ empty when keys_only_
-  std::vector<Bf16Keys> k16_;  // bf16: per layer capacity * Hkv * D keys
+  // fp32: per layer [capacity, Hkv, D]; bf16: per layer capacity * Hkv * D values. The values'
+  // vectors are empty when keys_only_.
+  std::vector<Tensor> k_, v_;
+  std::vector<Bf16Block> k16_, v16_;
+
+  // Stores the pending tokens' `from` after the first length_ of a layer's keys or values.
+  void store(const Tensor& from, Tensor* f32, Bf16Block* bf16) const;
+  CachedTokens seen(const Tensor* f32, const Bf16Block* bf16) const;
 };
 
 }  // namespace glm4

@@ -129,7 +129,7 @@ Tensor MlaAttention::attend_cached(const Tensor& q, const Tensor& latent, const 
   for (size_t r = 0; r < R; ++r) {
     const int64_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     GLM4_CHECK(rows.caches[r]->keys_only(), "[mla] row ", r, " has a cache of keys and values");
-    const CachedKeys cached =
+    const CachedTokens cached =
         rows.caches[r]->append_keys(ctx.layer_index, ops::slice(packed, 0, begin, end));
     const int64_t S = cached.tokens;
     const int32_t slot = resident_slot_at(ctx, begin);

@@ -208,14 +208,14 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
                         const LatentShape& s, const ComputeChoice& compute, int64_t score_budget) {
   GLM4_CHECK(cached.rank() == 4 && cached.dim(0) == 1 && cached.dim(2) == 1,
              "[mla] latent attention: cache ", shape_str(cached.shape()));
-  CachedKeys keys;
+  CachedTokens keys;
   keys.f32 = cached;
   keys.tokens = cached.dim(1);
   keys.width = cached.dim(3);
   return latent_attention(q, keys, kv_b, s, compute, score_budget);
 }
 
-Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& kv_b,
+Tensor latent_attention(const Tensor& q, const CachedTokens& cached, const Param& kv_b,
                         const LatentShape& s, const ComputeChoice& compute, int64_t score_budget) {
   const int64_t H = s.heads, C = s.kv_lora_rank, N = s.nope_dim, R = s.rope_dim, V = s.v_dim;
   const int64_t T = q.dim(1), S = cached.tokens, W = C + R;

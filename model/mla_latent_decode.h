@@ -30,7 +30,7 @@ Tensor latent_attention(const Tensor& q, const Tensor& cached, const Param& kv_b
                         const LatentShape& s, const ComputeChoice& compute,
                         int64_t score_budget = kLatentScoreBudget);
 // The same over a cache's keys as it holds them (fp32 or bf16, widened as they are read).
-Tensor latent_attention(const Tensor& q, const CachedKeys& cached, const Param& kv_b,
+Tensor latent_attention(const Tensor& q, const CachedTokens& cached, const Param& kv_b,
                         const LatentShape& s, const ComputeChoice& compute,
                         int64_t score_budget = kLatentScoreBudget);
 

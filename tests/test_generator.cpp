@@ -102,6 +102,42 @@ TEST_P(CachedDecoding, EqualsFullRecomputationAtEveryStep) {
   }
 }
 
+// With the cache in bf16 (--kv-cache bf16) each cached key and value is rounded to 8 bits of
+// mantissa: the logits stay within two bf16 steps of the largest of full recomputation's at every
+// step, and do move.
+TEST_P(CachedDecoding, ABf16CacheStaysWithinItsRounding) {
+  auto model = load_model(dir_of(GetParam()));
+  const std::vector<int32_t> prompt = read_ids(GetParam(), "greedy_prompt");
+  for (int64_t chunk : {int64_t(512), int64_t(3)}) {
+    GenerationConfig cfg;
+    cfg.max_tokens = 16;
+    cfg.prefill_chunk = chunk;
+    cfg.kv_cache_dtype = DType::BF16;
+    cfg.sampling.temperature = 0.8f;
+    cfg.sampling.seed = 5;
+    Generator gen(*model, cfg);
+    EXPECT_EQ(gen.cache().dtype(), DType::BF16);
+    gen.start(prompt);
+    std::vector<int32_t> seq = prompt;
+    double worst = 0, largest = 0;
+    auto compare = [&] {
+      const std::vector<float> want = recompute_last(*model, seq);
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, double(std::abs(gen.last_logits()[i] - want[i])));
+        largest = std::max(largest, double(std::abs(want[i])));
+      }
+    };
+    compare();
+    while (auto t = gen.next()) {
+      compare();
+      seq.push_back(*t);
+    }
+    EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);
+    EXPECT_LE(worst, std::ldexp(largest, -7)) << "chunk " << chunk;
+    EXPECT_GT(worst, 1e-5) << "chunk " << chunk << ": the bf16 cache changed nothing";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CachedDecoding,
                          ::testing::Values("tiny_glm4", "tiny_chatglm", "tiny_glm4_q"));
 

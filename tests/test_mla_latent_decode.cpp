@@ -187,7 +187,7 @@ TEST(LatentDecode, ABf16CacheIsTheFp32CacheOfItsRoundedValues) {
     const Tensor values = random_tensor({S, 1, W}, rng, 1.0f);
     KvCache cache(1, 1, W, 16, true, DType::BF16);
     cache.begin(S);
-    const CachedKeys bf16 = cache.append_keys(0, values);
+    const CachedTokens bf16 = cache.append_keys(0, values);
     Tensor rounded = Tensor::empty({1, S, 1, W});
     for (int64_t i = 0; i < S * W; ++i)
       rounded.data()[i] = bf16_to_f32(f32_to_bf16(values.data()[i]));

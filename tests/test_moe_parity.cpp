@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "autograd/node.h"
 #include "base/check.h"
@@ -151,7 +152,8 @@ TEST(MoeMlxLayout, EqualsThePerExpertLayout) {
             int64_t(e0.bytes()));  // consecutive rows of one mapped tensor
 }
 
-// Decoding with the KV cache gives the logits of a full forward over the sequence at every step.
+// Decoding with the KV cache gives the logits of a full forward over the sequence at every step;
+// with the cache in bf16 (--kv-cache bf16), within two bf16 steps of the largest, and moved.
 TEST(MoeCachedDecoding, EqualsFullRecomputationAtEveryStep) {
   for (const char* name : {"tiny_moe", "tiny_moe_plain"}) {
     auto model = load_model(dir_of(name));
@@ -167,29 +169,39 @@ TEST(MoeCachedDecoding, EqualsFullRecomputationAtEveryStep) {
       const int64_t V = model->config.vocab_size;
       return std::vector<float>(logits.data() + (ctx.seq - 1) * V, logits.data() + ctx.seq * V);
     };
-    auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-      double worst = 0;
-      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
-      return worst;
-    };
-    for (int64_t chunk : {int64_t(512), int64_t(2)}) {
-      GenerationConfig cfg;
-      cfg.max_tokens = 20;
-      cfg.prefill_chunk = chunk;
-      cfg.sampling.temperature = 0.8f;
-      cfg.sampling.seed = 3;
-      Generator gen(*model, cfg);
-      gen.start(prompt);
-      std::vector<int32_t> seq = prompt;
-      EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5)
-          << name << " prefill chunk " << chunk;
-      while (auto t = gen.next()) {
-        EXPECT_LE(max_diff(gen.last_logits(), recompute_last(seq)), 1e-5)
-            << name << " step " << seq.size();
-        seq.push_back(*t);
+    for (DType cache : {DType::F32, DType::BF16})
+      for (int64_t chunk : {int64_t(512), int64_t(2)}) {
+        GenerationConfig cfg;
+        cfg.max_tokens = 20;
+        cfg.prefill_chunk = chunk;
+        cfg.kv_cache_dtype = cache;
+        cfg.sampling.temperature = 0.8f;
+        cfg.sampling.seed = 3;
+        Generator gen(*model, cfg);
+        gen.start(prompt);
+        std::vector<int32_t> seq = prompt;
+        double worst = 0, largest = 0;
+        auto compare = [&] {
+          const std::vector<float> want = recompute_last(seq);
+          for (size_t i = 0; i < want.size(); ++i) {
+            worst = std::max(worst, double(std::abs(gen.last_logits()[i] - want[i])));
+            largest = std::max(largest, double(std::abs(want[i])));
+          }
+        };
+        compare();
+        while (auto t = gen.next()) {
+          compare();
+          seq.push_back(*t);
+        }
+        EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);
+        const std::string what = std::string(name) + ", prefill chunk " + std::to_string(chunk);
+        if (cache == DType::F32) {
+          EXPECT_LE(worst, 1e-5) << what;
+        } else {
+          EXPECT_LE(worst, std::ldexp(largest, -7)) << what << ", bf16 cache";
+          EXPECT_GT(worst, 1e-5) << what << ": the bf16 cache changed nothing";
+        }
       }
-      EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);
-    }
   }
 }
 

@@ -174,11 +174,13 @@ TEST(Scheduler, AKvWindowGivesWhatGenerateGivesWithTheSameWindow) {
   }
 }
 
-// serve --kv-cache bf16 on a latent-attention model, with a window: each reply's tokens and
-// log-probabilities are those of generate with the same cache and window, which differ from an
-// fp32 cache's.
-TEST(Scheduler, ABf16LatentCacheGivesWhatGenerateGivesWithIt) {
-  auto model = load_model(std::string(GLM4_TEST_DATA) + "/moe_lite/tiny_lite");
+// serve --kv-cache bf16, with a window, on a latent-attention model and on a GLM-4 one (keys and
+// values): each reply's tokens and log-probabilities are those of generate with the same cache
+// and window, which differ from an fp32 cache's.
+class SchedulerBf16Cache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerBf16Cache, GivesWhatGenerateGivesWithIt) {
+  auto model = load_model(GetParam());
   SchedulerConfig sc;
   sc.max_kv_size = 20;
   sc.prefill_chunk = 8;
@@ -219,6 +221,10 @@ TEST(Scheduler, ABf16LatentCacheGivesWhatGenerateGivesWithIt) {
   EXPECT_LE(same, 1e-5);
   EXPECT_GT(apart, 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, SchedulerBf16Cache,
+                         ::testing::Values(std::string(GLM4_TEST_DATA) + "/moe_lite/tiny_lite",
+                                           std::string(kModel)));
 
 TEST(Scheduler, StopStringsCutTheTextAcrossTokensAndLogprobsComeFromTheRawLogits) {
   auto model = load_model(kModel);

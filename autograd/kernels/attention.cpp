@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/kernels/attention_tiles_bf16.h"
+#include "autograd/kernels/convert.h"
 #include "autograd/kernels/vec_math.h"
 #include "base/parallel.h"
 
@@ -27,6 +28,11 @@ constexpr int64_t kTileK = 64;
 // Copies `rows` rows of length d with source stride `stride` into a contiguous buffer.
 void gather_rows(const float* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * d, src + r * stride, size_t(d) * 4);
+}
+
+// The same for bf16 rows, widened to fp32.
+void widen_rows(const uint16_t* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) convert_to_f32(DType::BF16, src + r * stride, d, dst + r * d);
 }
 
 struct RowRanges {
@@ -53,11 +59,21 @@ void attention_forward(const AttentionArgs& a) {
   const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
   AttentionMask no_mask;
   const AttentionMask& mask = a.mask ? *a.mask : no_mask;
+  const bool bf16_kv = a.k_bf16 != nullptr;
   std::vector<Bf16KeysValues> packed(a.bf16_tiles != Bf16Kernel::kNone ? size_t(a.B * a.Hkv) : 0);
   parallel_for(int64_t(packed.size()), 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> keys, values;  // a bf16 cache's head, widened (exact) for the packing
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t offset = (i / a.Hkv) * a.kv_batch_stride + (i % a.Hkv) * d;
-      packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
+      if (!bf16_kv) {
+        packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
+        continue;
+      }
+      keys.resize(size_t(a.S * d));
+      values.resize(size_t(a.S * d));
+      widen_rows(a.k_bf16 + offset, a.Hkv * d, a.S, d, keys.data());
+      widen_rows(a.v_bf16 + offset, a.Hkv * d, a.S, d, values.data());
+      packed[size_t(i)].pack(keys.data(), values.data(), d, a.S, d);
     }
   });
   // One query a row (decode): a task takes every query head of a kv head, so the group reads its
@@ -67,6 +83,7 @@ void attention_forward(const AttentionArgs& a) {
   parallel_for(tasks, 1, [&](int64_t lo_task, int64_t hi_task) {
     std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK), acc(kTileQ * d), m(kTileQ),
         l(kTileQ);
+    std::vector<float> kbuf(bf16_kv ? kTileK * d : 0), vbuf(kbuf.size());  // a bf16 tile, widened
     RowRanges rr;
     std::optional<Bf16AttentionTiles> tiles;
     if (a.bf16_tiles != Bf16Kernel::kNone) tiles.emplace(a.bf16_tiles, d);
@@ -91,17 +108,25 @@ void attention_forward(const AttentionArgs& a) {
       std::fill_n(acc.data(), kTileQ * d, 0.0f);
       std::fill_n(m.data(), tq, -INFINITY);
       std::fill_n(l.data(), tq, 0.0f);
-      const float* kbase = a.k + b * a.kv_batch_stride + kvh * d;
-      const float* vbase = a.v + b * a.kv_batch_stride + kvh * d;
+      const int64_t kv_offset = b * a.kv_batch_stride + kvh * d;
       const Bf16KeysValues* kv = tiles ? &packed[size_t(b * a.Hkv + kvh)] : nullptr;
       // The bf16 tiles start at multiples of 64 keys (the packing's blocks); keys before a row's
       // range are masked below like any other.
       const int64_t first = tiles ? rr.min_lo / kTileK * kTileK : rr.min_lo;
       for (int64_t k0 = first; k0 < rr.max_hi; k0 += kTileK) {
         int64_t tk = std::min(kTileK, rr.max_hi - k0);
-        // K and V are read in place (rows Hkv * d apart).
-        const StridedMat K(kbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
-        const StridedMat V(vbase + k0 * a.Hkv * d, tk, d, Eigen::OuterStride<>(a.Hkv * d));
+        // fp32 K and V are read in place (rows Hkv * d apart), bf16 ones widened into a tile.
+        const int64_t at = kv_offset + k0 * a.Hkv * d;
+        const float *ktile = kbuf.data(), *vtile = vbuf.data();
+        int64_t ld = d;
+        if (!bf16_kv) {
+          ktile = a.k + at, vtile = a.v + at, ld = a.Hkv * d;
+        } else if (!tiles) {
+          widen_rows(a.k_bf16 + at, a.Hkv * d, tk, d, kbuf.data());
+          widen_rows(a.v_bf16 + at, a.Hkv * d, tk, d, vbuf.data());
+        }
+        const StridedMat K(ktile, tk, d, Eigen::OuterStride<>(ld));
+        const StridedMat V(vtile, tk, d, Eigen::OuterStride<>(ld));
         MapMat S(sbuf.data(), tq, tk);
         if (tiles)
           tiles->scores(*kv, k0, tk, sbuf.data());

@@ -9,10 +9,14 @@
 namespace glm4::kernels {
 
 struct AttentionArgs {
-  const float* q;        // [B, T, Hq, D], batch stride q_batch_stride
-  const float* k;        // [B, S, Hkv, D], batch stride kv_batch_stride
-  const float* v;        // same layout as k
-  float* out;            // [B, T, Hq, D], contiguous
+  const float* q = nullptr;  // [B, T, Hq, D], batch stride q_batch_stride
+  const float* k = nullptr;  // [B, S, Hkv, D], batch stride kv_batch_stride
+  const float* v = nullptr;  // same layout as k
+  // Inference over a bf16 KV cache: k and v as bf16 values (same layout), widened as they are
+  // read, in place of k and v. The backward takes fp32 ones only.
+  const uint16_t* k_bf16 = nullptr;
+  const uint16_t* v_bf16 = nullptr;
+  float* out = nullptr;  // [B, T, Hq, D], contiguous
   float* lse = nullptr;  // [B, Hq, T] log-sum-exp per row (for backward); +inf for empty rows
   int64_t B = 0, T = 0, S = 0, Hq = 0, Hkv = 0, D = 0;
   int64_t q_batch_stride = 0, kv_batch_stride = 0;

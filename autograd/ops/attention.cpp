@@ -12,26 +12,21 @@ namespace glm4::ops {
 
 namespace {
 constexpr int64_t kBf16AttentionMinRows = 16;  // query rows from which bf16 tiles pay
-}  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                 const ComputeChoice& compute) {
-  GLM4_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && k.shape() == v.shape() &&
-                 q.dim(0) == k.dim(0) && q.dim(3) == k.dim(3) && k.dim(2) > 0 &&
-                 q.dim(2) % k.dim(2) == 0,
-             "[attention] q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
-             shape_str(v.shape()), ": need q [B,T,Hq,D], k and v [B,S,Hkv,D], Hkv dividing Hq");
-  int64_t B = q.dim(0), T = q.dim(1), Hq = q.dim(2), D = q.dim(3), S = k.dim(1), Hkv = k.dim(2);
+// The kernel's arguments for q [B, T, Hq, D] against S keys of Hkv heads in a batch row, writing
+// out and lse.
+kernels::AttentionArgs attention_args(const Tensor& q, int64_t S, int64_t Hkv,
+                                      const AttentionMask& mask, const ComputeChoice& compute,
+                                      Tensor& out, Tensor& lse) {
+  const int64_t B = q.dim(0), T = q.dim(1), Hq = q.dim(2), D = q.dim(3);
   GLM4_CHECK((mask.kv_begin.empty() || int64_t(mask.kv_begin.size()) == B) &&
                  (mask.kv_end.empty() || int64_t(mask.kv_end.size()) == B) &&
                  (mask.seg_start.empty() || int64_t(mask.seg_start.size()) == B * S),
              "[attention] mask sizes do not match batch ", B, " and key length ", S);
-  Tensor out = Tensor::empty(q.shape());
-  Tensor lse = Tensor::empty({B, Hq, T});
+  out = Tensor::empty(q.shape());
+  lse = Tensor::empty({B, Hq, T});
   kernels::AttentionArgs args;
   args.q = q.data();
-  args.k = k.data();
-  args.v = v.data();
   args.out = out.data();
   args.lse = lse.data();
   args.B = B;
@@ -50,6 +45,22 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const bool bf16_tiles = !GradMode::enabled() && !recompute_pending() &&
                           T >= kBf16AttentionMinRows && compute.bf16_units_take(T);
   args.bf16_tiles = bf16_tiles ? compute.kernel : kernels::Bf16Kernel::kNone;
+  return args;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                 const ComputeChoice& compute) {
+  GLM4_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && k.shape() == v.shape() &&
+                 q.dim(0) == k.dim(0) && q.dim(3) == k.dim(3) && k.dim(2) > 0 &&
+                 q.dim(2) % k.dim(2) == 0,
+             "[attention] q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+             shape_str(v.shape()), ": need q [B,T,Hq,D], k and v [B,S,Hkv,D], Hkv dividing Hq");
+  Tensor out, lse;
+  kernels::AttentionArgs args = attention_args(q, k.dim(1), k.dim(2), mask, compute, out, lse);
+  args.k = k.data();
+  args.v = v.data();
   kernels::attention_forward(args);
   return record(out, "attention", {q, k, v},
                 {q.detach(), k.detach(), v.detach(), out.detach(), lse},
@@ -72,6 +83,21 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                   kernels::attention_backward(ga);
                   return std::vector<Tensor>{dq, dk, dv};
                 });
+}
+
+Tensor attention_bf16_kv(const Tensor& q, const uint16_t* k, const uint16_t* v, int64_t S,
+                         int64_t Hkv, const AttentionMask& mask, const ComputeChoice& compute) {
+  GLM4_CHECK(q.rank() == 4 && q.dim(0) == 1 && Hkv > 0 && q.dim(2) % Hkv == 0 && S >= 0,
+             "[attention] q ", shape_str(q.shape()), " over a bf16 cache of ", S, " tokens of ",
+             Hkv, " heads: need q [1,T,Hq,D], Hkv dividing Hq");
+  GLM4_CHECK(!GradMode::enabled() || !q.requires_grad(),
+             "[attention] a bf16 KV cache is for inference; run it under NoGradGuard");
+  Tensor out, lse;
+  kernels::AttentionArgs args = attention_args(q, S, Hkv, mask, compute, out, lse);
+  args.k_bf16 = k;
+  args.v_bf16 = v;
+  kernels::attention_forward(args);
+  return out;
 }
 
 }  // namespace glm4::ops
