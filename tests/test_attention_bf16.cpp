@@ -144,9 +144,9 @@ TEST(AttentionBf16, WithinBf16ErrorOfFp64ForShapesMasksAndHeadSizes) {
   }
 }
 
-// One query a row (a decode step) runs a kv head's query heads as the rows of one task: its
-// output and log-sum-exp against fp64; more heads a group than a task holds (40 here) fall back
-// to a task a head.
+// One query a row (a decode step) runs a kv head's query heads as the rows of one task, a range
+// of the keys at a time: its output and log-sum-exp against fp64; more heads a group than a task
+// holds (40 here) fall back to a task a head.
 TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
   // The query after S - 1 cached keys sees all S.
   auto step = [](int64_t S, int64_t Hq, int64_t Hkv, int64_t D) {
@@ -162,6 +162,7 @@ TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
   cases.push_back(step(64, 48, 8, 128));      // GLM-4-32B's groups of 6, one whole key tile
   cases.push_back(step(129, 24, 2, 80));      // groups of 12 (GLM-4.5); d not whole blocks
   cases.push_back(step(200, 64, 2, 16));      // groups of 32, the most a task takes
+  cases.push_back(step(1300, 32, 2, 128));    // ranges of 192 keys, the last one short
   cases.push_back({1, 1, 10, 4, 2, 64, {}});  // causal at position 0: the first key only
   Case none{1, 1, 10, 4, 2, 64, {}};          // a padding query: sees nothing, gives zeros
   none.mask.q_offset = -9;
@@ -190,6 +191,24 @@ TEST(AttentionDecode, GroupedQueryHeadsMatchFp64) {
       EXPECT_LT(max_error(run(c, q, k, v, true), ref), 2e-2) << c.Hq;
     }
   }
+}
+
+// A decode step's keys are cut into ranges taken in parallel and joined in order: the same bits
+// on one thread as on several, the log-sum-exp included.
+TEST(AttentionDecode, IgnoresTheThreadCount) {
+  Case c{2, 1, 1100, 16, 2, 64, {}};
+  c.mask.q_offset = 1099;
+  c.mask.kv_begin = {0, 300};  // the second row left-padded: its first range sees nothing
+  const auto [q, k, v] = random_inputs(c, 5);
+  const int threads = max_threads();
+  std::vector<float> lse_one, lse_many;
+  set_max_threads(1);
+  const std::vector<float> one = run(c, q, k, v, false, &lse_one);
+  set_max_threads(std::max(2, threads));
+  const std::vector<float> many = run(c, q, k, v, false, &lse_many);
+  set_max_threads(threads);
+  EXPECT_EQ(one, many);
+  EXPECT_EQ(lse_one, lse_many);
 }
 
 TEST(AttentionBf16, IgnoresTheThreadCount) {

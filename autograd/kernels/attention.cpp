@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "autograd/kernels/attention_decode.h"
 #include "autograd/kernels/attention_tiles_bf16.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/vec_math.h"
@@ -52,6 +53,15 @@ struct RowRanges {
     }
   }
 };
+// The keys a decode task takes: enough ranges of whole key tiles for kMinDecodeTasks tasks over
+// `heads` (batch rows x kv heads). The cut follows the shapes alone, so the sums are the same on
+// any thread count.
+constexpr int64_t kMinDecodeTasks = 16;
+int64_t decode_range(int64_t keys, int64_t heads) {
+  const int64_t ranges = (kMinDecodeTasks + heads - 1) / heads;
+  return std::max<int64_t>(1, (keys + ranges * kTileK - 1) / (ranges * kTileK)) * kTileK;
+}
+
 }  // namespace
 
 void attention_forward(const AttentionArgs& a) {
@@ -77,9 +87,17 @@ void attention_forward(const AttentionArgs& a) {
     }
   });
   // One query a row (decode): a task takes every query head of a kv head, so the group reads its
-  // keys and values once, not once a head. Otherwise a task is a tile of one head's queries.
+  // keys and values once, not once a head, over one range of the keys (the ranges' sums are
+  // joined in order below), so that a long context keeps every thread busy however few kv heads
+  // there are. Otherwise a task is a tile of one head's queries.
   const bool heads_as_rows = a.T == 1 && group > 1 && group <= kTileQ;
-  const int64_t tasks = heads_as_rows ? a.B * a.Hkv : a.B * a.Hq * q_tiles;
+  const int64_t range = decode_range(a.S, a.B * a.Hkv);
+  const int64_t ranges = heads_as_rows ? std::max<int64_t>(1, (a.S + range - 1) / range) : 1;
+  const int64_t tasks = heads_as_rows ? a.B * a.Hkv * ranges : a.B * a.Hq * q_tiles;
+  // heads_as_rows: each task's sums before division [group, d], maxima and totals [group].
+  const size_t parts = heads_as_rows ? size_t(tasks) : 0;
+  std::vector<float> part_acc(parts * size_t(group * d)), part_m(parts * size_t(group)),
+      part_l(part_m.size());
   parallel_for(tasks, 1, [&](int64_t lo_task, int64_t hi_task) {
     std::vector<float> qbuf(kTileQ * d), sbuf(kTileQ * kTileK), acc(kTileQ * d), m(kTileQ),
         l(kTileQ);
@@ -91,10 +109,14 @@ void attention_forward(const AttentionArgs& a) {
       // Row r of the task is query t0 + r of head h, or (heads_as_rows) query 0 of head h + r.
       int64_t b, h, t0, kvh, tq;
       if (heads_as_rows) {
-        b = task / a.Hkv, kvh = task % a.Hkv, h = kvh * group, t0 = 0, tq = group;
+        const int64_t head_task = task / ranges, part = task % ranges;
+        b = head_task / a.Hkv, kvh = head_task % a.Hkv, h = kvh * group, t0 = 0, tq = group;
         rr.compute(mask, b, 0, 1, a.S);
-        rr.lo.assign(size_t(tq), rr.lo[0]);
-        rr.hi.assign(size_t(tq), rr.hi[0]);
+        rr.min_lo = std::max(rr.lo[0], part * range);
+        rr.max_hi = std::min(rr.hi[0], (part + 1) * range);
+        if (rr.min_lo >= rr.max_hi) rr.min_lo = rr.max_hi = 0;  // nothing of this range is seen
+        rr.lo.assign(size_t(tq), rr.min_lo);
+        rr.hi.assign(size_t(tq), rr.max_hi);
       } else {
         b = task / (a.Hq * q_tiles), h = (task / q_tiles) % a.Hq, t0 = (task % q_tiles) * kTileQ;
         kvh = h / group, tq = std::min(kTileQ, a.T - t0);
@@ -155,6 +177,12 @@ void attention_forward(const AttentionArgs& a) {
         else
           MapMat(acc.data(), tq, d).noalias() += S * V;
       }
+      if (heads_as_rows) {  // this range's part, joined below
+        std::copy_n(acc.data(), tq * d, part_acc.data() + task * tq * d);
+        std::copy_n(m.data(), tq, part_m.data() + task * tq);
+        std::copy_n(l.data(), tq, part_l.data() + task * tq);
+        continue;
+      }
       for (int64_t r = 0; r < tq; ++r) {
         const int64_t t = t0 + r * query_step, head = h + r * head_step;
         float* orow = a.out + ((b * a.T + t) * a.Hq + head) * d;
@@ -162,6 +190,20 @@ void attention_forward(const AttentionArgs& a) {
         for (int64_t c = 0; c < d; ++c) orow[c] = acc[r * d + c] * inv;
         if (a.lse) a.lse[(b * a.Hq + head) * a.T + t] = l[r] > 0 ? m[r] + std::log(l[r]) : INFINITY;
       }
+    }
+  });
+  if (!heads_as_rows) return;
+  parallel_for(a.B * a.Hkv, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<DecodePart> joined(static_cast<size_t>(ranges));
+    for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t p = 0; p < ranges; ++p) {
+        const int64_t task = i * ranges + p;
+        joined[size_t(p)] = {part_acc.data() + task * group * d, part_m.data() + task * group,
+                             part_l.data() + task * group};
+      }
+      const int64_t head = (i / a.Hkv) * a.Hq + (i % a.Hkv) * group;  // the group's first, T = 1
+      join_decode_parts(joined.data(), ranges, group, d, a.out + head * d,
+                        a.lse ? a.lse + head : nullptr);
     }
   });
 }

@@ -10,13 +10,14 @@
 
 namespace glm4::kernels {
 
-void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int64_t dv,
-                       float* out) {
+void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int64_t dv, float* out,
+                       float* lse, int64_t lse_stride) {
   for (int64_t r = 0; r < rows; ++r) {
     float top = -INFINITY;
     for (int64_t p = 0; p < count; ++p) top = std::max(top, parts[p].m[r]);
     float* o = out + r * dv;
     std::fill_n(o, dv, 0.0f);
+    if (lse) lse[r * lse_stride] = INFINITY;
     if (top == -INFINITY) continue;
     float total = 0.0f;
     for (int64_t p = 0; p < count; ++p) {
@@ -28,6 +29,7 @@ void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int
     }
     const float inv = 1.0f / total;
     for (int64_t c = 0; c < dv; ++c) o[c] *= inv;
+    if (lse) lse[r * lse_stride] = top + std::log(total);
   }
 }
 

@@ -37,8 +37,9 @@ void attention_decode_rows(const float* q, int64_t rows, const DecodeKeys& keys,
                            int64_t hi, const DecodePart& out);
 
 // The parts of consecutive key ranges joined in order: out [rows, dv] = the softmax-weighted sum
-// of the values over all of them (the parts are only read). Rows that saw nothing give zeros.
-void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int64_t dv,
-                       float* out);
+// of the values over all of them (the parts are only read), and where given lse [rows] (entries
+// lse_stride apart) each row's log-sum-exp. Rows that saw nothing give zeros and +inf.
+void join_decode_parts(const DecodePart* parts, int64_t count, int64_t rows, int64_t dv, float* out,
+                       float* lse = nullptr, int64_t lse_stride = 1);
 
 }  // namespace glm4::kernels
