@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "infer/generator.h"
 #include "io/safetensors.h"
+#include "tests/support/cached_decode.h"
 #include "tests/support/fixture_logits.h"
 
 namespace glm4 {
@@ -25,19 +26,8 @@ std::vector<int32_t> read_ids(const std::string& name, const std::string& key) {
   return out;
 }
 
-// Logits of the last position of `ids` by a plain forward over the whole sequence.
-std::vector<float> recompute_last(const Glm4Model& model, const std::vector<int32_t>& ids) {
-  NoGradGuard no_grad;
-  ForwardContext ctx;
-  ctx.seq = int64_t(ids.size());
-  for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
-  Tensor logits = model.logits(model.forward_hidden(ids, ctx), ctx);  // [1, T, V]
-  const int64_t V = model.config.vocab_size;
-  const float* last = logits.data() + (ctx.seq - 1) * V;
-  return std::vector<float>(last, last + V);
-}
-
 using testing::max_relative_error;
+using testing::recompute_last;
 
 std::vector<int32_t> generate(const Glm4Model& model, const std::vector<int32_t>& prompt,
                               GenerationConfig cfg) {
@@ -115,26 +105,11 @@ TEST_P(CachedDecoding, ABf16CacheStaysWithinItsRounding) {
     cfg.kv_cache_dtype = DType::BF16;
     cfg.sampling.temperature = 0.8f;
     cfg.sampling.seed = 5;
-    Generator gen(*model, cfg);
-    EXPECT_EQ(gen.cache().dtype(), DType::BF16);
-    gen.start(prompt);
-    std::vector<int32_t> seq = prompt;
-    double worst = 0, largest = 0;
-    auto compare = [&] {
-      const std::vector<float> want = recompute_last(*model, seq);
-      for (size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, double(std::abs(gen.last_logits()[i] - want[i])));
-        largest = std::max(largest, double(std::abs(want[i])));
-      }
-    };
-    compare();
-    while (auto t = gen.next()) {
-      compare();
-      seq.push_back(*t);
-    }
-    EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);
-    EXPECT_LE(worst, std::ldexp(largest, -7)) << "chunk " << chunk;
-    EXPECT_GT(worst, 1e-5) << "chunk " << chunk << ": the bf16 cache changed nothing";
+    EXPECT_EQ(Generator(*model, cfg).cache().dtype(), DType::BF16);
+    const testing::CachedDecodeGap gap = testing::cached_decode_gap(*model, prompt, cfg);
+    EXPECT_EQ(gap.drawn, cfg.max_tokens);
+    EXPECT_LE(gap.worst, std::ldexp(gap.largest, -7)) << "chunk " << chunk;
+    EXPECT_GT(gap.worst, 1e-5) << "chunk " << chunk << ": the bf16 cache changed nothing";
   }
 }
 

@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
+#include "tests/support/cached_decode.h"
 #include "tests/support/moe_batch_fixture.h"
 
 namespace glm4 {
@@ -160,15 +161,6 @@ TEST(MoeCachedDecoding, EqualsFullRecomputationAtEveryStep) {
     const Fixture f = read_fixture(name);
     std::vector<int32_t> prompt;
     for (int64_t v : read_int(f.file->at("greedy_prompt"))) prompt.push_back(int32_t(v));
-    auto recompute_last = [&](const std::vector<int32_t>& ids) {
-      NoGradGuard no_grad;
-      ForwardContext ctx;
-      ctx.seq = int64_t(ids.size());
-      for (size_t t = 0; t < ids.size(); ++t) ctx.positions.push_back(int32_t(t));
-      Tensor logits = model->logits(model->forward_hidden(ids, ctx), ctx);
-      const int64_t V = model->config.vocab_size;
-      return std::vector<float>(logits.data() + (ctx.seq - 1) * V, logits.data() + ctx.seq * V);
-    };
     for (DType cache : {DType::F32, DType::BF16})
       for (int64_t chunk : {int64_t(512), int64_t(2)}) {
         GenerationConfig cfg;
@@ -177,29 +169,14 @@ TEST(MoeCachedDecoding, EqualsFullRecomputationAtEveryStep) {
         cfg.kv_cache_dtype = cache;
         cfg.sampling.temperature = 0.8f;
         cfg.sampling.seed = 3;
-        Generator gen(*model, cfg);
-        gen.start(prompt);
-        std::vector<int32_t> seq = prompt;
-        double worst = 0, largest = 0;
-        auto compare = [&] {
-          const std::vector<float> want = recompute_last(seq);
-          for (size_t i = 0; i < want.size(); ++i) {
-            worst = std::max(worst, double(std::abs(gen.last_logits()[i] - want[i])));
-            largest = std::max(largest, double(std::abs(want[i])));
-          }
-        };
-        compare();
-        while (auto t = gen.next()) {
-          compare();
-          seq.push_back(*t);
-        }
-        EXPECT_EQ(int64_t(seq.size() - prompt.size()), cfg.max_tokens);
+        const testing::CachedDecodeGap gap = testing::cached_decode_gap(*model, prompt, cfg);
+        EXPECT_EQ(gap.drawn, cfg.max_tokens);
         const std::string what = std::string(name) + ", prefill chunk " + std::to_string(chunk);
         if (cache == DType::F32) {
-          EXPECT_LE(worst, 1e-5) << what;
+          EXPECT_LE(gap.worst, 1e-5) << what;
         } else {
-          EXPECT_LE(worst, std::ldexp(largest, -7)) << what << ", bf16 cache";
-          EXPECT_GT(worst, 1e-5) << what << ": the bf16 cache changed nothing";
+          EXPECT_LE(gap.worst, std::ldexp(gap.largest, -7)) << what << ", bf16 cache";
+          EXPECT_GT(gap.worst, 1e-5) << what << ": the bf16 cache changed nothing";
         }
       }
   }
