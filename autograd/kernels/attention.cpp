@@ -15,6 +15,7 @@
 #include "autograd/kernels/attention_tiles_bf16.h"
 #include "autograd/kernels/convert.h"
 #include "autograd/kernels/vec_math.h"
+#include "autograd/storage_pool.h"
 #include "base/parallel.h"
 
 namespace glm4::kernels {
@@ -25,6 +26,19 @@ using MapMat = Eigen::Map<RowMat>;
 using StridedMat = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kTileQ = 32;
 constexpr int64_t kTileK = 64;
+
+// Floats from the tensor storage pool, returned to it when done.
+class PooledFloats {
+ public:
+  explicit PooledFloats(int64_t n) : block_(pool_allocate(size_t(n) * sizeof(float))) {}
+  ~PooledFloats() { pool_release(block_); }
+  PooledFloats(const PooledFloats&) = delete;
+  PooledFloats& operator=(const PooledFloats&) = delete;
+  float* data() const { return static_cast<float*>(block_.data); }
+
+ private:
+  PoolBlock block_;
+};
 
 // Copies `rows` rows of length d with source stride `stride` into a contiguous buffer.
 void gather_rows(const float* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
@@ -67,30 +81,37 @@ int64_t decode_range(int64_t keys, int64_t heads) {
 void attention_forward(const AttentionArgs& a) {
   const int64_t group = a.Hq / a.Hkv, d = a.D;
   const int64_t q_tiles = (a.T + kTileQ - 1) / kTileQ;
-  AttentionMask no_mask;
-  const AttentionMask& mask = a.mask ? *a.mask : no_mask;
-  const bool bf16_kv = a.k_bf16 != nullptr;
-  std::vector<Bf16KeysValues> packed(a.bf16_tiles != Bf16Kernel::kNone ? size_t(a.B * a.Hkv) : 0);
-  parallel_for(int64_t(packed.size()), 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> keys, values;  // a bf16 cache's head, widened (exact) for the packing
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t offset = (i / a.Hkv) * a.kv_batch_stride + (i % a.Hkv) * d;
-      if (!bf16_kv) {
-        packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
-        continue;
-      }
-      keys.resize(size_t(a.S * d));
-      values.resize(size_t(a.S * d));
-      widen_rows(a.k_bf16 + offset, a.Hkv * d, a.S, d, keys.data());
-      widen_rows(a.v_bf16 + offset, a.Hkv * d, a.S, d, values.data());
-      packed[size_t(i)].pack(keys.data(), values.data(), d, a.S, d);
-    }
-  });
   // One query a row (decode): a task takes every query head of a kv head, so the group reads its
   // keys and values once, not once a head, over one range of the keys (the ranges' sums are
   // joined in order below), so that a long context keeps every thread busy however few kv heads
   // there are. Otherwise a task is a tile of one head's queries.
   const bool heads_as_rows = a.T == 1 && group > 1 && group <= kTileQ;
+  if (a.k_bf16 && (!heads_as_rows || a.bf16_tiles != Bf16Kernel::kNone)) {
+    // Several tasks read each key (a head's query tiles, the heads of a group), or the bf16 units
+    // pack them: a bf16 cache is widened once, exactly, and read as fp32.
+    const int64_t n = a.B * a.kv_batch_stride;
+    const PooledFloats keys(n), values(n);  // pages the next step's prefill chunk reuses
+    parallel_for(n, int64_t(1) << 16, [&](int64_t lo, int64_t hi) {
+      convert_to_f32(DType::BF16, a.k_bf16 + lo, hi - lo, keys.data() + lo);
+      convert_to_f32(DType::BF16, a.v_bf16 + lo, hi - lo, values.data() + lo);
+    });
+    AttentionArgs wide = a;
+    wide.k = keys.data();
+    wide.v = values.data();
+    wide.k_bf16 = wide.v_bf16 = nullptr;
+    attention_forward(wide);
+    return;
+  }
+  AttentionMask no_mask;
+  const AttentionMask& mask = a.mask ? *a.mask : no_mask;
+  const bool bf16_kv = a.k_bf16 != nullptr;  // a decode step's on fp32 units: read in place
+  std::vector<Bf16KeysValues> packed(a.bf16_tiles != Bf16Kernel::kNone ? size_t(a.B * a.Hkv) : 0);
+  parallel_for(int64_t(packed.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t offset = (i / a.Hkv) * a.kv_batch_stride + (i % a.Hkv) * d;
+      packed[size_t(i)].pack(a.k + offset, a.v + offset, a.Hkv * d, a.S, d);
+    }
+  });
   const int64_t range = decode_range(a.S, a.B * a.Hkv);
   const int64_t ranges = heads_as_rows ? std::max<int64_t>(1, (a.S + range - 1) / range) : 1;
   const int64_t tasks = heads_as_rows ? a.B * a.Hkv * ranges : a.B * a.Hq * q_tiles;
@@ -161,13 +182,14 @@ void attention_forward(const AttentionArgs& a) {
       const int64_t first = tiles ? rr.min_lo / kTileK * kTileK : rr.min_lo;
       for (int64_t k0 = first; k0 < rr.max_hi; k0 += kTileK) {
         int64_t tk = std::min(kTileK, rr.max_hi - k0);
-        // fp32 K and V are read in place (rows Hkv * d apart), bf16 ones widened into a tile.
+        // fp32 K and V are read in place (rows Hkv * d apart), bf16 ones (a decode step's, where
+        // the build has no decode kernel) widened into a tile.
         const int64_t at = kv_offset + k0 * a.Hkv * d;
         const float *ktile = kbuf.data(), *vtile = vbuf.data();
         int64_t ld = d;
         if (!bf16_kv) {
           ktile = a.k + at, vtile = a.v + at, ld = a.Hkv * d;
-        } else if (!tiles) {
+        } else {
           widen_rows(a.k_bf16 + at, a.Hkv * d, tk, d, kbuf.data());
           widen_rows(a.v_bf16 + at, a.Hkv * d, tk, d, vbuf.data());
         }
