@@ -1,6 +1,7 @@
 #include "autograd/storage_pool.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -96,6 +97,12 @@ void pool_trim() {
     for (void* p : blocks) unmap_anonymous(p, cls);
   P.free_blocks.clear();
   P.cached = 0;
+}
+
+void PoolBuffer::grow(size_t bytes, size_t kept) {
+  PoolBlock grown = pool_allocate(bytes);
+  if (kept > 0) std::memcpy(grown.data, block_.data, kept);
+  pool_release(std::exchange(block_, grown));
 }
 
 }  // namespace glm4

@@ -7,6 +7,7 @@
 // classes only. Blocks below one huge page (2 MB) use the ordinary heap.
 #pragma once
 #include <cstddef>
+#include <utility>
 
 namespace glm4 {
 
@@ -18,6 +19,28 @@ struct PoolBlock {
 // A 64-byte aligned block of at least `bytes`; throws glm4::Error when memory runs out.
 PoolBlock pool_allocate(size_t bytes);
 void pool_release(PoolBlock block);
+
+// A pool block owned: released to the pool when it goes. Move-only.
+class PoolBuffer {
+ public:
+  PoolBuffer() = default;
+  explicit PoolBuffer(size_t bytes) : block_(pool_allocate(bytes)) {}
+  PoolBuffer(PoolBuffer&& o) noexcept : block_(std::exchange(o.block_, {})) {}
+  PoolBuffer& operator=(PoolBuffer&& o) noexcept {
+    std::swap(block_, o.block_);
+    return *this;
+  }
+  ~PoolBuffer() { pool_release(block_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(block_.data);
+  }
+  // Room for `bytes`, the first `kept` bytes kept.
+  void grow(size_t bytes, size_t kept);
+
+ private:
+  PoolBlock block_;
+};
 
 // Bytes of free blocks the pool keeps for reuse.
 size_t pool_cached_bytes();

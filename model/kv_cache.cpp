@@ -4,28 +4,14 @@
 
 #include "autograd/kernels/convert.h"
 #include "base/check.h"
-#include "base/parallel.h"
 
 namespace glm4 {
-
-namespace {
-constexpr int64_t kWidenGrain = int64_t(1) << 16;  // values a task widens
-}  // namespace
 
 Tensor CachedTokens::to_f32() const {
   if (!bf16) return f32;
   Tensor out = Tensor::empty({1, tokens, heads, width / heads});
-  float* o = out.data();
-  parallel_for(tokens * width, kWidenGrain, [&](int64_t lo, int64_t hi) {
-    convert_to_f32(DType::BF16, bf16 + lo, hi - lo, o + lo);
-  });
+  convert_to_f32_parallel(DType::BF16, bf16, tokens * width, out.data());
   return out;
-}
-
-void KvCache::Bf16Block::grow(int64_t values, int64_t kept) {
-  PoolBlock grown = pool_allocate(size_t(values) * sizeof(uint16_t));
-  if (kept > 0) std::memcpy(grown.data, block_.data, size_t(kept) * sizeof(uint16_t));
-  pool_release(std::exchange(block_, grown));
 }
 
 KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t chunk, bool keys_only,
@@ -60,26 +46,27 @@ void KvCache::begin(int64_t tokens) {
         if (buf.defined() && kept) std::memcpy(grown.data(), buf.data(), kept);
         buf = grown;
       }
-    for (std::vector<Bf16Block>* side : {&k16_, &v16_})
-      for (Bf16Block& buf : *side)
-        buf.grow(cap * kv_heads_ * head_dim_, length_ * kv_heads_ * head_dim_);
+    for (std::vector<PoolBuffer>* side : {&k16_, &v16_})
+      for (PoolBuffer& buf : *side)
+        buf.grow(size_t(cap * kv_heads_ * head_dim_) * sizeof(uint16_t),
+                 size_t(length_ * kv_heads_ * head_dim_) * sizeof(uint16_t));
     capacity_ = cap;
   }
   pending_ = tokens;
 }
 
-void KvCache::store(const Tensor& from, Tensor* f32, Bf16Block* bf16) const {
+void KvCache::store(const Tensor& from, Tensor* f32, PoolBuffer* bf16) const {
   const int64_t at = length_ * kv_heads_ * head_dim_, count = pending_ * kv_heads_ * head_dim_;
   const float* values = from.data();
   if (f32) {
     std::memcpy(f32->data() + at, values, size_t(count) * sizeof(float));
     return;
   }
-  uint16_t* to = bf16->data() + at;
+  uint16_t* to = bf16->as<uint16_t>() + at;
   for (int64_t i = 0; i < count; ++i) to[i] = f32_to_bf16(values[i]);
 }
 
-CachedTokens KvCache::seen(const Tensor* f32, const Bf16Block* bf16) const {
+CachedTokens KvCache::seen(const Tensor* f32, const PoolBuffer* bf16) const {
   CachedTokens out;
   out.tokens = length_ + pending_;
   out.heads = keys_only_ ? 1 : kv_heads_;
@@ -87,7 +74,7 @@ CachedTokens KvCache::seen(const Tensor* f32, const Bf16Block* bf16) const {
   if (f32)
     out.f32 = f32->view_prefix({1, out.tokens, out.heads, out.width / out.heads});
   else
-    out.bf16 = bf16->data();
+    out.bf16 = bf16->as<uint16_t>();
   return out;
 }
 
@@ -101,7 +88,7 @@ CachedTokens KvCache::append_keys(int64_t layer, const Tensor& k) {
              kv_heads_, " heads of ", head_dim_);
   const size_t l = size_t(layer);
   Tensor* f32 = dtype_ == DType::F32 ? &k_[l] : nullptr;
-  Bf16Block* bf16 = f32 ? nullptr : &k16_[l];
+  PoolBuffer* bf16 = f32 ? nullptr : &k16_[l];
   store(k, f32, bf16);
   return seen(f32, bf16);
 }
@@ -118,7 +105,7 @@ std::pair<CachedTokens, CachedTokens> KvCache::append(int64_t layer, const Tenso
   const size_t l = size_t(layer);
   const bool wide = dtype_ == DType::F32;
   Tensor *kf = wide ? &k_[l] : nullptr, *vf = wide ? &v_[l] : nullptr;
-  Bf16Block *kb = wide ? nullptr : &k16_[l], *vb = wide ? nullptr : &v16_[l];
+  PoolBuffer *kb = wide ? nullptr : &k16_[l], *vb = wide ? nullptr : &v16_[l];
   store(k, kf, kb);
   store(v, vf, vb);
   return {seen(kf, kb), seen(vf, vb)};
@@ -138,10 +125,12 @@ void KvCache::evict_middle(int64_t keep_first, int64_t keep_last) {
     for (Tensor& buf : *side)
       std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
                    size_t(keep_last * row) * sizeof(float));
-  for (std::vector<Bf16Block>* side : {&k16_, &v16_})
-    for (Bf16Block& buf : *side)
-      std::memmove(buf.data() + keep_first * row, buf.data() + (keep_first + drop) * row,
+  for (std::vector<PoolBuffer>* side : {&k16_, &v16_})
+    for (PoolBuffer& buf : *side) {
+      uint16_t* values = buf.as<uint16_t>();
+      std::memmove(values + keep_first * row, values + (keep_first + drop) * row,
                    size_t(keep_last * row) * sizeof(uint16_t));
+    }
   length_ -= drop;
 }
 

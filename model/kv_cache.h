@@ -60,37 +60,20 @@ class KvCache {
   }
 
  private:
-  // One layer's bf16 keys or values, from the tensor storage pool as fp32 caches' are (2 MB pages
-  // from 2 MB up: a long context's cache read every step in 4 KB pages would cost page walks).
-  class Bf16Block {
-   public:
-    Bf16Block() = default;
-    Bf16Block(Bf16Block&& o) noexcept : block_(std::exchange(o.block_, {})) {}
-    Bf16Block& operator=(Bf16Block&& o) noexcept {
-      std::swap(block_, o.block_);
-      return *this;
-    }
-    ~Bf16Block() { pool_release(block_); }
-    // Room for `values`, the first `kept` of them kept.
-    void grow(int64_t values, int64_t kept);
-    uint16_t* data() const { return static_cast<uint16_t*>(block_.data); }
-
-   private:
-    PoolBlock block_;
-  };
-
   int64_t layers_, kv_heads_, head_dim_, chunk_;
   int64_t length_ = 0, capacity_ = 0, pending_ = 0;
   bool keys_only_ = false;
   DType dtype_ = DType::F32;
-  // fp32: per layer [capacity, Hkv, D]; bf16: per layer capacity * Hkv * D values. The values'
-  // vectors are empty when keys_only_.
+  // fp32: per layer [capacity, Hkv, D]; bf16: per layer capacity * Hkv * D values, from the
+  // tensor storage pool as fp32 tensors' are (2 MB pages from 2 MB up: a long context's cache
+  // read every step in 4 KB pages would cost page walks). The values' vectors are empty when
+  // keys_only_.
   std::vector<Tensor> k_, v_;
-  std::vector<Bf16Block> k16_, v16_;
+  std::vector<PoolBuffer> k16_, v16_;
 
   // Stores the pending tokens' `from` after the first length_ of a layer's keys or values.
-  void store(const Tensor& from, Tensor* f32, Bf16Block* bf16) const;
-  CachedTokens seen(const Tensor* f32, const Bf16Block* bf16) const;
+  void store(const Tensor& from, Tensor* f32, PoolBuffer* bf16) const;
+  CachedTokens seen(const Tensor* f32, const PoolBuffer* bf16) const;
 };
 
 }  // namespace glm4

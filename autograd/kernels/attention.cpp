@@ -27,27 +27,9 @@ using StridedMat = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kTileQ = 32;
 constexpr int64_t kTileK = 64;
 
-// Floats from the tensor storage pool, returned to it when done.
-class PooledFloats {
- public:
-  explicit PooledFloats(int64_t n) : block_(pool_allocate(size_t(n) * sizeof(float))) {}
-  ~PooledFloats() { pool_release(block_); }
-  PooledFloats(const PooledFloats&) = delete;
-  PooledFloats& operator=(const PooledFloats&) = delete;
-  float* data() const { return static_cast<float*>(block_.data); }
-
- private:
-  PoolBlock block_;
-};
-
 // Copies `rows` rows of length d with source stride `stride` into a contiguous buffer.
 void gather_rows(const float* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * d, src + r * stride, size_t(d) * 4);
-}
-
-// The same for bf16 rows, widened to fp32.
-void widen_rows(const uint16_t* src, int64_t stride, int64_t rows, int64_t d, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) convert_to_f32(DType::BF16, src + r * stride, d, dst + r * d);
 }
 
 struct RowRanges {
@@ -90,14 +72,13 @@ void attention_forward(const AttentionArgs& a) {
     // Several tasks read each key (a head's query tiles, the heads of a group), or the bf16 units
     // pack them: a bf16 cache is widened once, exactly, and read as fp32.
     const int64_t n = a.B * a.kv_batch_stride;
-    const PooledFloats keys(n), values(n);  // pages the next step's prefill chunk reuses
-    parallel_for(n, int64_t(1) << 16, [&](int64_t lo, int64_t hi) {
-      convert_to_f32(DType::BF16, a.k_bf16 + lo, hi - lo, keys.data() + lo);
-      convert_to_f32(DType::BF16, a.v_bf16 + lo, hi - lo, values.data() + lo);
-    });
+    // Pool pages, which the next prefill chunk reuses.
+    const PoolBuffer keys(size_t(n) * sizeof(float)), values(size_t(n) * sizeof(float));
+    convert_to_f32_parallel(DType::BF16, a.k_bf16, n, keys.as<float>());
+    convert_to_f32_parallel(DType::BF16, a.v_bf16, n, values.as<float>());
     AttentionArgs wide = a;
-    wide.k = keys.data();
-    wide.v = values.data();
+    wide.k = keys.as<float>();
+    wide.v = values.as<float>();
     wide.k_bf16 = wide.v_bf16 = nullptr;
     attention_forward(wide);
     return;
@@ -190,8 +171,8 @@ void attention_forward(const AttentionArgs& a) {
         if (!bf16_kv) {
           ktile = a.k + at, vtile = a.v + at, ld = a.Hkv * d;
         } else {
-          widen_rows(a.k_bf16 + at, a.Hkv * d, tk, d, kbuf.data());
-          widen_rows(a.v_bf16 + at, a.Hkv * d, tk, d, vbuf.data());
+          convert_block_to_f32(DType::BF16, a.k_bf16 + at, a.Hkv * d, tk, d, kbuf.data());
+          convert_block_to_f32(DType::BF16, a.v_bf16 + at, a.Hkv * d, tk, d, vbuf.data());
         }
         const StridedMat K(ktile, tk, d, Eigen::OuterStride<>(ld));
         const StridedMat V(vtile, tk, d, Eigen::OuterStride<>(ld));

@@ -10,6 +10,9 @@ namespace glm4 {
 // dst[i] = widen(src[i]) for i < n; src holds n elements of `dtype`.
 void convert_to_f32(DType dtype, const void* src, int64_t n, float* dst);
 
+// The same over parallel ranges, for buffers of many MB (a KV cache read as fp32).
+void convert_to_f32_parallel(DType dtype, const void* src, int64_t n, float* dst);
+
 // Widens the block src[r, c] (r < rows, c < cols, row stride `ld` elements) into dst[rows, cols]
 // (dense, row stride cols).
 void convert_block_to_f32(DType dtype, const void* src, int64_t ld, int64_t rows, int64_t cols,
