@@ -25,7 +25,7 @@ struct GenerationConfig {
   int64_t max_kv_size = 0;
   int64_t keep_first = 4;
   int64_t prefill_chunk = 512;  // prompt tokens per forward pass
-  // What the cache holds: F32, or BF16 for latent attention (half its memory and bytes a step).
+  // What the cache holds: F32, or BF16 (half its memory and the bytes a decode step reads).
   DType kv_cache_dtype = DType::F32;
   // 0 = every id may be drawn; else only ids below it: the tokenizer's vocabulary, where the
   // model's embedding is padded past it (GLM-4: 151552 rows, 151343 tokens).
