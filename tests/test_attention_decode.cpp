@@ -76,19 +76,25 @@ double worst_error(const Shape& s, bool bf16, int64_t part) {
 }
 
 TEST(AttentionDecodeKernel, MatchesFp64ForRowsDimsAndRanges) {
-  if (!kernels::attention_decode_available()) GTEST_SKIP() << "this build has no AVX-512";
+  if (!kernels::attention_decode_available())
+    GTEST_SKIP() << "this build has neither AVX-512 nor AVX2";
   const std::vector<Shape> shapes = {
       {20, 576, 512, 300, false},  // GLM-4.7-Flash's 20 heads over latent rows: 5 tiles
       {3, 144, 128, 70, false},    // rows of 2 + 1, a tail of 6 keys
       {6, 128, 128, 130, true},    // grouped-query heads over keys and values
-      {32, 24, 16, 65, true},      // the most rows; dims not whole vectors
+      {32, 24, 16, 65, true},      // the most rows; dims not whole AVX-512 vectors
+      {3, 20, 12, 50, true},       // dims not whole AVX2 vectors either
+      {2, 13, 13, 70, false},      // fewer dims than one AVX2 vector past the first
       {1, 40, 40, 1, true},        // one key
       {5, 80, 72, 200, false},     // 4 + 1 rows, a masked last vector of values
   };
+  // fp32 scores of up to 576 products (about 5 in size here), summed in 16 lanes (AVX-512) or
+  // in 8 (AVX2, whose longer lane sums err up to 2.3e-6 on the widest shape)
+  const double bound = 4e-6;
   for (const Shape& s : shapes)
     for (const bool bf16 : {false, true})
       for (const int64_t part : {int64_t(1) << 20, int64_t(64), int64_t(37)}) {
-        EXPECT_LT(worst_error(s, bf16, part), 2e-6)
+        EXPECT_LT(worst_error(s, bf16, part), bound)
             << s.rows << " rows, d " << s.d << ", dv " << s.dv << ", " << s.S << " keys, "
             << (bf16 ? "bf16" : "f32") << ", ranges of " << part;
       }

@@ -34,8 +34,8 @@ Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed) {
   return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), f, DType::BF16, "w");
 }
 
-// The AVX512-VNNI kernels (4 and 8 bits) are this process's int8 kernels.
-bool vnni() { return quant_detail::int8_isa() == quant_detail::Int8Isa::kAvx512Vnni; }
+// This process has int8 kernels (AVX512-VNNI, or AVX2 on a CPU without it; 4 and 8 bits).
+bool int8_kernels() { return quant_detail::int8_isa() != quant_detail::Int8Isa::kNone; }
 
 // Per output: the fp64 product on the exact dequantized W, and the bound the kernel promises:
 // each X element off by at most one unit (max|x| of its group / (127 * 256)) times
@@ -100,7 +100,7 @@ void for_each_format(const Body& body) {
 }
 
 TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
-  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   for_each_format([](QuantFormat f, int64_t K) {
     const int bits = f.bits, gs = f.group_size;
     // Not a multiple of the 4 rows a decode pass takes nor of the GEMM's 32-row tiles.
@@ -196,7 +196,7 @@ TEST(QuantDecodeInt8, Avx2GemmWithinTheBoundAndEqualToTheAvx512One) {
 }
 
 TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {
-  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   for (int64_t M : {int64_t{3}, int64_t{40}}) {  // a decode, then a GEMM over several chunks
     const int64_t N = 1000, K = 2816;
     const Weight w = quantized(N, K, {4, 64}, 21);
@@ -216,7 +216,7 @@ TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {
 }
 
 TEST(QuantDecodeInt8, InfAndNanGoToTheFp32Kernels) {
-  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   const int64_t N = 16, K = 256;
   const Weight w = quantized(N, K, {8, 64}, 5);
   for (int64_t M : {int64_t{1}, int64_t{40}})
@@ -239,7 +239,7 @@ TEST(QuantDecodeInt8, InfAndNanGoToTheFp32Kernels) {
 // decode sizes always (with bf16 units or without them: kernel "none", a VNNI CPU without
 // AVX512-BF16), prefill sizes without bf16 units; f32 compute keeps the fp32 kernels.
 TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
-  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   const int64_t N = 64, K = 512;
   const Weight w = quantized(N, K, {4, 32}, 8);
   const int64_t prefill = kQuantStreamRows + 8;  // not a decode
@@ -264,7 +264,7 @@ TEST(QuantDecodeInt8, LinearForwardTakesItUnderBf16ComputeOnly) {
 }
 
 TEST(QuantDecodeInt8, RejectsOtherWidthsAndShapes) {
-  if (!vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the int8 decode kernel cannot run";
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   const int64_t K = 128;
   const Weight w = quantized(8, K, {4, 64}, 1);
   std::vector<float> X(size_t(33 * K)), y(size_t(33 * 8));

@@ -206,13 +206,13 @@ void attention_decode_rows(const float* q, int64_t rows, const DecodeKeys& keys,
     decode_rows(q, rows, keys.k, keys.v, keys.stride, keys.d, keys.dv, lo, hi, out);
 }
 
-#else
+#elif !(defined(__AVX2__) && defined(__FMA__))  // AVX2 builds: attention_decode_avx2.cpp
 
 bool attention_decode_available() { return false; }
 
 void attention_decode_rows(const float*, int64_t, const DecodeKeys&, int64_t, int64_t,
                            const DecodePart&) {
-  GLM4_CHECK(false, "[attention decode] this build has no AVX-512");
+  GLM4_CHECK(false, "[attention decode] this build has neither AVX-512 nor AVX2");
 }
 
 #endif

@@ -2,7 +2,8 @@
 // query heads of latent attention, which share one latent "head"): the scores as register blocks
 // of 16 (row, key) dot products summed across their lanes together, the weighted sums of the
 // values as register blocks of rows x dims, an online softmax between key tiles. Keys and values
-// are read in place, fp32 or bf16 (widened as they are loaded). Built for AVX-512; elsewhere the
+// are read in place, fp32 or bf16 (widened as they are loaded). Built for AVX-512
+// (attention_decode.cpp) and for AVX2 without it (attention_decode_avx2.cpp); elsewhere the
 // callers keep their own loops.
 #pragma once
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace glm4::kernels {
 // The most query rows one call takes.
 constexpr int64_t kDecodeMaxRows = 32;
 
-// Whether this build has the kernel (AVX-512 with BW and VL).
+// Whether this build has the kernel (AVX-512 with BW and VL, or AVX2 with FMA).
 bool attention_decode_available();
 
 // The keys and values the rows attend to: key j's d values at k + j * stride, value j's dv at
