@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "autograd/kernels/attention_decode_driver.h"
 #include "autograd/kernels/simd.h"
 #include "autograd/kernels/vec_math.h"
 #include "base/check.h"
@@ -157,38 +158,20 @@ void value_rows(const float* p, int64_t tk, const K* v, int64_t stride, const fl
     value_block<HB, 1>(p, tk, v + c, stride, alpha, acc + c, dv, first_lanes(dv - c));
 }
 
-template <typename K>
-void values(const float* p, int64_t rows, int64_t tk, const K* v, int64_t stride,
-            const float* alpha, float* acc, int64_t dv) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4)
-    value_rows<4>(p + r * kTile, tk, v, stride, alpha + r, acc + r * dv, dv);
-  for (; r + 2 <= rows; r += 2)
-    value_rows<2>(p + r * kTile, tk, v, stride, alpha + r, acc + r * dv, dv);
-  for (; r < rows; ++r) value_rows<1>(p + r * kTile, tk, v, stride, alpha + r, acc + r * dv, dv);
-}
-
-template <typename K>
-void decode_rows(const float* q, int64_t rows, const K* k, const K* v, int64_t stride, int64_t d,
-                 int64_t dv, int64_t lo, int64_t hi, const DecodePart& out) {
-  alignas(64) float s[kDecodeMaxRows * kTile];
-  float alpha[kDecodeMaxRows];
-  std::fill_n(out.acc, rows * dv, 0.0f);
-  std::fill_n(out.m, rows, -INFINITY);
-  std::fill_n(out.l, rows, 0.0f);
-  for (int64_t k0 = lo; k0 < hi; k0 += kTile) {
-    const int64_t tk = std::min(kTile, hi - k0);
-    scores(q, rows, d, k + k0 * stride, stride, tk, s);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* p = s + r * kTile;
-      const float top = std::max(out.m[r], max_of(p, tk));
-      alpha[r] = std::exp(out.m[r] - top);
-      out.l[r] = out.l[r] * alpha[r] + float(exp_shifted(p, top, p, tk));
-      out.m[r] = top;
-    }
-    values(s, rows, tk, v + k0 * stride, stride, alpha, out.acc, dv);
+// The instruction-set half of the kernel, for decode_driver.
+struct Avx512 {
+  static constexpr int64_t kTile = kernels::kTile;
+  template <typename K>
+  static void scores(const float* q, int64_t rows, int64_t d, const K* k, int64_t stride,
+                     int64_t tk, float* s) {
+    kernels::scores(q, rows, d, k, stride, tk, s);
   }
-}
+  template <int HB, typename K>
+  static void value_rows(const float* p, int64_t tk, const K* v, int64_t stride, const float* alpha,
+                         float* acc, int64_t dv) {
+    kernels::value_rows<HB>(p, tk, v, stride, alpha, acc, dv);
+  }
+};
 
 }  // namespace
 
@@ -196,14 +179,7 @@ bool attention_decode_available() { return true; }
 
 void attention_decode_rows(const float* q, int64_t rows, const DecodeKeys& keys, int64_t lo,
                            int64_t hi, const DecodePart& out) {
-  GLM4_CHECK(rows >= 1 && rows <= kDecodeMaxRows && keys.d >= 1 && keys.dv >= 1 && lo < hi &&
-                 (keys.k16 ? keys.v16 != nullptr : keys.k && keys.v),
-             "[attention decode] ", rows, " rows of ", keys.d, ", values of ", keys.dv, ", keys [",
-             lo, ", ", hi, ")");
-  if (keys.k16)
-    decode_rows(q, rows, keys.k16, keys.v16, keys.stride, keys.d, keys.dv, lo, hi, out);
-  else
-    decode_rows(q, rows, keys.k, keys.v, keys.stride, keys.d, keys.dv, lo, hi, out);
+  decode_driver::run<Avx512>(q, rows, keys, lo, hi, out);
 }
 
 #elif !(defined(__AVX2__) && defined(__FMA__))  // AVX2 builds: attention_decode_avx2.cpp
