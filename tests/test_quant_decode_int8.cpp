@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "autograd/compute_dtype.h"
@@ -159,6 +160,33 @@ TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
           << "group " << gs << ", K " << K << ", M " << M;
     }
   });
+}
+
+// The AVX2 form on rows longer than the 256 groups its 4-bit kernel sets up at once (group 64 and
+// 128, the last chunk ending mid-step for group 64): within the bound, and each output the same
+// bits whether its row is taken in a 4-row pass, a 2-row one or alone.
+TEST(QuantDecodeInt8, Avx2FormOnRowsOfSeveralChunksIsOneSumPerOutput) {
+  using quant_detail::Int8Isa;
+  if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  for (auto [gs, K] : {std::pair<int, int64_t>{64, 256 * 64 + 64}, {128, 256 * 128 + 128}}) {
+    const int64_t N = 7;
+    const Weight w = quantized(N, K, {4, gs}, uint32_t(gs));
+    const QuantizedMatrix& q = w.quant();
+    for (int64_t M : {1, 2}) {
+      const std::vector<float> X = randn(size_t(M * K), uint32_t(M + gs));
+      const Reference ref = reference(q, X, M);
+      quant_detail::Int8DecodeInput in;
+      ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+          q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
+      std::vector<float> y(size_t(M * N)), alone(y.size());
+      quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
+      ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", M " << M;
+      for (int64_t n = 0; n < N; ++n)
+        quant_detail::int8_decode_rows(q, in, 0, M, n, n + 1, alone.data(), N, false,
+                                       Int8Isa::kAvx2);
+      EXPECT_EQ(y, alone) << "group " << gs << ", M " << M;
+    }
+  }
 }
 
 // The AVX2 int8 GEMM (4 and 8 bits), called directly: within the bound for every group size, K

@@ -29,6 +29,8 @@ namespace {
 constexpr int64_t kBlockGroups = 8;        // groups whose scales and biases are widened at once
 constexpr int64_t kHalf = 64;              // columns of a half step: 32 bytes of 4-bit codes
 constexpr int64_t kPrefetchBytes = 16384;  // into L2, as quant_simd.h's for the VNNI kernel
+constexpr int64_t kChunkGroups = 256;      // groups set up at once by rows4_whole_halves
+constexpr int64_t kLineBytes = 64;
 
 float max8(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -36,10 +38,12 @@ float max8(__m256 v) {
   return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
 
-// Scales (or biases) of groups [g0, g0 + count) of row r as fp32, zero past count.
-__m256 widen_params8(const QuantizedMatrix& W, const void* params, int64_t r, int64_t g0,
-                     int64_t count) {
-  const int64_t i = r * W.groups() + g0;
+// Scales (or biases) of groups [g0, g0 + count) of row r as fp32, zero past count; `groups` is
+// W.groups() (a division the callers make once).
+inline __attribute__((always_inline)) __m256 widen_params8(const QuantizedMatrix& W,
+                                                           const void* params, int64_t groups,
+                                                           int64_t r, int64_t g0, int64_t count) {
+  const int64_t i = r * groups + g0;
   if (count == kBlockGroups) {
     switch (W.scale_dtype) {
       case DType::F32:
@@ -59,6 +63,14 @@ __m256 widen_params8(const QuantizedMatrix& W, const void* params, int64_t r, in
   alignas(32) float part[kBlockGroups] = {};
   load_group_params(W, params, r, g0, count, part);
   return _mm256_load_ps(part);
+}
+
+// The scales and biases a later row will read, into L2 as the codes are: the hardware prefetchers
+// follow the codes' one stream but leave these two smaller ones to miss.
+inline void prefetch_params(const QuantizedMatrix& W, int64_t groups, int64_t r, int64_t g0) {
+  const int64_t offset = (r * groups + g0) * int64_t(dtype_size(W.scale_dtype));
+  _mm_prefetch(static_cast<const char*>(W.scales) + offset, _MM_HINT_T1);
+  _mm_prefetch(static_cast<const char*>(W.biases) + offset, _MM_HINT_T1);
 }
 
 // Rows [n, n + R) of W against M rows of the input, as quant_decode_int8.cpp's rows<Bits, M, R>.
@@ -92,8 +104,8 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     const int64_t count = std::min(kBlockGroups, groups - gb);
     __m256 scale_unit[R][M];  // scale_g * unit_g of the block's 8 groups
     for (int r = 0; r < R; ++r) {
-      const __m256 scale = widen_params8(W, W.scales, n + r, gb, count);
-      const __m256 bias = widen_params8(W, W.biases, n + r, gb, count);
+      const __m256 scale = widen_params8(W, W.scales, groups, n + r, gb, count);
+      const __m256 bias = widen_params8(W, W.biases, groups, n + r, gb, count);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
         acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(x[m].sums + gb), acc[r][m]);
         scale_unit[r][m] = _mm256_mul_ps(scale, _mm256_loadu_ps(x[m].units + gb));
@@ -174,11 +186,98 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     }
 }
 
+// rows<4, M, R> where a group is whole half steps (group_size a multiple of 64, so K is too, and
+// no step is a row's tail): the same exact int32 sums, but each half step lies in one group, whose
+// scale_g * unit_g is broadcast from memory rather than permuted from a register, and the products
+// of a whole chunk of groups are set up before its codes are read, so the loop over the codes runs
+// unbroken through a row. The fp32 order differs from rows<4, M, R>'s (the bias terms come first);
+// it is the same for every R, so each output is still one fixed-order sum.
+template <int M, int R>
+void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n,
+                        float* Y, int64_t ldy, bool accumulate) {
+  const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
+  const int64_t ahead_rows = std::max<int64_t>(1, kPrefetchBytes / (K / 2));
+  const int group_shift = __builtin_ctz(unsigned(gs));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i first = _mm256_set1_epi16(256), second = _mm256_set1_epi16(1);
+  Int8InputRow x[M];
+  for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
+  const uint8_t* row[R];
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.row(n + r);
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  }
+  const int64_t params_a_line = kLineBytes / int64_t(dtype_size(W.scale_dtype));
+  alignas(32) float scale_unit[R][M][kChunkGroups];  // scale_g * unit_g of a chunk's groups
+  for (int64_t g0 = 0; g0 < groups; g0 += kChunkGroups) {
+    const int64_t chunk = std::min(kChunkGroups, groups - g0);
+    for (int r = 0; r < R; ++r) {
+      for (int64_t gb = g0; gb < g0 + chunk; gb += kBlockGroups) {
+        const int64_t count = std::min(kBlockGroups, g0 + chunk - gb);
+        if (n + r + ahead_rows < W.rows && (gb - g0) % params_a_line == 0)
+          prefetch_params(W, groups, n + r + ahead_rows, gb);
+        const __m256 scale = widen_params8(W, W.scales, groups, n + r, gb, count);
+        const __m256 bias = widen_params8(W, W.biases, groups, n + r, gb, count);
+        for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so bias terms join them
+          acc[r][m] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(x[m].sums + gb), acc[r][m]);
+          _mm256_store_ps(scale_unit[r][m] + (gb - g0),
+                          _mm256_mul_ps(scale, _mm256_loadu_ps(x[m].units + gb)));
+        }
+      }
+    }
+    // One half step: 32 bytes of each row's codes at byte `at`, against the prepared input's 64
+    // even columns at `even` and odd ones 64 further on, scaled by scale_unit[.][.][g]; the first
+    // half of a step prefetches the 64 bytes of both.
+    auto half_step = [&](int64_t at, int64_t even, int64_t g, bool first_half) {
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = row[r] + at;
+        if (first_half)
+          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        const __m256i lo = _mm256_and_si256(v, nibble);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        for (int m = 0; m < M; ++m) {
+          auto pairs_of = [&](const int8_t* q) {
+            return _mm256_add_epi16(
+                _mm256_maddubs_epi16(
+                    lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even))),
+                _mm256_maddubs_epi16(
+                    hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even + 64))));
+          };
+          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
+                                                _mm256_madd_epi16(pairs_of(x[m].q2), second));
+          acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
+                                      _mm256_broadcast_ss(&scale_unit[r][m][g]), acc[r][m]);
+        }
+      }
+    };
+    const int64_t c0 = g0 * gs, c1 = (g0 + chunk) * gs;
+    int64_t c = c0;
+    for (; c + 128 <= c1; c += 128) {  // a whole step: its first 64 columns, then its last 64
+      half_step(c / 2, c, (c - c0) >> group_shift, true);
+      half_step(c / 2 + 32, c + 32, (c + 64 - c0) >> group_shift, false);
+    }
+    if (c < c1) half_step(c / 2, c, (c - c0) >> group_shift, true);  // the row ends mid-step
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) {
+      const float s = hsum(acc[r][m]);
+      float& y = Y[m * ldy + n + r];
+      y = accumulate ? y + s : s;
+    }
+}
+
 template <int Bits, int M>
 void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
             float* Y, int64_t ldy, bool accumulate) {
   constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 16 vector registers
   int64_t n = n0;
+  if (Bits == 4 && W.group_size % kHalf == 0) {
+    for (; n + R <= n1; n += R) rows4_whole_halves<M, R>(W, in, m0, n, Y, ldy, accumulate);
+    for (; n < n1; ++n) rows4_whole_halves<M, 1>(W, in, m0, n, Y, ldy, accumulate);
+    return;
+  }
   for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
   for (; n < n1; ++n) rows<Bits, M, 1>(W, in, m0, n, Y, ldy, accumulate);
 }
