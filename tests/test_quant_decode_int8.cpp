@@ -162,29 +162,32 @@ TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
   });
 }
 
-// The AVX2 form on rows longer than the 256 groups its 4-bit kernel sets up at once (group 64 and
+// Both forms on rows longer than the 256 groups their 4-bit kernels set up at once (group 64 and
 // 128, the last chunk ending mid-step for group 64): within the bound, and each output the same
 // bits whether its row is taken in a 4-row pass, a 2-row one or alone.
-TEST(QuantDecodeInt8, Avx2FormOnRowsOfSeveralChunksIsOneSumPerOutput) {
+TEST(QuantDecodeInt8, FormsOnRowsOfSeveralChunksAreOneSumPerOutput) {
   using quant_detail::Int8Isa;
   if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  for (auto [gs, K] : {std::pair<int, int64_t>{64, 256 * 64 + 64}, {128, 256 * 128 + 128}}) {
-    const int64_t N = 7;
-    const Weight w = quantized(N, K, {4, gs}, uint32_t(gs));
-    const QuantizedMatrix& q = w.quant();
-    for (int64_t M : {1, 2}) {
-      const std::vector<float> X = randn(size_t(M * K), uint32_t(M + gs));
-      const Reference ref = reference(q, X, M);
-      quant_detail::Int8DecodeInput in;
-      ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-          q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
-      std::vector<float> y(size_t(M * N)), alone(y.size());
-      quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
-      ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", M " << M;
-      for (int64_t n = 0; n < N; ++n)
-        quant_detail::int8_decode_rows(q, in, 0, M, n, n + 1, alone.data(), N, false,
-                                       Int8Isa::kAvx2);
-      EXPECT_EQ(y, alone) << "group " << gs << ", M " << M;
+  for (Int8Isa isa : {Int8Isa::kAvx2, Int8Isa::kAvx512Vnni}) {
+    if (!quant_detail::int8_isa_runs(isa)) continue;  // an AVX2-only CPU: its one form
+    SCOPED_TRACE(isa == Int8Isa::kAvx2 ? "avx2" : "avx512-vnni");
+    for (auto [gs, K] : {std::pair<int, int64_t>{64, 256 * 64 + 64}, {128, 256 * 128 + 128}}) {
+      const int64_t N = 7;
+      const Weight w = quantized(N, K, {4, gs}, uint32_t(gs));
+      const QuantizedMatrix& q = w.quant();
+      for (int64_t M : {1, 2, 3}) {
+        const std::vector<float> X = randn(size_t(M * K), uint32_t(M + gs));
+        const Reference ref = reference(q, X, M);
+        quant_detail::Int8DecodeInput in;
+        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+            q, X.data(), M, in, quant_detail::Int8Layout::kDecode, isa));
+        std::vector<float> y(size_t(M * N)), alone(y.size());
+        quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, isa);
+        ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", M " << M;
+        for (int64_t n = 0; n < N; ++n)
+          quant_detail::int8_decode_rows(q, in, 0, M, n, n + 1, alone.data(), N, false, isa);
+        EXPECT_EQ(y, alone) << "group " << gs << ", M " << M;
+      }
     }
   }
 }
