@@ -339,8 +339,10 @@ TEST(Bf16Gemm, ProductsAboveTheRowLimitTakeTheFp32Path) {
 }
 
 // The limit holds for the weights the bf16 kernels convert panel by panel too (f16, 4-bit):
-// above it their prefill-sized products take the fp32 path bit for bit; within kQuantStreamRows
-// a quantized weight keeps its decode kernels whatever the limit.
+// above it no bf16 units take their prefill-sized products, which run as where a CPU has none,
+// bit for bit: a 4-bit forward on the int8 GEMM where this CPU has the int8 kernels, everything
+// else on the fp32 path. Within kQuantStreamRows a quantized weight keeps its decode kernels
+// whatever the limit.
 TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
   const int64_t N = 64, K = 128;
   const auto w32 = random_vec(N * K, 31);
@@ -362,7 +364,10 @@ TEST(Bf16Gemm, PanelConvertedWeightsObeyTheRowLimit) {
         if (M > kQuantStreamRows) {
           ASSERT_NE(unlimited, fp32)
               << what << ": the two paths must differ for the test to tell them apart";
-          EXPECT_EQ(limited, fp32) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
+          auto expected = fp32;
+          if (w->is_quantized() && quant_int8_supported(w->quant()))
+            quant_linear_forward_int8(X.data(), M, K, w->quant(), expected.first.data(), false);
+          EXPECT_EQ(limited, expected) << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
         } else {
           EXPECT_EQ(limited, unlimited)
               << kernels::bf16_kernel_name(k) << " " << what << " M=" << M;
