@@ -26,6 +26,7 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/quant_linear.h"
 #include "autograd/weight.h"
+#include "base/memory.h"
 #include "base/parallel.h"
 #include "benchmarks/bench_flags.h"
 
@@ -230,11 +231,38 @@ void forward_with(const std::string& k, const float* x, int64_t M, int64_t K,
 
 // A decode token: every linear once, M = 1, distinct weights (as a model's are).
 struct Token {
-  std::vector<QuantizedStorage> quant;
+  std::vector<QuantizedMatrix> quant;  // views into `arena`
+  std::shared_ptr<void> arena;
   std::vector<Weight> dense;
   std::vector<float> x, y;
   size_t bytes = 0;
 };
+
+// The token's quantized weights in one anonymous mapping in 2 MB pages, as glm4's loader holds a
+// model's (in 4 KB pages a token's gigabytes would cost a page walk every few kilobytes).
+void place_in_huge_pages(Token& t, std::vector<QuantizedStorage>&& weights) {
+  auto line = [](size_t n) { return (n + 63) / 64 * 64; };
+  size_t total = 0;
+  for (const QuantizedStorage& w : weights)
+    total +=
+        line(w.packed.size() * sizeof(uint32_t)) + line(w.scales.size()) + line(w.biases.size());
+  auto* at = static_cast<uint8_t*>(map_anonymous(total, "bench_quant weights"));
+  t.arena = std::shared_ptr<void>(at, [total](void* p) { unmap_anonymous(p, total); });
+  auto copy = [&](const void* from, size_t n) {
+    std::memcpy(at, from, n);
+    const uint8_t* placed = at;
+    at += line(n);
+    return placed;
+  };
+  for (QuantizedStorage& w : weights) {
+    QuantizedMatrix v = w.view();
+    v.packed = copy(w.packed.data(), w.packed.size() * sizeof(uint32_t));
+    v.scales = copy(w.scales.data(), w.scales.size());
+    v.biases = copy(w.biases.data(), w.biases.size());
+    t.quant.push_back(v);
+    w = QuantizedStorage{};  // one copy at a time resident
+  }
+}
 
 double token_seconds(Token& t, const std::vector<const Linear*>& ls, const std::string& kernel,
                      int reps, double* median, bool cpu_time = false) {
@@ -242,7 +270,7 @@ double token_seconds(Token& t, const std::vector<const Linear*>& ls, const std::
       [&] {
         for (size_t i = 0; i < ls.size(); ++i) {
           if (!kernel.empty())
-            forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i].view(), t.y.data());
+            forward_with(kernel, t.x.data(), 1, ls[i]->K, t.quant[i], t.y.data());
           else
             linear_forward(t.x.data(), 1, ls[i]->K, t.dense[i], t.y.data(), false, kF32Compute);
         }
@@ -385,11 +413,15 @@ int main(int argc, char** argv) {
       Token q;
       q.x = t.x;
       q.y = t.y;
+      std::vector<QuantizedStorage> weights;
       for (size_t i = 0; i < ls.size(); ++i) {
-        q.quant.push_back(quantize_affine(DType::BF16, t.dense[i].data(), ls[i]->N, ls[i]->K,
+        weights.push_back(quantize_affine(DType::BF16, t.dense[i].data(), ls[i]->N, ls[i]->K,
                                           {bits, o.group}, ls[i]->name));
-        q.bytes += q.quant.back().view().bytes();
+        q.bytes += weights.back().view().bytes();
       }
+      place_in_huge_pages(q, std::move(weights));
+      std::printf("# %d-bit weights in 2 MB pages: %.0f MB of this process in huge pages\n", bits,
+                  anon_huge_page_bytes() / 1e6);
       for (const std::string& k : o.kernels) {
         const double s = token_seconds(q, ls, k, o.reps, &median);
         char name[32];
