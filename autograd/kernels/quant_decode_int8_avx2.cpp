@@ -73,6 +73,33 @@ inline void prefetch_params(const QuantizedMatrix& W, int64_t groups, int64_t r,
   _mm_prefetch(static_cast<const char*>(W.biases) + offset, _MM_HINT_T1);
 }
 
+// A 4-bit half step's 8-column int32 sums of (first level << 8) + second level for one row of X:
+// `lo` and `hi` are the half step's low and high nibbles (its even and odd columns), the prepared
+// input's even columns at `even` and its odd ones 64 further on. Each level's pair sums are at
+// most 4 * 15 * 127 in an int16; the shift is vpmaddwd's factor.
+inline __attribute__((always_inline)) __m256i half_step_sums(__m256i lo, __m256i hi,
+                                                             const Int8InputRow& x, int64_t even) {
+  auto pairs_of = [&](const int8_t* q) {
+    return _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even))),
+        _mm256_maddubs_epi16(hi,
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even + 64))));
+  };
+  return _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x.q1), _mm256_set1_epi16(256)),
+                          _mm256_madd_epi16(pairs_of(x.q2), _mm256_set1_epi16(1)));
+}
+
+// Y[m * ldy + n + r] (+)= the sum of acc[r][m]'s lanes.
+template <int M, int R>
+void emit_sums(const __m256 (&acc)[R][M], int64_t n, float* Y, int64_t ldy, bool accumulate) {
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) {
+      const float s = hsum(acc[r][m]);
+      float& y = Y[m * ldy + n + r];
+      y = accumulate ? y + s : s;
+    }
+}
+
 // Rows [n, n + R) of W against M rows of the input, as quant_decode_int8.cpp's rows<Bits, M, R>.
 // 4 bits: lane l of a half step's sums covers its columns [8 l, 8 l + 8), which lie in one group.
 // 8 bits: codes up to 255 times a level would saturate vpmaddubsw's int16 pairs, so the codes are
@@ -84,7 +111,6 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           int64_t ldy, bool accumulate) {
   const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i first = _mm256_set1_epi16(256), second = _mm256_set1_epi16(1);
   const int group_shift = __builtin_ctz(unsigned(gs));  // group sizes are powers of two
   const __m256i lane_group =
       _mm256_srli_epi32(_mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), group_shift);
@@ -158,18 +184,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           const __m256i lo = _mm256_and_si256(v, nibble);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
           for (int m = 0; m < M; ++m) {
-            // Each level's pair sums (at most 4 * 15 * 127 in an int16), then the 8-column int32
-            // sums of (first level << 8) + second level, the shift made by vpmaddwd's factor.
-            auto pairs_of = [&](const int8_t* q) {
-              const __m256i even =
-                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + half));
-              const __m256i odd =
-                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + step + 64 + half));
-              return _mm256_add_epi16(_mm256_maddubs_epi16(lo, even),
-                                      _mm256_maddubs_epi16(hi, odd));
-            };
-            const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
-                                                  _mm256_madd_epi16(pairs_of(x[m].q2), second));
+            const __m256i both = half_step_sums(lo, hi, x[m], step + half);
             acc[r][m] =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
                                 _mm256_permutevar8x32_ps(scale_unit[r][m], group), acc[r][m]);
@@ -178,12 +193,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) {
-      const float s = hsum(acc[r][m]);
-      float& y = Y[m * ldy + n + r];
-      y = accumulate ? y + s : s;
-    }
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
 
 // rows<4, M, R> where a group is whole half steps (group_size a multiple of 64, so K is too, and
@@ -199,7 +209,6 @@ void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int
   const int64_t ahead_rows = std::max<int64_t>(1, kPrefetchBytes / (K / 2));
   const int group_shift = __builtin_ctz(unsigned(gs));
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i first = _mm256_set1_epi16(256), second = _mm256_set1_epi16(1);
   Int8InputRow x[M];
   for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
   const uint8_t* row[R];
@@ -238,15 +247,7 @@ void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int
         const __m256i lo = _mm256_and_si256(v, nibble);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
         for (int m = 0; m < M; ++m) {
-          auto pairs_of = [&](const int8_t* q) {
-            return _mm256_add_epi16(
-                _mm256_maddubs_epi16(
-                    lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even))),
-                _mm256_maddubs_epi16(
-                    hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + even + 64))));
-          };
-          const __m256i both = _mm256_add_epi32(_mm256_madd_epi16(pairs_of(x[m].q1), first),
-                                                _mm256_madd_epi16(pairs_of(x[m].q2), second));
+          const __m256i both = half_step_sums(lo, hi, x[m], even);
           acc[r][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both),
                                       _mm256_broadcast_ss(&scale_unit[r][m][g]), acc[r][m]);
         }
@@ -260,12 +261,7 @@ void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int
     }
     if (c < c1) half_step(c / 2, c, (c - c0) >> group_shift, true);  // the row ends mid-step
   }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) {
-      const float s = hsum(acc[r][m]);
-      float& y = Y[m * ldy + n + r];
-      y = accumulate ? y + s : s;
-    }
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
 }
 
 template <int Bits, int M>
