@@ -162,9 +162,10 @@ TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
   });
 }
 
-// Both forms on rows longer than the 256 groups their 4-bit kernels set up at once (group 64 and
-// 128, the last chunk ending mid-step for group 64): within the bound, and each output the same
-// bits whether its row is taken in a 4-row pass, a 2-row one or alone.
+// Both forms on rows longer than the 256 groups the AVX2 4-bit kernel sets up at once (group 64
+// and 128, the last chunk ending mid-step for group 64; the VNNI kernel's 16-group blocks run
+// through as many): within the bound, and each output the same bits whether its row is taken in
+// a 4-row pass, a 2-row one or alone.
 TEST(QuantDecodeInt8, FormsOnRowsOfSeveralChunksAreOneSumPerOutput) {
   using quant_detail::Int8Isa;
   if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
