@@ -114,10 +114,16 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     row[r] = W.row(n + r);
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   }
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
+  const int64_t param_bytes = dtype_size(W.scale_dtype);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
     for (int r = 0; r < R; ++r) {
+      const int64_t ahead_params = ((n + r + ahead_rows) * groups + gb) * param_bytes;
+      prefetch_l1(static_cast<const uint8_t*>(W.scales) + ahead_params);
+      prefetch_l1(static_cast<const uint8_t*>(W.biases) + ahead_params);
       const __m512 scale = widen_params16(W, W.scales, n + r, gb, count, groups);
       const __m512 bias = widen_params16(W, W.biases, n + r, gb, count, groups);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
@@ -146,7 +152,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
       }
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = row[r] + c * Bits / 8;
-        prefetch(p + kPrefetchBytes);
+        prefetch_l1(p + code_ahead);
         __m512i v;
         if constexpr (decltype(full)::value)
           v = _mm512_loadu_si512(p);
