@@ -26,10 +26,9 @@ namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kBlockGroups = 8;        // groups whose scales and biases are widened at once
-constexpr int64_t kHalf = 64;              // columns of a half step: 32 bytes of 4-bit codes
-constexpr int64_t kPrefetchBytes = 16384;  // into L2, as quant_simd.h's for the VNNI kernel
-constexpr int64_t kChunkGroups = 256;      // groups set up at once by rows4_whole_halves
+constexpr int64_t kBlockGroups = 8;    // groups whose scales and biases are widened at once
+constexpr int64_t kHalf = 64;          // columns of a half step: 32 bytes of 4-bit codes
+constexpr int64_t kChunkGroups = 256;  // groups set up at once by rows4_whole_halves
 constexpr int64_t kLineBytes = 64;
 
 float max8(__m256 v) {
@@ -65,12 +64,12 @@ inline __attribute__((always_inline)) __m256 widen_params8(const QuantizedMatrix
   return _mm256_load_ps(part);
 }
 
-// The scales and biases a later row will read, into L2 as the codes are: the hardware prefetchers
-// follow the codes' one stream but leave these two smaller ones to miss.
+// The scales and biases a later row will read, as the codes are (prefetch_rows_ahead): the
+// hardware prefetchers leave these two smaller streams to miss.
 inline void prefetch_params(const QuantizedMatrix& W, int64_t groups, int64_t r, int64_t g0) {
   const int64_t offset = (r * groups + g0) * int64_t(dtype_size(W.scale_dtype));
-  _mm_prefetch(static_cast<const char*>(W.scales) + offset, _MM_HINT_T1);
-  _mm_prefetch(static_cast<const char*>(W.biases) + offset, _MM_HINT_T1);
+  prefetch_l1(static_cast<const char*>(W.scales) + offset);
+  prefetch_l1(static_cast<const char*>(W.biases) + offset);
 }
 
 // A 4-bit half step's 8-column int32 sums of (first level << 8) + second level for one row of X:
@@ -126,10 +125,13 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     row[r] = W.row(n + r);
     for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
   }
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
   for (int64_t gb = 0; gb < groups; gb += kBlockGroups) {
     const int64_t count = std::min(kBlockGroups, groups - gb);
     __m256 scale_unit[R][M];  // scale_g * unit_g of the block's 8 groups
     for (int r = 0; r < R; ++r) {
+      prefetch_params(W, groups, n + r + ahead_rows, gb);
       const __m256 scale = widen_params8(W, W.scales, groups, n + r, gb, count);
       const __m256 bias = widen_params8(W, W.biases, groups, n + r, gb, count);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
@@ -148,8 +150,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
           for (int m = 0; m < M; ++m)
             levels[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wide[m] + c));
           for (int r = 0; r < R; ++r) {
-            if (c % 64 == 0)
-              _mm_prefetch(reinterpret_cast<const char*>(row[r] + c + kPrefetchBytes), _MM_HINT_T1);
+            if (c % 64 == 0) prefetch_l1(row[r] + c + code_ahead);
             const __m256i codes =
                 _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[r] + c)));
             for (int m = 0; m < M; ++m)
@@ -172,7 +173,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
             _mm256_add_epi32(_mm256_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
         for (int r = 0; r < R; ++r) {
           const uint8_t* p = row[r] + c / 2;
-          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+          if (c % 128 == 0) prefetch_l1(p + code_ahead);
           __m256i v;
           if (c + kHalf <= K) {
             v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -205,8 +206,9 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
 template <int M, int R>
 void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n,
                         float* Y, int64_t ldy, bool accumulate) {
-  const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
-  const int64_t ahead_rows = std::max<int64_t>(1, kPrefetchBytes / (K / 2));
+  const int64_t gs = W.group_size, groups = W.groups();
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
   const int group_shift = __builtin_ctz(unsigned(gs));
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   Int8InputRow x[M];
@@ -241,8 +243,7 @@ void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int
     auto half_step = [&](int64_t at, int64_t even, int64_t g, bool first_half) {
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = row[r] + at;
-        if (first_half)
-          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+        if (first_half) prefetch_l1(p + code_ahead);
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         const __m256i lo = _mm256_and_si256(v, nibble);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);

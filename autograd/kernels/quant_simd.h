@@ -34,23 +34,6 @@ constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widen
 // kernels' work and the memory stalls added up.
 constexpr int64_t kPrefetchBytes = 16384;
 
-// Rows ahead that a kernel walking R rows of `row_bytes` codes together, column by column,
-// prefetches: whole blocks of R rows, the fewest that reach 8 KiB. Each line is then fetched into
-// L1 one or more blocks before its block reads it. A fixed byte distance does not do that where
-// the rows' length does not divide it (8 or 16 KiB past a 13,696-wide down_proj row's column
-// lands on lines its block is reading or has read), and the scales and biases, two more streams
-// the hardware prefetchers miss, need the same distance in rows. On a 9B layer's shapes in 2 MB
-// pages, one thread (Zen 5): 4,096-wide rows 1.3-1.4x and 13,696-wide 1.5x the rate of 16 KiB
-// ahead into L2 with the scales left to the hardware.
-inline int64_t prefetch_rows_ahead(int R, int64_t row_bytes) {
-  constexpr int64_t kAheadBytes = 8192;
-  const int64_t block = R * row_bytes;
-  return R * std::max<int64_t>(1, (kAheadBytes + block - 1) / block);
-}
-
-// Prefetches one line into L1 (a hint only: addresses past the end of the codes are fine).
-inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
-
 // Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32, zero past count: one
 // masked load inline (the call through convert_to_f32 was 14% of a 4-bit decode token, and 4% of
 // GLM-4.7-Flash's for the last 8 of a 1536-wide down_proj's 24 groups), except for an odd count
