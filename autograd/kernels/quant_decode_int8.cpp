@@ -116,14 +116,11 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   }
   const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
   const int64_t code_ahead = ahead_rows * W.row_bytes();
-  const int64_t param_bytes = dtype_size(W.scale_dtype);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
     for (int r = 0; r < R; ++r) {
-      const int64_t ahead_params = ((n + r + ahead_rows) * groups + gb) * param_bytes;
-      prefetch_l1(static_cast<const uint8_t*>(W.scales) + ahead_params);
-      prefetch_l1(static_cast<const uint8_t*>(W.biases) + ahead_params);
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       const __m512 scale = widen_params16(W, W.scales, n + r, gb, count, groups);
       const __m512 bias = widen_params16(W, W.biases, n + r, gb, count, groups);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them

@@ -64,14 +64,6 @@ inline __attribute__((always_inline)) __m256 widen_params8(const QuantizedMatrix
   return _mm256_load_ps(part);
 }
 
-// The scales and biases a later row will read, as the codes are (prefetch_rows_ahead): the
-// hardware prefetchers leave these two smaller streams to miss.
-inline void prefetch_params(const QuantizedMatrix& W, int64_t groups, int64_t r, int64_t g0) {
-  const int64_t offset = (r * groups + g0) * int64_t(dtype_size(W.scale_dtype));
-  prefetch_l1(static_cast<const char*>(W.scales) + offset);
-  prefetch_l1(static_cast<const char*>(W.biases) + offset);
-}
-
 // A 4-bit half step's 8-column int32 sums of (first level << 8) + second level for one row of X:
 // `lo` and `hi` are the half step's low and high nibbles (its even and odd columns), the prepared
 // input's even columns at `even` and its odd ones 64 further on. Each level's pair sums are at
@@ -131,7 +123,7 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
     const int64_t count = std::min(kBlockGroups, groups - gb);
     __m256 scale_unit[R][M];  // scale_g * unit_g of the block's 8 groups
     for (int r = 0; r < R; ++r) {
-      prefetch_params(W, groups, n + r + ahead_rows, gb);
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       const __m256 scale = widen_params8(W, W.scales, groups, n + r, gb, count);
       const __m256 bias = widen_params8(W, W.biases, groups, n + r, gb, count);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
@@ -227,7 +219,7 @@ void rows4_whole_halves(const QuantizedMatrix& W, const Int8DecodeInput& in, int
       for (int64_t gb = g0; gb < g0 + chunk; gb += kBlockGroups) {
         const int64_t count = std::min(kBlockGroups, g0 + chunk - gb);
         if (n + r + ahead_rows < W.rows && (gb - g0) % params_a_line == 0)
-          prefetch_params(W, groups, n + r + ahead_rows, gb);
+          prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
         const __m256 scale = widen_params8(W, W.scales, groups, n + r, gb, count);
         const __m256 bias = widen_params8(W, W.biases, groups, n + r, gb, count);
         for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so bias terms join them

@@ -68,6 +68,14 @@ inline int64_t prefetch_rows_ahead(int R, int64_t row_bytes) {
 // Prefetches one line into L1 (a hint only: addresses past the end of the codes are fine).
 inline void prefetch_l1(const void* p) { __builtin_prefetch(p, 0, 3); }
 
+// The lines holding group g0's scale and bias of row r, into L1 (the hardware prefetchers leave
+// these two small streams to miss): a kernel asks for rows prefetch_rows_ahead on.
+inline void prefetch_params_l1(const QuantizedMatrix& W, int64_t r, int64_t g0, int64_t groups) {
+  const int64_t offset = (r * groups + g0) * int64_t(dtype_size(W.scale_dtype));
+  prefetch_l1(static_cast<const uint8_t*>(W.scales) + offset);
+  prefetch_l1(static_cast<const uint8_t*>(W.biases) + offset);
+}
+
 // fn(std::integral_constant<int, M>{}) for M of 1 to 4: the input rows of a decode product, a
 // compile-time count inside the int8 decode kernels (AVX-512 and AVX2 alike).
 template <typename Fn>

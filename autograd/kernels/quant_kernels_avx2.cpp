@@ -23,8 +23,7 @@ namespace glm4::quant_detail {
 
 namespace {
 
-constexpr int64_t kParamBlock = 16;       // groups whose scales and biases are widened at once
-constexpr int64_t kPrefetchBytes = 4096;  // as in quant_kernels_avx512.cpp
+constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
 
 struct Params {
   alignas(32) float scale[kParamBlock];
@@ -78,9 +77,12 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
   const __m256i nibble = _mm256_set1_epi32(15);
   const uint8_t* row[R];
   for (int r = 0; r < R; ++r) row[r] = W.row(n + r);
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       load_group_params(W, W.scales, n + r, gb, count, p[r].scale);
       load_group_params(W, W.biases, n + r, gb, count, p[r].bias);
     }
@@ -92,7 +94,7 @@ void rows(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, int64_
         scale[r] = _mm256_set1_ps(p[r].scale[g]);
         bias[r] = _mm256_set1_ps(p[r].bias[g]);
         const uint8_t* src = row[r] + (kBits ? c0 * kBits / 8 : c0 * W.bits / 8);
-        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBytes), _MM_HINT_T0);
+        prefetch_l1(src + code_ahead);
         if constexpr (kBits == 4 || kBits == 8) {
           codes[r] = src;
         } else {

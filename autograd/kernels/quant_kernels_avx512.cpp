@@ -67,9 +67,12 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
   Params p[R];
   const uint8_t* row[R];
   for (int r = 0; r < R; ++r) row[r] = W.row(n + r);
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count, groups));
       _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count, groups));
     }
@@ -77,7 +80,7 @@ void rows_4bit(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, i
       __m512 table[R];
       for (int r = 0; r < R; ++r) table[r] = code_table(p[r], g);
       const uint64_t c0 = uint64_t((gb + g) * group);
-      for (int r = 0; r < R; ++r) prefetch(row[r] + c0 / 2 + kPrefetchBytes);
+      for (int r = 0; r < R; ++r) prefetch_l1(row[r] + c0 / 2 + code_ahead);
       for (uint64_t c = c0; c < c0 + uint64_t(group); c += 32) {
         __m512 even[M], odd[M];
         for (int m = 0; m < M; ++m) {
@@ -109,9 +112,12 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   Params p[R];
   alignas(64) uint8_t unpacked[R][128];
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     for (int r = 0; r < R; ++r) {
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       _mm512_store_ps(p[r].scale, widen_params16(W, W.scales, n + r, gb, count, groups));
       _mm512_store_ps(p[r].bias, widen_params16(W, W.biases, n + r, gb, count, groups));
     }
@@ -120,7 +126,7 @@ void rows_bytes(const QuantizedMatrix& W, const float* xp, int64_t n, float* Y, 
       const uint8_t* codes[R];
       __m512 scale[R], bias[R];
       for (int r = 0; r < R; ++r) {
-        prefetch(W.row(n + r) + c0 * W.bits / 8 + kPrefetchBytes);
+        prefetch_l1(W.row(n + r) + c0 * W.bits / 8 + code_ahead);
         if constexpr (kUnpack) {
           unpack_codes(W.bits, W.row(n + r), c0, group, unpacked[r]);
           codes[r] = unpacked[r];

@@ -29,10 +29,6 @@ inline __mmask16 first_lanes(int64_t n) {
 }
 
 constexpr int64_t kParamBlock = 16;  // groups whose scales and biases are widened at once
-// Software prefetch distance into the packed codes of the fp32 decode kernels, into L2 (a 4-row
-// decode block prefetching 16 KiB ahead into L1 would evict its own lines). Without it the
-// kernels' work and the memory stalls added up.
-constexpr int64_t kPrefetchBytes = 16384;
 
 // Scales (or biases) of groups [g0, g0 + count) of row r widened to fp32, zero past count: one
 // masked load inline (the call through convert_to_f32 was 14% of a 4-bit decode token, and 4% of
