@@ -1,8 +1,9 @@
 // glm4 init: a new model directory with random weights (Hugging Face's initialisation) from a
-// config.json-style file, reproducible from --seed; with --bits straight in mlx's affine format,
-// one generated matrix at a time (GLM-4-32B at 4 bits without its 64 GB bf16 form).
+// config.json-style file, reproducible from --seed, written one generated matrix at a time; with
+// --bits straight in mlx's affine format.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/cli_common.h"
 #include "model/config.h"
@@ -29,30 +30,30 @@ void run_init(const InitFlags& f) {
   Glm4Model model(config);
   int64_t params = 0;
   model.visit([&](const std::string&, Param& p) { params += shape_numel(p.shape); });
+  // Each matrix is generated (the values init_random gives it, in --dtype) when the writer
+  // reaches it, and with --bits quantized then: the same bits as init followed by glm4 quantize,
+  // and never the whole model in memory (GLM-4-32B without its 64 GB bf16 form).
+  SaveOptions save;
+  save.dtype = dtype;
+  save.max_shard_bytes = shard;
+  save.progress_label = "init";
+  save.source = [&](const std::string& name, const Param& p) {
+    return random_param(config, f.seed, name, p.shape, dtype);
+  };
+  std::optional<QuantPlan> plan;
   if (f.bits == 0) {
     GLM4_CHECK(f.keep.empty(), "--keep needs --bits");
-    init_random(model, f.seed, dtype);
-    with_flag("--out", f.out, [&] { save_model(model, f.out, dtype, shard); });
   } else {
-    // Each matrix is generated (the values init_random gives it, in --dtype) and quantized when
-    // the writer reaches it: the same bits as init followed by glm4 quantize.
-    const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
+    plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
     GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm,
                "--bits: quantized chatglm models are not supported");
-    plan.check_every_rule_matches(quantizable_modules(model), "--keep");
-    SaveOptions save;
-    save.dtype = dtype;
-    save.max_shard_bytes = shard;
-    save.progress_label = "init";
+    plan->check_every_rule_matches(quantizable_modules(model), "--keep");
     save.quantize = [&](const std::string& module, const Param& p) {
-      return plan.format_for(module, p.shape[1]);
+      return plan->format_for(module, p.shape[1]);
     };
-    save.source = [&](const std::string& name, const Param& p) {
-      return random_param(config, f.seed, name, p.shape, dtype);
-    };
-    with_flag("--out", f.out, [&] { save_model(model, config, f.out, save); });
-    write_generation_config(config, f.out);
   }
+  with_flag("--out", f.out, [&] { save_model(model, config, f.out, save); });
+  write_generation_config(config, f.out);
   std::printf("wrote %s: %s model, %lld parameters, %s%s, seed %llu\n", f.out.c_str(),
               family_name(config.family), static_cast<long long>(params), dtype_name(dtype),
               f.bits ? (", " + std::to_string(f.bits) + "-bit affine groups of " +

@@ -18,6 +18,7 @@
 #include "model/adapter/adapter_io.h"
 #include "model/compute_choice.h"
 #include "model/glm4_model.h"
+#include "model/save.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "train/train_settings.h"
@@ -175,6 +176,18 @@ TEST(Cli, InitIsReproducibleShardedAndBf16) {
   ASSERT_EQ(f32.size(), half.size());
   for (size_t i = 0; i < f32.size(); ++i) ASSERT_EQ(bf16_to_f32(f32_to_bf16(f32[i])), half[i]);
   EXPECT_EQ(load_model(tmp / "bf16")->lm_head_weight().frozen.dtype(), DType::BF16);
+
+  // init writes one generated tensor at a time: the bytes of the whole model made in memory by
+  // init_random and saved.
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    Glm4Model whole(load_model_config(kTinyConfig));
+    init_random(whole, 5, dtype);
+    const fs::path dir = tmp / ("whole_" + std::string(dtype_name(dtype)));
+    save_model(whole, dir, dtype);
+    EXPECT_EQ(bytes(dir / "model.safetensors"),
+              bytes(tmp / (dtype == DType::F32 ? "b" : "bf16") / "model.safetensors"))
+        << dtype_name(dtype);
+  }
 
   // --force writes into a non-empty directory.
   EXPECT_EQ(init("a", {"--seed", "6"}).status, 1);
