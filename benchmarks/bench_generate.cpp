@@ -6,7 +6,9 @@
 // its weights held as --memory says (auto, huge_pages, mmap: load_model's FileResidency); the
 // first run's prefill (the first prompt of a process) is printed beside the best. --adapter DIR
 // applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run;
-// --kv-cache bf16 holds the model's KV cache in bf16 (generate's --kv-cache).
+// --kv-cache bf16 holds the model's KV cache in bf16 (generate's --kv-cache). The probe runs
+// again after each row's decode, and a comment line under the row gives that floor too: on a
+// shared host the probe moves by a quarter from one minute to the next.
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
 //                       [--memory auto|huge_pages|mmap] [--adapter DIR] [--kv-cache f32|bf16]
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
                 "RSS MB", "prefill cpu", "decode cpu", "kernels");
     std::fflush(stdout);
     for (const std::string& name : o.dtypes) {
+      reset_peak_rss();  // each row's own peak, not the probe's or an earlier row's
       std::unique_ptr<Glm4Model> owned =
           name == "file" ? load_model(o.model, o.memory) : bench::make_model(config, name);
       if (name == "file") std::printf("# %s\n", owned->loaded.describe().c_str());
@@ -176,6 +179,13 @@ int main(int argc, char** argv) {
                   name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor,
                   100 * decode / floor, bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(),
                   prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
+      // The probe again once this row's decode is done (its model freed first, so that no row's
+      // peak RSS holds a model and the probe together): how far the floor moved meanwhile.
+      const double bytes = bench::decode_weight_bytes(model);
+      owned.reset();
+      const double after = bench::bandwidth_probe_gbs() * 1e9;
+      std::printf("#   probe after this row: %.1f GB/s, floor %.1f t/s, decode %.0f%% of it\n",
+                  after / 1e9, after / bytes, 100 * decode * bytes / after);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

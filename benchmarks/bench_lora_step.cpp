@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "autograd/weight.h"
 #include "base/check.h"
 #include "base/parallel.h"
+#include "base/peak_rss.h"
 #include "benchmarks/bench_flags.h"
 #include "benchmarks/bench_model.h"
 #include "dataset/batch.h"
@@ -73,16 +73,6 @@ std::vector<Case> make_cases(const std::string& shapes, const std::string& ckpt)
   }
   return out;
 }
-
-// VmHWM (peak RSS) of this process in MiB, and its reset to the current RSS.
-double vm_hwm_mb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
-void reset_vm_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 // CPU seconds of this process (all threads): not inflated by other processes' load.
 double cpu_seconds() {
@@ -138,7 +128,7 @@ int run_case(const Options& o, const Case& c) {
   const Batch batch = random_batch(c.B, c.T, m.vocab_size, 1);
   train_step(model, optimizer, {batch}, so);  // warm-up: allocator, OpenBLAS buffers, AdamW state
   TensorMemory::reset_peak();
-  reset_vm_hwm();
+  reset_peak_rss();
   std::vector<double> seconds, cpu;
   double loss = 0;
   for (int s = 0; s < o.steps; ++s) {
@@ -158,7 +148,7 @@ int run_case(const Options& o, const Case& c) {
   std::printf("%11s %4s %5d %8.3f %8.3f %9.1f %10.1f %9.1f %10.0f %9.0f %9.0f %7.3f\n",
               shape.c_str(), c.checkpoint ? "yes" : "no", o.steps, median, seconds.front(),
               tokens / median, tokens / cpu[cpu.size() / 2], flops / median / 1e9,
-              double(TensorMemory::peak_bytes()) / 1048576.0, vm_hwm_mb(),
+              double(TensorMemory::peak_bytes()) / 1048576.0, peak_rss_mb(),
               bench::matrix_bytes(model) / 1048576.0, loss);
   std::fflush(stdout);
   return 0;
