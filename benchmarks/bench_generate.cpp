@@ -174,14 +174,13 @@ int main(int argc, char** argv) {
         if (s.generated_tokens > 1 && s.decode_seconds > 0)
           decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
       }
-      const double floor = bandwidth / bench::decode_weight_bytes(model);
+      const double bytes = bench::decode_weight_bytes(model), floor = bandwidth / bytes;
       std::printf("%-5s %11.1f %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
                   name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor,
                   100 * decode / floor, bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(),
                   prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
       // The probe again once this row's decode is done (its model freed first, so that no row's
       // peak RSS holds a model and the probe together): how far the floor moved meanwhile.
-      const double bytes = bench::decode_weight_bytes(model);
       owned.reset();
       const double after = bench::bandwidth_probe_gbs() * 1e9;
       std::printf("#   probe after this row: %.1f GB/s, floor %.1f t/s, decode %.0f%% of it\n",

@@ -3,7 +3,6 @@
 // --bits straight in mlx's affine format.
 #include <cstdio>
 #include <memory>
-#include <optional>
 
 #include "cli/cli_common.h"
 #include "model/config.h"
@@ -40,16 +39,15 @@ void run_init(const InitFlags& f) {
   save.source = [&](const std::string& name, const Param& p) {
     return random_param(config, f.seed, name, p.shape, dtype);
   };
-  std::optional<QuantPlan> plan;
   if (f.bits == 0) {
     GLM4_CHECK(f.keep.empty(), "--keep needs --bits");
   } else {
-    plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
+    const QuantPlan plan = QuantPlan::parse({f.bits, f.group_size}, f.keep, "--keep");
     GLM4_CHECK(config.family != ModelConfig::Family::ChatGlm,
                "--bits: quantized chatglm models are not supported");
-    plan->check_every_rule_matches(quantizable_modules(model), "--keep");
-    save.quantize = [&](const std::string& module, const Param& p) {
-      return plan->format_for(module, p.shape[1]);
+    plan.check_every_rule_matches(quantizable_modules(model), "--keep");
+    save.quantize = [plan](const std::string& module, const Param& p) {
+      return plan.format_for(module, p.shape[1]);
     };
   }
   with_flag("--out", f.out, [&] { save_model(model, config, f.out, save); });
