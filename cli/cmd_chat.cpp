@@ -23,8 +23,7 @@ struct ChatFlags {
 };
 
 void run_chat(const ChatFlags& f) {
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
-  s.require_tokenizer("chat");
+  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory(), {"chat"});
   GenerationConfig cfg = f.sampling.config(s, true);
   NoGradGuard no_grad;
   Generator gen(*s.model, cfg);

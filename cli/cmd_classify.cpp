@@ -3,7 +3,6 @@
 // prints accuracy overall, per task and as a confusion count when the records hold answers.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -14,6 +13,7 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "infer/classify.h"
+#include "io/file/atomic_file.h"
 #include "io/file/json_line.h"
 
 namespace glm4::cli {
@@ -50,8 +50,7 @@ void run_classify(const ClassifyFlags& f) {
   f.data.check_batch_size();
   const std::vector<std::string> labels = parse_labels(f.labels);
   if (!f.predictions.empty()) check_output_file(f.predictions, "--predictions", f.force);
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
-  s.require_tokenizer("classify");
+  ModelSession s = open_without_weights(f.model.dir, f.adapter.dir, {"classify"});
   const TextEncoder encoder = make_text_encoder(f.model.dir);
 
   std::vector<int64_t> lines;         // of each record in --data
@@ -59,31 +58,34 @@ void run_classify(const ClassifyFlags& f) {
   std::vector<std::vector<Example>> candidates;
   int64_t first_line = 0;
   bool with_answers = false;
-  for_each_record(f.data.file, [&](const Record& r, int64_t line) {
-    if (!f.task.empty() && r.task != f.task) return;
-    std::optional<std::string> answer = record_answer(r);
-    if (lines.empty()) {
-      first_line = line;
-      with_answers = answer.has_value();
-    }
-    GLM4_CHECK(answer.has_value() == with_answers, "this record ", answer ? "has" : "has no",
-               " answer but line ", first_line, answer ? " has none" : " has one",
-               ": accuracy needs an answer in every record (or in none, for predictions only)");
-    RecordAnswer a{-1, r.task, 0};
-    if (answer) {
-      auto it = std::find(labels.begin(), labels.end(), trim(*answer));
-      GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ",
-                 f.labels);
-      a.label = it - labels.begin();
-    }
-    candidates.push_back(candidate_examples(r, labels, encoder));
-    if (answer) a.tokens = count_targets(candidates.back()[size_t(a.label)]);
-    lines.push_back(line);
-    answers.push_back(a);
+  with_flag("--data", f.data.file, [&] {
+    for_each_record(f.data.file, [&](const Record& r, int64_t line) {
+      if (!f.task.empty() && r.task != f.task) return;
+      std::optional<std::string> answer = record_answer(r);
+      if (lines.empty()) {
+        first_line = line;
+        with_answers = answer.has_value();
+      }
+      GLM4_CHECK(answer.has_value() == with_answers, "this record ", answer ? "has" : "has no",
+                 " answer but line ", first_line, answer ? " has none" : " has one",
+                 ": accuracy needs an answer in every record (or in none, for predictions only)");
+      RecordAnswer a{-1, r.task, 0};
+      if (answer) {
+        auto it = std::find(labels.begin(), labels.end(), trim(*answer));
+        GLM4_CHECK(it != labels.end(), "the answer \"", *answer, "\" is not one of --labels ",
+                   f.labels);
+        a.label = it - labels.begin();
+      }
+      candidates.push_back(candidate_examples(r, labels, encoder));
+      if (answer) a.tokens = count_targets(candidates.back()[size_t(a.label)]);
+      lines.push_back(line);
+      answers.push_back(a);
+    });
   });
   GLM4_CHECK(!lines.empty(), "--data ", f.data.file, ": no records",
              f.task.empty() ? "" : " of --task " + f.task);
 
+  load_weights(s, f.compute, f.model.memory());
   std::vector<Classification> results = classify(*s.model, candidates, f.data.batch_size);
   const ClassifyReport report = summarize(results, answers, labels.size());
 
@@ -108,8 +110,7 @@ void run_classify(const ClassifyFlags& f) {
   j.update(kernel_report(s.compute).fields());
 
   if (!f.predictions.empty()) {
-    std::ofstream p(f.predictions, std::ios::binary);
-    GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": cannot write");
+    AtomicFileWriter p(f.predictions);  // a killed run leaves no half-written file
     for (size_t i = 0; i < lines.size(); ++i) {
       json row{{"line", lines[i]}};
       if (!answers[i].task.empty()) row["task"] = answers[i].task;
@@ -118,9 +119,9 @@ void run_classify(const ClassifyFlags& f) {
       json lp = json::object();
       for (size_t k = 0; k < labels.size(); ++k) lp[labels[k]] = results[i].log_probs[k];
       row["log_probs"] = lp;
-      p << json_line(row) << "\n";
+      p.write(json_line(row) + "\n");
     }
-    GLM4_CHECK(p.good(), "--predictions ", f.predictions, ": write failed");
+    p.commit();
   }
   print_json(j);
 }

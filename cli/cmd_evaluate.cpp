@@ -30,27 +30,29 @@ struct EvaluateFlags {
 void run_evaluate(const EvaluateFlags& f) {
   f.data.check_batch_size();
   GLM4_CHECK(f.max_examples >= 0, "--max-examples: must be >= 0, got ", f.max_examples);
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
-  s.require_tokenizer("evaluate");
+  ModelSession s = open_without_weights(f.model.dir, f.adapter.dir, {"evaluate"});
   // A folder: its test.jsonl, else valid.jsonl (train's folder layout).
   const std::string file =
       with_flag("--data", f.data.file, [&] { return resolve_eval_path(f.data.file); });
   std::vector<AnswerExample> examples;
-  for_each_record(file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
-    if (f.max_examples > 0 && int64_t(examples.size()) >= f.max_examples) return;
-    if (r.kind == Record::Kind::kPromptCompletion) {
-      examples.push_back({s.encode_prompt(r.prompt), r.completion, r.task});
-      return;
-    }
-    GLM4_CHECK(r.kind == Record::Kind::kChat && r.messages.size() >= 2 &&
-                   r.messages.back().role == "assistant",
-               "evaluate needs records with an answer: {\"prompt\", \"completion\"} or "
-               "{\"messages\"} ending with an assistant turn (text and input_ids records have "
-               "none; glm4 perplexity scores them)");
-    std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
-    examples.push_back({s.render(context), r.messages.back().content, r.task});
+  with_flag("--data", file, [&] {
+    for_each_record(file, [&](const Record& r, int64_t /*line: for_each_record names it*/) {
+      if (f.max_examples > 0 && int64_t(examples.size()) >= f.max_examples) return;
+      if (r.kind == Record::Kind::kPromptCompletion) {
+        examples.push_back({s.encode_prompt(r.prompt), r.completion, r.task});
+        return;
+      }
+      GLM4_CHECK(r.kind == Record::Kind::kChat && r.messages.size() >= 2 &&
+                     r.messages.back().role == "assistant",
+                 "evaluate needs records with an answer: {\"prompt\", \"completion\"} or "
+                 "{\"messages\"} ending with an assistant turn (text and input_ids records have "
+                 "none; glm4 perplexity scores them)");
+      std::vector<ChatMessage> context(r.messages.begin(), r.messages.end() - 1);
+      examples.push_back({s.render(context), r.messages.back().content, r.task});
+    });
   });
   GLM4_CHECK(!examples.empty(), "--data ", f.data.file, ": no examples");
+  load_weights(s, f.compute, f.model.memory());
   ExactMatchScore em =
       score_exact_match(*s.model, *s.tokenizer, examples, s.stop_ids(true), f.data.batch_size);
   if (f.show)

@@ -40,6 +40,8 @@ void print_notes(const std::vector<std::string>& notes) {
 void run_gguf(const ExportFlags& f) {
   const GgmlType type = parse_type_flag(f.type, false);
   check_output_file(f.out, "--out", f.force);
+  if (!f.adapter.dir.empty())  // its files before the model's
+    with_flag("--adapter", f.adapter.dir, [&] { read_adapter_info(f.adapter.dir); });
   std::unique_ptr<Glm4Model> model = with_flag(
       "--model", f.model.dir, [&] { return load_model(f.model.dir, FileResidency::kMapped); });
   if (!f.adapter.dir.empty()) {

@@ -16,6 +16,7 @@
 #include "infer/merge.h"
 #include "infer/merge_quantized.h"
 #include "infer/score.h"
+#include "model/config.h"
 #include "model/dora.h"
 #include "model/save.h"
 
@@ -69,20 +70,24 @@ void run_fuse(const FuseFlags& f) {
              ": expected a share in (0, 1]");
   SaveOptions save;
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, "f32", FileResidency::kMapped);
+  ModelSession s = open_without_weights(f.model.dir, f.adapter.dir);
+  std::optional<Dataset> data;  // --data: the loss before and after, on the user's examples
+  if (!f.data.file.empty()) {
+    DatasetOptions o;
+    o.max_seq_length = f.max_seq_length;
+    o.vocab_size = with_flag("--model", f.model.dir,
+                             [&] { return load_model_config(f.model.dir).vocab_size; });
+    data = with_flag("--data", f.data.file,
+                     [&] { return load_dataset(f.data.file, make_text_encoder(f.model.dir), o); });
+  }
+  load_weights(s, "f32", FileResidency::kMapped);
   Glm4Model& model = *s.model;
   const bool quantized = has_quantized_weights(model);
   save.dtype = f.dtype.empty() ? model.config.torch_dtype : parse_dtype_flag(f.dtype, "--dtype");
   save.progress_label = "fuse";
 
-  std::optional<Dataset> data;  // --data: the loss before and after, on the user's examples
   std::optional<LossScore> base_loss, adapter_loss;
-  if (!f.data.file.empty()) {
-    DatasetOptions o;
-    o.max_seq_length = f.max_seq_length;
-    o.vocab_size = model.config.vocab_size;
-    data = with_flag("--data", f.data.file,
-                     [&] { return load_dataset(f.data.file, make_text_encoder(f.model.dir), o); });
+  if (data) {
     adapter_loss = score_loss(model, data->examples, f.data.batch_size);
     auto taken = take_adapters(model);
     base_loss = score_loss(model, data->examples, f.data.batch_size);

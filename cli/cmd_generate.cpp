@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "autograd/node.h"
 #include "base/peak_rss.h"
@@ -14,6 +15,7 @@
 #include "infer/generator.h"
 #include "infer/grammar/json_schema.h"
 #include "io/tokenizer/stream_decoder.h"
+#include "model/config.h"
 
 namespace glm4::cli {
 
@@ -45,54 +47,75 @@ void print_stats(const GenerationStats& st, const WeightsLoad& loaded) {
                (long long)st.generated_tokens, st.decode_tokens_per_second(), peak_rss_mb());
 }
 
-// --json-schema FILE: a constraint for the reply (infer/grammar), its errors naming the file.
-std::shared_ptr<grammar::GrammarConstraint> schema_constraint(const ModelSession& s,
-                                                              const GenerateFlags& f,
-                                                              const GenerationConfig& cfg) {
-  check_input_file(f.json_schema, "--json-schema");
-  GLM4_CHECK(s.tokenizer, "--json-schema needs the model's tokenizer");
-  std::ifstream in(f.json_schema);
+// --json-schema FILE compiled (infer/grammar), its errors naming the file.
+grammar::JsonSchemaGrammar compile_schema_file(const std::string& file) {
+  check_input_file(file, "--json-schema");
+  std::ifstream in(file);
   const auto schema = nlohmann::ordered_json::parse(in, nullptr, false);  // properties in order
-  GLM4_CHECK(!schema.is_discarded(), "--json-schema ", f.json_schema, ": not valid JSON");
-  grammar::JsonSchemaGrammar g;
+  GLM4_CHECK(!schema.is_discarded(), "--json-schema ", file, ": not valid JSON");
   try {
-    g = grammar::compile_json_schema(schema, "schema");
+    return grammar::compile_json_schema(schema, "schema");
   } catch (const Error& e) {
-    fail("--json-schema ", f.json_schema, ": ", e.what());
+    fail("--json-schema ", file, ": ", e.what());
   }
-  return std::make_shared<grammar::GrammarConstraint>(
-      g.grammar, std::make_shared<const grammar::TokenTrie>(*s.tokenizer), cfg.stop_ids);
+}
+
+// --prompts-file: one prompt a line, as text or {"prompt": "..."}; blank lines skipped.
+std::vector<std::string> read_prompts_file(const std::string& file) {
+  check_input_file(file, "--prompts-file");
+  std::ifstream in(file);
+  GLM4_CHECK(in, "--prompts-file ", file, ": cannot read the file");
+  std::vector<std::string> texts;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string text = line;
+    if (line[0] == '{') {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      GLM4_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
+                 "--prompts-file ", file, ":", n, ": expected {\"prompt\": \"...\"}");
+      text = j["prompt"].get<std::string>();
+    }
+    texts.push_back(text);
+  }
+  GLM4_CHECK(!texts.empty(), "--prompts-file ", file, ": no prompts");
+  return texts;
+}
+
+// What of --model's tokenizer the prompt flags need.
+TokenizerNeed tokenizer_need(const GenerateFlags& f) {
+  if (!f.prompt.empty()) return {f.chat ? "--chat" : "--prompt", "--tokens"};
+  if (!f.prompts_file.empty()) return {"--prompts-file"};
+  if (!f.json_schema.empty()) return {"--json-schema"};
+  return {};
 }
 
 void run_generate(const GenerateFlags& f) {
   GLM4_CHECK(!f.prompt.empty() || !f.tokens.empty() || !f.prompts_file.empty(),
              "one of --prompt, --tokens or --prompts-file is required");
   GLM4_CHECK(f.turn.tools.empty() || f.chat, "--tools needs --chat (tools are for chat replies)");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
+  // Every input is read and checked before the weights, which may take minutes to load.
+  ModelSession s = open_without_weights(f.model.dir, f.adapter.dir, tokenizer_need(f));
+  std::optional<grammar::JsonSchemaGrammar> schema;
+  if (!f.json_schema.empty()) schema = compile_schema_file(f.json_schema);
+  std::vector<std::string> texts;  // --prompts-file's prompts as the file gives them
+  std::vector<std::vector<int32_t>> prompts;
+  if (!f.prompts_file.empty()) texts = read_prompts_file(f.prompts_file);
+  for (const std::string& text : texts) prompts.push_back(prompt_ids(s, text, f));
+  std::vector<int32_t> prompt;
+  if (!f.tokens.empty()) {
+    const int64_t vocab = with_flag("--model", f.model.dir,
+                                    [&] { return load_model_config(f.model.dir).vocab_size; });
+    prompt = parse_token_list(f.tokens, "--tokens", vocab);
+  } else if (!f.prompt.empty()) {
+    prompt = prompt_ids(s, f.prompt, f);
+  }
+  load_weights(s, f.compute, f.model.memory());
   GenerationConfig cfg = f.sampling.config(s, f.chat);
   // A chat reply's leading "\n" (the template's, after <|assistant|>) is not part of the answer.
   const bool strip_newline = f.chat && reply_starts_with_newline(s.format);
   NoGradGuard no_grad;
-  if (!f.prompts_file.empty()) {
-    check_input_file(f.prompts_file, "--prompts-file");
-    std::ifstream in(f.prompts_file);
-    GLM4_CHECK(in, "--prompts-file ", f.prompts_file, ": cannot read the file");
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<std::string> texts;  // each prompt as the file gives it, to label its answer
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      std::string text = line;
-      if (line[0] == '{') {
-        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        GLM4_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
-                   "--prompts-file ", f.prompts_file, ":", n, ": expected {\"prompt\": \"...\"}");
-        text = j["prompt"].get<std::string>();
-      }
-      prompts.push_back(prompt_ids(s, text, f));
-      texts.push_back(text);
-    }
-    GLM4_CHECK(!prompts.empty(), "--prompts-file ", f.prompts_file, ": no prompts");
+  if (!prompts.empty()) {
     auto outputs = generate_batch(*s.model, prompts, cfg);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string text = s.tokenizer ? s.tokenizer->decode(outputs[i], true) : "";
@@ -111,11 +134,10 @@ void run_generate(const GenerateFlags& f) {
     }
     return;
   }
-  std::vector<int32_t> prompt =
-      !f.tokens.empty() ? parse_token_list(f.tokens, "--tokens", s.model->config.vocab_size)
-                        : prompt_ids(s, f.prompt, f);
   Generator gen(*s.model, cfg);
-  if (!f.json_schema.empty()) gen.set_constraint(schema_constraint(s, f, cfg));
+  if (schema)
+    gen.set_constraint(std::make_shared<grammar::GrammarConstraint>(
+        schema->grammar, std::make_shared<const grammar::TokenTrie>(*s.tokenizer), cfg.stop_ids));
   if (f.chat) gen.set_call_watch(f.turn.call_watch(s, f.turn.options(), cfg));
   gen.start(prompt);
   std::vector<int32_t> ids;

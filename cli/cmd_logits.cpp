@@ -26,13 +26,12 @@ void run_logits(const LogitsFlags& f) {
              "give the input as --tokens 1,2,3 or --text \"...\"");
   check_output_file(f.out, "--out", f.force);
   GLM4_CHECK(f.tokens.empty() || f.text.empty(), "give either --tokens or --text, not both");
-  GLM4_CHECK(std::filesystem::is_directory(f.model.dir), "--model ", f.model.dir,
-             ": not a directory");
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
+  ModelSession s =
+      open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory(),
+                   f.text.empty() ? TokenizerNeed{} : TokenizerNeed{"--text", "--tokens"});
   const ModelConfig& c = s.model->config;
-  std::vector<int32_t> ids = f.text.empty()
-                                 ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
-                                 : (s.require_tokenizer("--text"), s.encode_prompt(f.text));
+  std::vector<int32_t> ids = f.text.empty() ? parse_token_list(f.tokens, "--tokens", c.vocab_size)
+                                            : s.encode_prompt(f.text);
   const Glm4Model* model = s.model.get();
 
   NoGradGuard no_grad;

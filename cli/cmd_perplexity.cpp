@@ -8,6 +8,7 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "infer/score.h"
+#include "model/config.h"
 
 namespace glm4::cli {
 
@@ -23,14 +24,16 @@ struct PerplexityFlags {
 
 void run_perplexity(const PerplexityFlags& f) {
   f.data.check_batch_size();
-  ModelSession s = open_session(f.model.dir, f.adapter.dir, f.compute, f.model.memory());
+  ModelSession s = open_without_weights(f.model.dir, f.adapter.dir);
   DatasetOptions o;
   o.mask_prompt = f.mask_prompt;
   o.max_seq_length = f.max_seq_length;
-  o.vocab_size = s.model->config.vocab_size;
+  o.vocab_size =
+      with_flag("--model", f.model.dir, [&] { return load_model_config(f.model.dir).vocab_size; });
   Dataset d = with_flag("--data", f.data.file, [&] {
     return load_dataset(resolve_eval_path(f.data.file), make_text_encoder(f.model.dir), o);
   });
+  load_weights(s, f.compute, f.model.memory());
   LossScore r = score_loss(*s.model, d.examples, f.data.batch_size);
   print_json({{"loss", r.loss},
               {"perplexity", r.perplexity},

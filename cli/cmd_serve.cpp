@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "cli/model_session.h"
 #include "model/adapter/adapter_io.h"
 #include "serve/http_server.h"
+#include "serve/listen_check.h"
 #include "serve/sampling_defaults.h"
 
 namespace glm4::cli {
@@ -85,24 +87,37 @@ void run_serve(const ServeFlags& f) {
   http.max_body_bytes = parse_size(f.max_body, "--max-body");
   GLM4_CHECK(http.max_body_bytes > 0, "--max-body must be positive");
 
-  ModelSession s = open_session(f.model.dir, "", f.compute, f.model.memory());
-  s.require_tokenizer("serve");
+  // The address, the tokenizer and the adapters are checked before the weights, which may take
+  // minutes to load.
+  serve::check_listen_address(http.host, http.port);
+  ModelSession s = open_without_weights(f.model.dir, "", {"serve"});
+  const std::string base_name =
+      f.model_name.empty() ? default_model_name(f.model.dir) : f.model_name;
+  std::vector<AdapterFlag> adapters;
+  for (const std::string& text : f.adapters) {
+    AdapterFlag a = parse_adapter_flag(text);
+    GLM4_CHECK(
+        a.name != base_name && std::none_of(adapters.begin(), adapters.end(),
+                                            [&](const AdapterFlag& b) { return b.name == a.name; }),
+        "--adapter ", text, ": the name \"", a.name, "\" is taken");
+    with_flag("--adapter", text, [&] { read_adapter_info(a.dir); });
+    adapters.push_back(a);
+  }
+  load_weights(s, f.compute, f.model.memory());
   serve::ServedModels served;
   served.model = s.model.get();
   served.tokenizer = s.tokenizer.get();
   served.format = s.format;
-  served.base_name = f.model_name.empty() ? default_model_name(f.model.dir) : f.model_name;
+  served.base_name = base_name;
   served.eos_ids = s.stop_ids(false);
   served.chat_stop_ids = s.stop_ids(true);
   served.token_trie = std::make_shared<const grammar::TokenTrie>(*s.tokenizer);  // response_format
   served.created = int64_t(std::time(nullptr));
   const serve::SamplingDefaults defaults = serve::load_sampling_defaults(f.model.dir);
   served.sampling_defaults = defaults.sampling;
-  for (const std::string& text : f.adapters) {
-    AdapterFlag a = parse_adapter_flag(text);
-    GLM4_CHECK(a.name != served.base_name && !served.slot_of(a.name), "--adapter ", text,
-               ": the name \"", a.name, "\" is taken");
-    std::string warning = with_flag("--adapter", text, [&] {
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const AdapterFlag& a = adapters[i];
+    std::string warning = with_flag("--adapter", f.adapters[i], [&] {
       return load_resident_adapter(*s.model, a.dir, served.adapter_names.size(), f.model.dir);
     });
     if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
@@ -117,12 +132,11 @@ void run_serve(const ServeFlags& f) {
   serve::Scheduler scheduler(*s.model, s.tokenizer.get(), sc);
   serve::HttpServer server(served, scheduler, http, stdout);
   const int port = server.bind();
-  nlohmann::json adapters = served.adapter_names;
   print_json({{"event", "listening"},
               {"host", f.host},
               {"port", port},
               {"model", served.base_name},
-              {"adapters", adapters},
+              {"adapters", served.adapter_names},
               {"max_batch", sc.max_batch},
               {"max_queue", sc.max_queue},
               {"sampling_defaults",

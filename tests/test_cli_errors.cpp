@@ -13,13 +13,11 @@
 namespace glm4 {
 namespace {
 
+using glm4::testing::first_line;
 using glm4::testing::kModel;
 using glm4::testing::Result;
 using glm4::testing::run;
 using glm4::testing::TempDir;
-
-// The first line of the output (stderr and stdout), which is the error's.
-std::string first_line(const Result& r) { return r.output.substr(0, r.output.find('\n')); }
 
 TEST(CliErrors, FlagValuesThatAreNotNumbersNameTheFlagAndTheValue) {
   Result lr = run({"train", "--model", "m", "--data", "d", "--out", "o", "--learning-rate", "abc"});

@@ -10,6 +10,7 @@
 #include "dataset/records.h"
 #include "dataset/text_encoder.h"
 #include "model/adapter/adapter_io.h"
+#include "model/config.h"
 #include "train/param_sync.h"
 #include "train/resume_plan.h"
 #include "train/run_fingerprint.h"
@@ -157,14 +158,25 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   DataFiles files = with_data_flag(c.data);
   TrainState state = fresh_state(c, files);  // before the model loads: a refusal comes at once
 
+  // The data as well, and --init-adapter's files: a bad record or path is named at once, not
+  // after the minutes a large model takes to load.
+  const ModelConfig model_config = load_model_config(c.model);
+  TextEncoder encoder = make_text_encoder(c.model);
+  Dataset train = load_split(files.train, encoder, c, model_config.vocab_size, bar);
+  Dataset valid;
+  if (!files.valid.empty())
+    valid = load_split(files.valid, encoder, c, model_config.vocab_size, bar);
+  if (!c.init_adapter.empty()) {
+    try {
+      check_adapter_layout(model_config, read_adapter_info(c.init_adapter).lora, c.adapter_format);
+    } catch (const Error& e) {  // the adapter's reader does not know the flag
+      throw Error("--init-adapter " + c.init_adapter + ": " + e.what());
+    }
+  }
+
   std::unique_ptr<Glm4Model> model = load_model(c.model, c.weights_memory());
   bar.message(model->loaded.describe());
   const ComputeChoice compute = apply_compute_flag(*model, c.compute);
-  TextEncoder encoder = make_text_encoder(c.model);
-  Dataset train = load_split(files.train, encoder, c, model->config.vocab_size, bar);
-  Dataset valid;
-  if (!files.valid.empty())
-    valid = load_split(files.valid, encoder, c, model->config.vocab_size, bar);
 
   LoraConfig lora = lora_from(c);
   std::vector<std::pair<std::string, Tensor>> params = trainable_parameters(*model, c, lora, bar);

@@ -21,5 +21,7 @@ Result run_program_with_input(const std::string& program, const std::vector<std:
 // The glm4 binary under test (GLM4_BINARY).
 Result run(const std::vector<std::string>& args);
 ::testing::AssertionResult succeeds(const Result& r);
+// The first line of the output: an error's "glm4: error: ..." line.
+inline std::string first_line(const Result& r) { return r.output.substr(0, r.output.find('\n')); }
 
 }  // namespace glm4::testing
