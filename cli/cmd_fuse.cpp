@@ -2,12 +2,16 @@
 // and write a complete Hugging Face model directory; without --adapter it converts the dtype.
 // On a quantized base it re-quantizes and measures what survived (infer/merge_quantized.h), or
 // with --dequantize writes the exact merge dense.
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
 
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/quant_linear.h"
+#include "base/strings.h"
 #include "cli/cli_common.h"
 #include "cli/flag_groups.h"
 #include "cli/model_session.h"
@@ -33,8 +37,27 @@ struct FuseFlags {
   std::string out, dtype, shard_size = "5GB";
   bool force = false, dequantize = false, keep_bits = false;
   double min_kept = 0.5;
+  std::string raise_bits = "5,6,8";
   int64_t max_seq_length = 2048;
 };
+
+// --raise-bits "5,6,8": widths in increasing order, each one mlx's affine format has.
+std::vector<int> parse_raise_bits(const std::string& text) {
+  std::vector<int> widths;
+  for (const std::string& item : split_commas(text)) {
+    int bits = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), bits);
+    GLM4_CHECK(ec == std::errc() && end == item.data() + item.size(), "--raise-bits ", text, ": \"",
+               item, "\" is not a number of bits");
+    GLM4_CHECK(bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8, "--raise-bits ", text,
+               ": ", bits, " bits is not a width of the format (3, 4, 5, 6 or 8)");
+    GLM4_CHECK(widths.empty() || bits > widths.back(), "--raise-bits ", text,
+               ": give the widths in increasing order");
+    widths.push_back(bits);
+  }
+  GLM4_CHECK(!widths.empty(), "--raise-bits: give at least one width");
+  return widths;
+}
 
 bool has_quantized_weights(Glm4Model& model) {
   bool any = false;
@@ -68,6 +91,7 @@ void run_fuse(const FuseFlags& f) {
   check_output_dir(f.out, "--out", f.force);
   GLM4_CHECK(f.min_kept > 0 && f.min_kept <= 1, "--min-kept ", f.min_kept,
              ": expected a share in (0, 1]");
+  const std::vector<int> raise_bits = parse_raise_bits(f.raise_bits);
   SaveOptions save;
   save.max_shard_bytes = parse_size(f.shard_size, "--shard-size");
   ModelSession s = open_without_weights(f.model.dir, f.adapter.dir);
@@ -101,8 +125,19 @@ void run_fuse(const FuseFlags& f) {
     o.dtype = save.dtype;
     o.min_kept = f.min_kept;
     o.keep_bits = f.keep_bits;
+    o.raise_bits = raise_bits;
     std::vector<ModuleMerge> merges = merge_requantized(model, o);
     std::fputs(describe_merge(merges).c_str(), stderr);
+    const auto slow = std::count_if(merges.begin(), merges.end(), [](const ModuleMerge& m) {
+      return m.written && m.written->bits != m.base.bits &&
+             (m.written->bits == 5 || m.written->bits == 6);
+    });
+    if (slow > 0 && quant_int8_available())
+      std::fprintf(stderr,
+                   "note: %lld modules went to 5 or 6 bits, which glm4 decodes on its fp32 "
+                   "kernels, about 6x slower a byte than 4 and 8 bits on its int8 ones; "
+                   "--raise-bits 8 keeps them there (larger files)\n",
+                   (long long)slow);
     what = "re-quantized";
   } else if (quantized) {  // --dequantize, or no adapter: each module merged as it is written
     save.dequantize = f.dequantize;
@@ -157,6 +192,10 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
   app->add_option("--min-kept", f->min_kept,
                   "Quantized base: share of a module's delta that must survive re-quantization, "
                   "else it gets more bits or stays dense (default 0.5)");
+  app->add_option("--raise-bits", f->raise_bits,
+                  "Quantized base: the wider widths a module whose delta would vanish is tried "
+                  "at, in order (default 5,6,8; 8 keeps every module on glm4's int8 kernels, "
+                  "which run 4 and 8 bits: 5 and 6 bits decode about 6x slower a byte)");
   f->data.add(
       app, "JSONL file: report the loss of the base, the live adapter and the written model on it",
       "With --data: examples per forward pass");
@@ -164,8 +203,8 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
                   "With --data: longer examples are truncated (default 2048)");
   app->footer(
       "On a quantized base the merged modules are re-quantized and measured: each keeps its base\n"
-      "format when at least --min-kept of its delta survives, else it is raised to 5, 6 or 8 "
-      "bits,\n"
+      "format when at least --min-kept of its delta survives, else it is raised to the first of\n"
+      "--raise-bits (default 5,6,8) that keeps it,\n"
       "else written dense; --keep-bits keeps the base format anyway, --dequantize writes dense.");
   out.push_back({app, [f] { run_fuse(*f); }});
 }

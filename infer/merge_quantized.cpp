@@ -99,8 +99,11 @@ std::vector<ModuleMerge> merge_requantized(Glm4Model& model, const RequantizeOpt
                               std::max(1e-300, dot(w0.data(), w0.data(), int64_t(w0.size()))));
 
     std::optional<Trial> chosen;
-    for (int bits : {2, 3, 4, 5, 6, 8}) {
-      if (bits < m.base.bits || (o.keep_bits && bits != m.base.bits)) continue;
+    std::vector<int> widths = {m.base.bits};
+    if (!o.keep_bits)
+      for (int bits : o.raise_bits)
+        if (bits > m.base.bits) widths.push_back(bits);
+    for (int bits : widths) {
       const QuantFormat f{bits, m.base.group_size};
       Trial t = bits == m.base.bits ? on_base_grid(linear.weight.frozen.quant(), merged, w0, delta)
                                     : afresh(merged, w0, delta, rows, cols, f, o.dtype, site.path);

@@ -287,6 +287,31 @@ TEST(QuantizedMerge, NaiveRequantizationErasesASmallDeltaSoBitsAreRaised) {
   EXPECT_LT(max_relative_error(logits_of(*naive), before), 0.2 * max_relative_error(live, before));
 }
 
+// raise_bits limits the widths tried: {8} keeps every module on the int8 kernels' widths (or
+// dense), where the default ladder takes 5 or 6 bits for some of the same modules.
+TEST(QuantizedMerge, RaiseBitsLimitsTheWidthsTried) {
+  auto count_widths = [](const std::vector<int>& raise_bits, int* five_or_six, int* eight) {
+    auto model = load_model(kQuant);
+    add_lora(*model, 2e-4f);
+    RequantizeOptions o;
+    o.dtype = DType::BF16;
+    o.raise_bits = raise_bits;
+    *five_or_six = *eight = 0;
+    for (const ModuleMerge& m : merge_requantized(*model, o)) {
+      EXPECT_FALSE(m.lossy()) << m.path;
+      if (!m.written || m.written->bits == m.base.bits) continue;
+      *five_or_six += m.written->bits == 5 || m.written->bits == 6;
+      *eight += m.written->bits == 8;
+    }
+  };
+  int five_or_six = 0, eight = 0;
+  count_widths({5, 6, 8}, &five_or_six, &eight);
+  EXPECT_GE(five_or_six, 4);
+  count_widths({8}, &five_or_six, &eight);
+  EXPECT_EQ(five_or_six, 0);
+  EXPECT_GE(eight, 4);
+}
+
 TEST(QuantizedMerge, LargeDeltaSurvivesAtTheBaseBits) {
   auto model = load_model(kQuant);
   add_lora(*model, 0.03f);
