@@ -72,7 +72,8 @@ DType kv_cache_dtype(const std::string& value) {
 
 void SamplingFlags::add(CLI::App* app) {
   app->add_option("--max-tokens", max_tokens, "Tokens to generate at most (default 256)");
-  app->add_option("--temp", temp, "Sampling temperature; 0 = greedy (default 0)");
+  app->add_option("--temp,--temperature", temp,  // mlx-lm's and llama.cpp's name, and OpenAI's
+                  "Sampling temperature; 0 = greedy (default 0)");
   app->add_option("--top-k", top_k, "Keep the K most likely tokens; 0 = off");
   app->add_option("--top-p", top_p, "Nucleus sampling threshold (default 1 = off)");
   app->add_option("--min-p", min_p, "Drop tokens below min-p times the top probability");

@@ -50,6 +50,11 @@ TEST(CliEarlyErrors, TheWeightsAreReadAfterTheInputsCheckedHere) {
   Result weights = run({"generate", "--model", model, "--tokens", "1,2"});
   EXPECT_EQ(weights.status, 1);
   EXPECT_NE(first_line(weights).find("model.safetensors"), std::string::npos) << weights.output;
+  Result train_weights = run({"train", "--model", model, "--data", glm4::testing::kFinetune,
+                              "--out", (tmp / "run0").string(), "--iters", "1"});
+  EXPECT_EQ(first_line(train_weights).rfind("glm4: error: --model " + model + ": ", 0), 0u)
+      << train_weights.output;
+  EXPECT_NE(first_line(train_weights).find("model.safetensors"), std::string::npos);
 
   const std::string missing = (tmp / "missing.jsonl").string();
   expect_error({"generate", "--model", model, "--prompts-file", missing},

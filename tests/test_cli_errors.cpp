@@ -96,6 +96,9 @@ TEST(CliErrors, SamplingFlagsOutOfRangeAreNamedAsFlags) {
   Result temp = run({"generate", "--model", kModel, "--prompt", "hi", "--temp", "-1"});
   EXPECT_EQ(temp.status, 1);
   EXPECT_EQ(first_line(temp), "glm4: error: --temp: must be >= 0, got -1");
+  Result temperature =
+      run({"generate", "--model", kModel, "--prompt", "hi", "--temperature", "-1"});
+  EXPECT_EQ(first_line(temperature), "glm4: error: --temp: must be >= 0, got -1");
   Result top_p = run({"generate", "--model", kModel, "--prompt", "hi", "--top-p", "0"});
   EXPECT_EQ(first_line(top_p), "glm4: error: --top-p: must be in (0, 1], got 0");
 }

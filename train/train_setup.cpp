@@ -174,7 +174,12 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
     }
   }
 
-  std::unique_ptr<Glm4Model> model = load_model(c.model, c.weights_memory());
+  std::unique_ptr<Glm4Model> model;
+  try {
+    model = load_model(c.model, c.weights_memory());
+  } catch (const Error& e) {  // the loader does not know the flag
+    throw Error("--model " + c.model + ": " + e.what());
+  }
   bar.message(model->loaded.describe());
   const ComputeChoice compute = apply_compute_flag(*model, c.compute);
 
