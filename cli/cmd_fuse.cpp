@@ -129,14 +129,13 @@ void run_fuse(const FuseFlags& f) {
     std::vector<ModuleMerge> merges = merge_requantized(model, o);
     std::fputs(describe_merge(merges).c_str(), stderr);
     const auto slow = std::count_if(merges.begin(), merges.end(), [](const ModuleMerge& m) {
-      return m.written && m.written->bits != m.base.bits &&
-             (m.written->bits == 5 || m.written->bits == 6);
+      return m.written && m.written->bits != m.base.bits && !quant_int8_decodes(m.written->bits);
     });
     if (slow > 0 && quant_int8_available())
       std::fprintf(stderr,
-                   "note: %lld modules went to 5 or 6 bits, which glm4 decodes on its fp32 "
-                   "kernels, about 6x slower a byte than 4 and 8 bits on its int8 ones; "
-                   "--raise-bits 8 keeps them there (larger files)\n",
+                   "note: %lld modules went to widths this CPU decodes on glm4's fp32 kernels "
+                   "(5 and 6 bits need AVX512-VBMI for the int8 ones), about 6x slower a byte; "
+                   "--raise-bits 8 keeps them on the int8 kernels (larger files)\n",
                    (long long)slow);
     what = "re-quantized";
   } else if (quantized) {  // --dequantize, or no adapter: each module merged as it is written
@@ -194,8 +193,8 @@ void add_fuse_command(CLI::App& parent, std::vector<Command>& out) {
                   "else it gets more bits or stays dense (default 0.5)");
   app->add_option("--raise-bits", f->raise_bits,
                   "Quantized base: the wider widths a module whose delta would vanish is tried "
-                  "at, in order (default 5,6,8; 8 keeps every module on glm4's int8 kernels, "
-                  "which run 4 and 8 bits: 5 and 6 bits decode about 6x slower a byte)");
+                  "at, in order (default 5,6,8; 8 keeps every module on glm4's int8 kernels on "
+                  "CPUs without AVX512-VBMI, where 5 and 6 bits decode about 6x slower a byte)");
   f->data.add(
       app, "JSONL file: report the loss of the base, the live adapter and the written model on it",
       "With --data: examples per forward pass");

@@ -16,9 +16,8 @@ struct RequantizeOptions {
   double min_kept = 0.5;      // a module keeps less of its delta than this: the delta vanishes
   bool keep_bits = false;     // write at the base's format anyway (measured and reported)
   // The wider widths tried in turn where the base's loses the delta. {8} keeps every module on
-  // glm4's int8 kernels (4- and 8-bit codes): a 5- or 6-bit module decodes about 6x slower a byte
-  // (GLM-4.7-Flash with attention and shared experts fused at 5 bits: 4.8 tokens/s against 15
-  // for its 4-bit base), where the smaller widths make smaller files.
+  // the int8 kernels of CPUs without AVX512-VBMI (4- and 8-bit codes only there), where a 5- or
+  // 6-bit module decodes about 6x slower a byte; the smaller widths make smaller files.
   std::vector<int> raise_bits = {5, 6, 8};
 };
 

@@ -89,15 +89,19 @@ double relative_rms(const std::vector<float>& got, const std::vector<double>& re
   return std::sqrt(e / r);
 }
 
-// body(format, K) for every format the int8 kernels take (4 and 8 bits, each group size) and K
-// within one 128-column step, across three, and off a step by 32 and by 64 columns, wherever the
-// group size divides K.
+// body(format, K) for every format the int8 kernels take here (4 and 8 bits, and on AVX-512 CPUs
+// with VBMI the decode of 2, 3, 5 and 6 bits; each group size) and K within one 128-column step,
+// across three, and off a step by 32 and by 64 columns, wherever the group size divides K.
+// `widths_of` says which widths: int8_supported (this CPU's kernels) unless given.
 template <class Body>
-void for_each_format(const Body& body) {
-  for (int bits : {4, 8})
-    for (int gs : {32, 64, 128})
-      for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}})
-        if (K % gs == 0) body(QuantFormat{bits, gs}, K);
+void for_each_format(
+    const Body& body,
+    bool (*widths_of)(int bits) = [](int bits) { return quant_detail::int8_supported(bits); }) {
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    if (widths_of(bits))
+      for (int gs : {32, 64, 128})
+        for (int64_t K : {int64_t{128}, int64_t{384}, int64_t{1152 + 32}, int64_t{1152 + 64}})
+          if (K % gs == 0) body(QuantFormat{bits, gs}, K);
 }
 
 TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
@@ -127,39 +131,41 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
 TEST(QuantDecodeInt8, Avx2FormWithinTheSameBound) {
   using quant_detail::Int8Isa;
   if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  for_each_format([](QuantFormat f, int64_t K) {
-    const int gs = f.group_size;
-    const int64_t N = 37;
-    SCOPED_TRACE(std::to_string(f.bits) + " bits");
-    const Weight w = quantized(N, K, f, uint32_t(K + gs + f.bits));
-    const QuantizedMatrix& q = w.quant();
-    for (int64_t M : {1, 2, 3, 4}) {
-      const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
-      const Reference ref = reference(q, X, M);
-      quant_detail::Int8DecodeInput in;
-      ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-          q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
-      std::vector<float> y(size_t(M * N));
-      quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
-      ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", K " << K << ", M " << M;
-      EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
-      std::vector<float> acc(y.size(), 1.5f);
-      quant_detail::int8_decode_rows(q, in, 0, M, 0, N, acc.data(), N, true, Int8Isa::kAvx2);
-      for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + y[i]) << i;
-      if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
-      quant_detail::Int8DecodeInput in512;
-      ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-          q, X.data(), M, in512, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx512Vnni));
-      EXPECT_EQ(in.q1, in512.q1) << "the same levels";
-      EXPECT_EQ(in.q2, in512.q2);
-      EXPECT_EQ(in.units, in512.units);
-      std::vector<float> y512(y.size());
-      quant_detail::int8_decode_rows(q, in512, 0, M, 0, N, y512.data(), N, false,
-                                     Int8Isa::kAvx512Vnni);
-      EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
-          << "group " << gs << ", K " << K << ", M " << M;
-    }
-  });
+  for_each_format(
+      [](QuantFormat f, int64_t K) {
+        const int gs = f.group_size;
+        const int64_t N = 37;
+        SCOPED_TRACE(std::to_string(f.bits) + " bits");
+        const Weight w = quantized(N, K, f, uint32_t(K + gs + f.bits));
+        const QuantizedMatrix& q = w.quant();
+        for (int64_t M : {1, 2, 3, 4}) {
+          const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+          const Reference ref = reference(q, X, M);
+          quant_detail::Int8DecodeInput in;
+          ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+              q, X.data(), M, in, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx2));
+          std::vector<float> y(size_t(M * N));
+          quant_detail::int8_decode_rows(q, in, 0, M, 0, N, y.data(), N, false, Int8Isa::kAvx2);
+          ASSERT_TRUE(within_bound(y, ref)) << "group " << gs << ", K " << K << ", M " << M;
+          EXPECT_LT(relative_rms(y, ref.y), 2e-4) << "group " << gs << ", K " << K;
+          std::vector<float> acc(y.size(), 1.5f);
+          quant_detail::int8_decode_rows(q, in, 0, M, 0, N, acc.data(), N, true, Int8Isa::kAvx2);
+          for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], 1.5f + y[i]) << i;
+          if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
+          quant_detail::Int8DecodeInput in512;
+          ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+              q, X.data(), M, in512, quant_detail::Int8Layout::kDecode, Int8Isa::kAvx512Vnni));
+          EXPECT_EQ(in.q1, in512.q1) << "the same levels";
+          EXPECT_EQ(in.q2, in512.q2);
+          EXPECT_EQ(in.units, in512.units);
+          std::vector<float> y512(y.size());
+          quant_detail::int8_decode_rows(q, in512, 0, M, 0, N, y512.data(), N, false,
+                                         Int8Isa::kAvx512Vnni);
+          EXPECT_LT(relative_rms(y, std::vector<double>(y512.begin(), y512.end())), 1e-6)
+              << "group " << gs << ", K " << K << ", M " << M;
+        }
+      },
+      [](int bits) { return bits == 4 || bits == 8; });
 }
 
 // Both forms on rows longer than the 256 groups the AVX2 4-bit kernel sets up at once (group 64
@@ -201,30 +207,33 @@ TEST(QuantDecodeInt8, FormsOnRowsOfSeveralChunksAreOneSumPerOutput) {
 TEST(QuantDecodeInt8, Avx2GemmWithinTheBoundAndEqualToTheAvx512One) {
   using quant_detail::Int8Isa;
   if (!quant_detail::int8_isa_runs(Int8Isa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
-  for_each_format([](QuantFormat f, int64_t K) {
-    const int bits = f.bits, gs = f.group_size;
-    for (int64_t N : {int64_t{37}, int64_t{59}}) {
-      const Weight w = quantized(N, K, f, uint32_t(K + gs + N + bits));
-      const QuantizedMatrix& q = w.quant();
-      for (int64_t M : {5, 32, 33}) {
-        SCOPED_TRACE(std::to_string(bits) + " bits, group " + std::to_string(gs) + ", K " +
-                     std::to_string(K) + ", N " + std::to_string(N) + ", M " + std::to_string(M));
-        const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
-        const Reference ref = reference(q, X, M);
-        quant_detail::Int8DecodeInput in;
-        ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
-            q, X.data(), M, in, quant_detail::Int8Layout::kColumns, Int8Isa::kAvx2));
-        std::vector<float> y(size_t(M * N), std::nanf(""));
-        quant_detail::int8_gemm_rows(q, in, M, 0, N, y.data(), N, Int8Isa::kAvx2);
-        ASSERT_TRUE(within_bound(y, ref));
-        EXPECT_LT(relative_rms(y, ref.y), 2e-4);
-        if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
-        std::vector<float> y512(y.size(), std::nanf(""));
-        quant_detail::int8_gemm_rows(q, in, M, 0, N, y512.data(), N, Int8Isa::kAvx512Vnni);
-        ASSERT_EQ(y, y512);
-      }
-    }
-  });
+  for_each_format(
+      [](QuantFormat f, int64_t K) {
+        const int bits = f.bits, gs = f.group_size;
+        for (int64_t N : {int64_t{37}, int64_t{59}}) {
+          const Weight w = quantized(N, K, f, uint32_t(K + gs + N + bits));
+          const QuantizedMatrix& q = w.quant();
+          for (int64_t M : {5, 32, 33}) {
+            SCOPED_TRACE(std::to_string(bits) + " bits, group " + std::to_string(gs) + ", K " +
+                         std::to_string(K) + ", N " + std::to_string(N) + ", M " +
+                         std::to_string(M));
+            const std::vector<float> X = randn(size_t(M * K), uint32_t(M + K));
+            const Reference ref = reference(q, X, M);
+            quant_detail::Int8DecodeInput in;
+            ASSERT_TRUE(quant_detail::prepare_int8_decode_input(
+                q, X.data(), M, in, quant_detail::Int8Layout::kColumns, Int8Isa::kAvx2));
+            std::vector<float> y(size_t(M * N), std::nanf(""));
+            quant_detail::int8_gemm_rows(q, in, M, 0, N, y.data(), N, Int8Isa::kAvx2);
+            ASSERT_TRUE(within_bound(y, ref));
+            EXPECT_LT(relative_rms(y, ref.y), 2e-4);
+            if (!quant_detail::int8_isa_runs(Int8Isa::kAvx512Vnni)) continue;
+            std::vector<float> y512(y.size(), std::nanf(""));
+            quant_detail::int8_gemm_rows(q, in, M, 0, N, y512.data(), N, Int8Isa::kAvx512Vnni);
+            ASSERT_EQ(y, y512);
+          }
+        }
+      },
+      [](int bits) { return bits == 4 || bits == 8; });
 }
 
 TEST(QuantDecodeInt8, AccumulatesAndIgnoresTheThreadCount) {
@@ -308,19 +317,24 @@ TEST(QuantDecodeInt8, RejectsOtherWidthsAndShapes) {
         << e.what();
   }
   const Weight w3 = quantized(8, K, {3, 64}, 2);
-  EXPECT_FALSE(quant_int8_supported(w3.quant()));
+  if (quant_int8_supported(w3.quant())) return;  // AVX512-VBMI: 3 bits decode on int8 too
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 1, K, w3.quant(), y.data(), false), Error);
   EXPECT_THROW(quant_linear_forward_int8(X.data(), 40, K, w3.quant(), y.data(), false), Error);
 }
 
-// Both instruction sets take 4- and 8-bit codes; 3-bit codes take neither, nor does kNone.
+// Both instruction sets take 4- and 8-bit codes, for decode and the GEMM; 2, 3, 5 and 6 bits
+// only the AVX-512 decode, on a CPU with AVX512-VBMI; kNone nothing.
 TEST(QuantDecodeInt8, WhichWidthsEachInstructionSetTakes) {
   using quant_detail::Int8Isa;
-  for (Int8Isa isa : {Int8Isa::kAvx2, Int8Isa::kAvx512Vnni}) {
-    EXPECT_TRUE(quant_detail::int8_supported(4, isa));
-    EXPECT_TRUE(quant_detail::int8_supported(8, isa));
-    EXPECT_FALSE(quant_detail::int8_supported(3, isa));
-  }
+  const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  for (Int8Isa isa : {Int8Isa::kAvx2, Int8Isa::kAvx512Vnni})
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+      const bool whole = bits == 4 || bits == 8;
+      EXPECT_EQ(quant_detail::int8_gemm_supported(bits, isa), whole) << bits;
+      EXPECT_EQ(quant_detail::int8_supported(bits, isa),
+                whole || (isa == Int8Isa::kAvx512Vnni && vbmi))
+          << bits;
+    }
   EXPECT_FALSE(quant_detail::int8_supported(4, Int8Isa::kNone));
 }
 

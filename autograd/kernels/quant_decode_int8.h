@@ -27,9 +27,11 @@ Int8Isa int8_isa();
 // Whether this CPU runs `isa`'s kernels.
 bool int8_isa_runs(Int8Isa isa);
 
-// Whether the int8 kernels (int8_decode_rows, and int8_gemm_rows of quant_gemm_int8.h) run for
-// `bits` under `isa`.
+// Whether the int8 kernels run for `bits` under `isa`: decode (int8_decode_rows) 4- and 8-bit
+// codes on both, and 2, 3, 5 and 6 bits on AVX512-VNNI CPUs with AVX512-VBMI too; the GEMM
+// (int8_gemm_rows of quant_gemm_int8.h) 4 and 8 bits only (int8_gemm_supported).
 bool int8_supported(int bits, Int8Isa isa = int8_isa());
+bool int8_gemm_supported(int bits, Int8Isa isa = int8_isa());
 
 inline constexpr float kInt8Level = 127.0f;        // largest |q1| and |q2|
 inline constexpr float kInt8SecondLevel = 256.0f;  // q2 counts in units 256 times finer than q1
@@ -79,5 +81,9 @@ inline int64_t int8_input_position(int bits, int64_t c) {
 void int8_decode_rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                       int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate,
                       Int8Isa isa = int8_isa());
+// The AVX-512 form for 2, 3, 5 and 6 bits (quant_decode_int8_packed.cpp, AVX512-VBMI).
+void int8_decode_rows_packed(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0,
+                             int64_t M, int64_t n0, int64_t n1, float* Y, int64_t ldy,
+                             bool accumulate);
 
 }  // namespace glm4::quant_detail

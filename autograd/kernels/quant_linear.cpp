@@ -170,6 +170,8 @@ bool quant_int8_supported(const QuantizedMatrix& W) { return quant_detail::int8_
 
 bool quant_int8_available() { return quant_detail::int8_supported(4); }
 
+bool quant_int8_decodes(int bits) { return quant_detail::int8_supported(bits); }
+
 void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const QuantizedMatrix& W,
                                float* Y, bool accumulate) {
   const int64_t N = W.rows;
@@ -177,10 +179,12 @@ void quant_linear_forward_int8(const float* X, int64_t M, int64_t K, const Quant
   GLM4_CHECK(M >= 0 && K == W.cols, "[quant_linear_forward_int8] X [", M, ", ", K,
              "] does not match W [", W.rows, ", ", W.cols, "]");
   GLM4_CHECK(quant_int8_supported(W), "[quant_linear_forward_int8] needs AVX512-VNNI or AVX2, ",
-             "and 4- or 8-bit codes (", W.bits, " bits)");
+             "and 4- or 8-bit codes (2, 3, 5 and 6 with AVX512-VBMI; ", W.bits, " bits)");
   if (M == 0 || N == 0) return;
   if (K == 0) return zero_or_keep(Y, M * N, accumulate);
   const bool decode = M <= kStreamRows;
+  if (!decode && !quant_detail::int8_gemm_supported(W.bits))  // 2, 3, 5, 6 bits: decode only
+    return quant_linear_forward(X, M, K, W, Y, accumulate);
   quant_detail::Int8DecodeInput in;
   if (!quant_detail::prepare_int8_decode_input(
           W, X, M, in,

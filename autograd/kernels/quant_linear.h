@@ -23,8 +23,12 @@ void quant_linear_forward(const float* X, int64_t M, int64_t K, const QuantizedM
                           bool accumulate);
 
 // Whether quant_linear_forward_int8 runs W on this CPU with the selected quantized kernels
-// (AVX512-VNNI or AVX2, 4- or 8-bit codes).
+// (AVX512-VNNI or AVX2, 4- or 8-bit codes; on AVX512-VNNI CPUs with AVX512-VBMI 2, 3, 5 and 6 bits
+// too, whose prefill sizes it hands to quant_linear_forward).
 bool quant_int8_supported(const QuantizedMatrix& W);
+// Whether codes of `bits` decode on the int8 kernels here (the others on the fp32 ones, several
+// times slower a byte).
+bool quant_int8_decodes(int bits);
 // Whether it runs on this CPU at all (for 4-bit codes), decode and prefill sizes alike.
 bool quant_int8_available();
 // The product under --compute bf16 on int8 dot products: X in two int8 levels per group (each

@@ -1,0 +1,155 @@
+// The AVX-512 VNNI int8 decode kernel's rows (quant_decode_int8.h), for every code width:
+// 4 bits (nibbles: 128 columns a step, even columns then odd ones), 8 bits (bytes: 64 a step), and
+// 2, 3, 5 and 6 bits (mlx's packs of 8 codes in `Bits` bytes: 64 codes a step from 8 * Bits bytes,
+// spread to bytes by vpermb and vpmultishiftqb of AVX512-VBMI, then as 8 bits).
+// Include it only inside a `#pragma GCC target` region with AVX-512 F/BW/VL/DQ, VNNI and F16C
+// (and VBMI where the packed widths are instantiated), after quant_simd.h: the definitions have
+// internal linkage, so each kernel file gets its own copy for its own instruction set.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "autograd/kernels/quant_decode_int8.h"
+#include "autograd/kernels/quant_kernels.h"
+#include "autograd/kernels/quant_simd.h"
+
+namespace glm4::quant_detail {
+namespace {
+
+constexpr bool packed_width(int bits) { return bits == 2 || bits == 3 || bits == 5 || bits == 6; }
+
+// 64 codes of a packed width from `valid` bytes at p (8 * Bits of them in a full step), one a
+// byte: pack i's Bits bytes go to 64-bit lane i, and byte k of the lane takes the Bits bits from
+// bit k * Bits on. Needs AVX512-VBMI.
+template <int Bits>
+__m512i spread_codes(const uint8_t* p, int64_t valid) {
+  static_assert(packed_width(Bits));
+  alignas(64) static constexpr auto kTables = [] {
+    struct {
+      uint8_t index[64], shift[64];
+    } t{};
+    for (int lane = 0; lane < 8; ++lane)
+      for (int k = 0; k < 8; ++k) {
+        t.index[8 * lane + k] = uint8_t(lane * Bits + std::min(k, Bits - 1));
+        t.shift[8 * lane + k] = uint8_t(k * Bits);
+      }
+    return t;
+  }();
+  const __m512i bytes = _mm512_maskz_loadu_epi8(
+      __mmask64(valid >= 8 * Bits ? (uint64_t(1) << (8 * Bits)) - 1 : (uint64_t(1) << valid) - 1),
+      p);
+  const __m512i lanes = _mm512_permutexvar_epi8(_mm512_load_si512(kTables.index), bytes);
+  const __m512i fields = _mm512_multishift_epi64_epi8(_mm512_load_si512(kTables.shift), lanes);
+  return _mm512_and_si512(fields, _mm512_set1_epi8(char((1 << Bits) - 1)));
+}
+
+// Rows [n, n + R) of W against M rows of the input. Lane i of a step's dot products sums the
+// columns [i, i + 1) * lane_cols of the step, which lie in one group.
+template <int Bits, int M, int R>
+void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n, float* Y,
+          int64_t ldy, bool accumulate) {
+  const int64_t K = W.cols, gs = W.group_size, groups = W.groups();
+  constexpr int64_t kStep = Bits == 4 ? 128 : 64, kLane = kStep / 16;
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const int group_shift = __builtin_ctz(unsigned(gs));  // group sizes are powers of two
+  // The group of each lane relative to the step's first column's group.
+  const __m512i lane_group = _mm512_srli_epi32(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(int32_t(kLane))),
+      group_shift);
+  Int8InputRow x[M];
+  for (int m = 0; m < M; ++m) x[m] = int8_input_row(in, m0 + m);
+  const uint8_t* row[R];
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.row(n + r);
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  }
+  const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
+  const int64_t code_ahead = ahead_rows * W.row_bytes();
+  for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
+    const int64_t count = std::min(kParamBlock, groups - gb);
+    __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
+    for (int r = 0; r < R; ++r) {
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
+      const __m512 scale = widen_params16(W, W.scales, n + r, gb, count, groups);
+      const __m512 bias = widen_params16(W, W.biases, n + r, gb, count, groups);
+      for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
+        acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(x[m].sums + gb), acc[r][m]);
+        scale_unit[r][m] = _mm512_mul_ps(scale, _mm512_loadu_ps(x[m].units + gb));
+      }
+    }
+    const int64_t c0 = gb * gs, c1 = (gb + count) * gs;
+    // A step of kStep columns; only the last of a row can be short (c1 <= K, and only the last
+    // block ends off a step), so the others load their codes without a mask or a branch.
+    auto step = [&](int64_t c, auto full) {
+      const __m512i group =
+          _mm512_add_epi32(_mm512_set1_epi32(int32_t((c - c0) >> group_shift)), lane_group);
+      __m512i xa1[M], xa2[M], xb1[M], xb2[M];
+      for (int m = 0; m < M; ++m) {
+        xa1[m] = _mm512_loadu_si512(x[m].q1 + c);
+        xa2[m] = _mm512_loadu_si512(x[m].q2 + c);
+        if constexpr (Bits == 4) {
+          xb1[m] = _mm512_loadu_si512(x[m].q1 + c + 64);
+          xb2[m] = _mm512_loadu_si512(x[m].q2 + c + 64);
+        }
+        // Held in registers: GCC would otherwise fold each into every row's dot products,
+        // and on Zen 4 the 4R loads of 64 bytes a step outweigh the arithmetic.
+        asm("" : "+v"(xa1[m]), "+v"(xa2[m]));
+        if constexpr (Bits == 4) asm("" : "+v"(xb1[m]), "+v"(xb2[m]));
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = row[r] + c * Bits / 8;
+        prefetch_l1(p + code_ahead);
+        __m512i v;
+        if constexpr (packed_width(Bits))
+          v = spread_codes<Bits>(p, decltype(full)::value ? 8 * Bits : (K - c) * Bits / 8);
+        else if constexpr (decltype(full)::value)
+          v = _mm512_loadu_si512(p);
+        else
+          v = load_codes(p, (K - c) * Bits / 8);
+        __m512i lo = v, hi = v;
+        if constexpr (Bits == 4) {
+          lo = _mm512_and_si512(v, nibble);
+          hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+        }
+        for (int m = 0; m < M; ++m) {
+          // (first level << 8) + second level, the second accumulated onto the shifted first.
+          __m512i both = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xa1[m]);
+          if constexpr (Bits == 4) both = _mm512_dpbusd_epi32(both, hi, xb1[m]);
+          both = _mm512_dpbusd_epi32(_mm512_slli_epi32(both, 8), lo, xa2[m]);
+          if constexpr (Bits == 4) both = _mm512_dpbusd_epi32(both, hi, xb2[m]);
+          acc[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both),
+                                      _mm512_permutexvar_ps(group, scale_unit[r][m]), acc[r][m]);
+        }
+      }
+    };
+    int64_t c = c0;
+    for (; c + kStep <= c1; c += kStep) step(c, std::true_type{});
+    if (c < c1) step(c, std::false_type{});
+  }
+  emit_sums<M, R>(acc, n, Y, ldy, accumulate);
+}
+
+template <int Bits, int M>
+void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
+            float* Y, int64_t ldy, bool accumulate) {
+  constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 32 vector registers
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
+  for (; n < n1; ++n) rows<Bits, M, 1>(W, in, m0, n, Y, ldy, accumulate);
+}
+
+template <int Bits>
+void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
+               int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
+  with_input_rows(M, [&](auto input_rows) {
+    rows_m<Bits, decltype(input_rows)::value>(W, in, m0, n0, n1, Y, ldy, accumulate);
+  });
+}
+
+}  // namespace
+}  // namespace glm4::quant_detail
