@@ -54,10 +54,11 @@ Dataset load_split(const std::string& file, const TextEncoder& enc, const TrainC
 }
 
 // The trainable tensors, by name: every parameter with --full, else the adapters, new (from
-// --seed) or --init-adapter's (then `lora` becomes that adapter's settings).
+// --seed) or --init-adapter's (`lora` then holds that adapter's settings, read and checked before
+// the model loaded).
 std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& model,
                                                                  const TrainConfig& c,
-                                                                 LoraConfig& lora,
+                                                                 const LoraConfig& lora,
                                                                  ProgressBar& bar) {
   std::vector<std::pair<std::string, Tensor>> params;
   if (c.full) {
@@ -70,8 +71,6 @@ std::vector<std::pair<std::string, Tensor>> trainable_parameters(Glm4Model& mode
   if (!c.init_adapter.empty()) {
     std::string warning;
     try {
-      lora = read_adapter_info(c.init_adapter).lora;
-      check_adapter_layout(model.config, lora, c.adapter_format);
       warning = load_adapter(model, c.init_adapter, c.model);
     } catch (const Error& e) {  // the adapter's reader does not know the flag
       throw Error("--init-adapter " + c.init_adapter + ": " + e.what());
@@ -166,9 +165,11 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   Dataset valid;
   if (!files.valid.empty())
     valid = load_split(files.valid, encoder, c, model_config.vocab_size, bar);
-  if (!c.init_adapter.empty()) {
+  LoraConfig lora = lora_from(c);
+  if (!c.full && !c.init_adapter.empty()) {
     try {
-      check_adapter_layout(model_config, read_adapter_info(c.init_adapter).lora, c.adapter_format);
+      lora = read_adapter_info(c.init_adapter).lora;  // the run trains on with its settings
+      check_adapter_layout(model_config, lora, c.adapter_format);
     } catch (const Error& e) {  // the adapter's reader does not know the flag
       throw Error("--init-adapter " + c.init_adapter + ": " + e.what());
     }
@@ -183,7 +184,6 @@ TrainRun set_up_training(const TrainConfig& config, Distributed& group, Progress
   bar.message(model->loaded.describe());
   const ComputeChoice compute = apply_compute_flag(*model, c.compute);
 
-  LoraConfig lora = lora_from(c);
   std::vector<std::pair<std::string, Tensor>> params = trainable_parameters(*model, c, lora, bar);
   if (group.size() == 1) {  // under mpirun the ranks own parts of the moments
     int64_t trainable = 0;

@@ -39,8 +39,7 @@ __m512i spread_codes(const uint8_t* p, int64_t valid) {
     return t;
   }();
   const __m512i bytes = _mm512_maskz_loadu_epi8(
-      __mmask64(valid >= 8 * Bits ? (uint64_t(1) << (8 * Bits)) - 1 : (uint64_t(1) << valid) - 1),
-      p);
+      __mmask64((uint64_t(1) << std::min<int64_t>(valid, 8 * Bits)) - 1), p);
   const __m512i lanes = _mm512_permutexvar_epi8(_mm512_load_si512(kTables.index), bytes);
   const __m512i fields = _mm512_multishift_epi64_epi8(_mm512_load_si512(kTables.shift), lanes);
   return _mm512_and_si512(fields, _mm512_set1_epi8(char((1 << Bits) - 1)));
