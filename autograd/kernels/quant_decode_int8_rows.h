@@ -136,7 +136,10 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
 template <int Bits, int M>
 void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t n0, int64_t n1,
             float* Y, int64_t ldy, bool accumulate) {
-  constexpr int R = M == 1 ? 4 : M == 2 ? 2 : 1;  // what fits in the 32 vector registers
+  // What fits in the 32 vector registers. One input row takes 8 rows of W at once: the step's
+  // input loads and group lanes then serve twice the rows, and each step has 8 independent dot
+  // products in flight (Zen 5, one core, 4 bits: 12% less time a row with W in L2 than 4 rows).
+  constexpr int R = M == 1 ? 8 : M == 2 ? 2 : 1;
   int64_t n = n0;
   for (; n + R <= n1; n += R) rows<Bits, M, R>(W, in, m0, n, Y, ldy, accumulate);
   for (; n < n1; ++n) rows<Bits, M, 1>(W, in, m0, n, Y, ldy, accumulate);
