@@ -30,9 +30,11 @@ namespace {
 
 using testing::randn;
 
-Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed) {
+// Scales and biases of `scale_dtype` (the weight's dtype, as mlx keeps them).
+Weight quantized(int64_t N, int64_t K, QuantFormat f, uint32_t seed,
+                 DType scale_dtype = DType::BF16) {
   std::vector<float> w = randn(size_t(N * K), seed, 0.02f);
-  return quantize_weight(Weight::from_f32(w.data(), N, K, DType::BF16), f, DType::BF16, "w");
+  return quantize_weight(Weight::from_f32(w.data(), N, K, scale_dtype), f, scale_dtype, "w");
 }
 
 // This process has int8 kernels (AVX512-VNNI, or AVX2 on a CPU without it; 4 and 8 bits).
@@ -108,7 +110,7 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
   if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
   for_each_format([](QuantFormat f, int64_t K) {
     const int bits = f.bits, gs = f.group_size;
-    // Not a multiple of the 4 rows a decode pass takes nor of the GEMM's 32-row tiles.
+    // Not a multiple of the 8 or 4 rows a decode pass takes nor of the GEMM's 32-row tiles.
     const int64_t N = 37;
     const Weight w = quantized(N, K, f, uint32_t(K + gs + bits));
     for (int64_t M : {1, 2, 3, 4, 5, 32, 33, 70}) {
@@ -122,6 +124,29 @@ TEST(QuantDecodeInt8, WithinItsBoundOfTheExactProductForEveryFormatAndTail) {
       EXPECT_LT(relative_rms(y, ref.y), 2e-4) << bits << " bits, group " << gs << ", K " << K;
     }
   });
+}
+
+// The decode kernels read a whole block of 16 groups' scales and biases in their stored dtype
+// (bf16, f16 or f32) and the shorter last block of a row by another path: each dtype, with rows
+// of one block, of whole blocks and of whole blocks plus a shorter one, stays within the bound.
+TEST(QuantDecodeInt8, EveryScaleDtypeAndBlockTail) {
+  if (!int8_kernels()) GTEST_SKIP() << "this CPU has neither AVX512-VNNI nor AVX2: no int8 kernels";
+  for (DType scale_dtype : {DType::BF16, DType::F16, DType::F32})
+    for (int bits : {4, 8})
+      for (int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{2048 + 3 * 64}, int64_t{640}}) {
+        SCOPED_TRACE(std::string(dtype_name(scale_dtype)) + ", " + std::to_string(bits) +
+                     " bits, K " + std::to_string(K));
+        const int64_t N = 19;
+        const Weight w = quantized(N, K, {bits, 64}, uint32_t(K + bits), scale_dtype);
+        ASSERT_EQ(w.quant().scale_dtype, scale_dtype);
+        for (int64_t M : {1, 2, 4}) {
+          const std::vector<float> X = randn(size_t(M * K), uint32_t(M * 7 + K));
+          const Reference ref = reference(w.quant(), X, M);
+          std::vector<float> y(size_t(M * N));
+          quant_linear_forward_int8(X.data(), M, K, w.quant(), y.data(), false);
+          ASSERT_TRUE(within_bound(y, ref)) << "M " << M;
+        }
+      }
 }
 
 // The AVX2 form (4 and 8 bits), called directly: within the same bound for every group size, K
