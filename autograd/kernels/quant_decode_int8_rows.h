@@ -45,25 +45,20 @@ __m512i spread_codes(const uint8_t* p, int64_t valid) {
   return _mm512_and_si512(fields, _mm512_set1_epi8(char((1 << Bits) - 1)));
 }
 
-// The scales (or biases) of a whole block of kParamBlock groups at element i of `params`, values
-// of S, widened to fp32 by one plain load. widen_params16 (any dtype, any count: it takes the
-// last, shorter block of a row here) inline made a 4-bit step 15% slower (Zen 5, W in L2).
+// The scales (or biases) of the groups of a block at element i of `params`, values of S, widened
+// to fp32: the first `count` of its 16 lanes (a row's last block can be shorter), zero past them.
+// One masked load and a widening; widen_params16, which takes any dtype, made a 4-bit step 15%
+// slower inline (its masks and dtype branches; Zen 5, W in L2) and Flash's 1536-wide rows end on
+// a half block.
 template <DType S>
-__m512 widen_block(const void* params, int64_t i) {
-  if constexpr (S == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(params) + i);
-  const __m256i h = _mm256_loadu_si256(
-      reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(params) + i));
+__m512 widen_block(const void* params, int64_t i, __mmask16 lanes) {
+  if constexpr (S == DType::F32)
+    return _mm512_maskz_loadu_ps(lanes, static_cast<const float*>(params) + i);
+  const __m256i h = _mm256_maskz_loadu_epi16(lanes, static_cast<const uint16_t*>(params) + i);
   if constexpr (S == DType::BF16)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   else
     return _mm512_cvtph_ps(h);
-}
-
-// widen_params16 for a row's last, shorter block, kept out of line: inline, its masks and
-// branches would share the registers of the steps.
-[[gnu::noinline]] __m512 widen_tail(const QuantizedMatrix& W, const void* params, int64_t r,
-                                    int64_t g0, int64_t count, int64_t groups) {
-  return widen_params16(W, params, r, g0, count, groups);
 }
 
 // Rows [n, n + R) of W against M rows of the input, W's scales and biases of dtype S. Lane i of a
@@ -95,19 +90,14 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   const auto* biases = static_cast<const uint8_t*>(W.biases);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
+    const __mmask16 lanes = first_lanes(count);
     __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
     for (int r = 0; r < R; ++r) {
       const int64_t at = (n + r) * groups + gb;
       prefetch_l1(scales + (at + ahead_rows * groups) * kParamBytes);
       prefetch_l1(biases + (at + ahead_rows * groups) * kParamBytes);
-      __m512 scale, bias;
-      if (count == kParamBlock) [[likely]] {
-        scale = widen_block<S>(W.scales, at);
-        bias = widen_block<S>(W.biases, at);
-      } else {
-        scale = widen_tail(W, W.scales, n + r, gb, count, groups);
-        bias = widen_tail(W, W.biases, n + r, gb, count, groups);
-      }
+      const __m512 scale = widen_block<S>(W.scales, at, lanes);
+      const __m512 bias = widen_block<S>(W.biases, at, lanes);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
         acc[r][m] = _mm512_fmadd_ps(bias, _mm512_loadu_ps(x[m].sums + gb), acc[r][m]);
         scale_unit[r][m] = _mm512_mul_ps(scale, _mm512_loadu_ps(x[m].units + gb));
