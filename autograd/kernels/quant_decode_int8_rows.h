@@ -85,17 +85,13 @@ void rows(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64
   }
   const int64_t ahead_rows = prefetch_rows_ahead(R, W.row_bytes());
   const int64_t code_ahead = ahead_rows * W.row_bytes();
-  constexpr int64_t kParamBytes = S == DType::F32 ? 4 : 2;
-  const auto* scales = static_cast<const uint8_t*>(W.scales);
-  const auto* biases = static_cast<const uint8_t*>(W.biases);
   for (int64_t gb = 0; gb < groups; gb += kParamBlock) {
     const int64_t count = std::min(kParamBlock, groups - gb);
     const __mmask16 lanes = first_lanes(count);
     __m512 scale_unit[R][M];  // scale_g * unit_g of the block's 16 groups
     for (int r = 0; r < R; ++r) {
       const int64_t at = (n + r) * groups + gb;
-      prefetch_l1(scales + (at + ahead_rows * groups) * kParamBytes);
-      prefetch_l1(biases + (at + ahead_rows * groups) * kParamBytes);
+      prefetch_params_l1(W, n + r + ahead_rows, gb, groups);
       const __m512 scale = widen_block<S>(W.scales, at, lanes);
       const __m512 bias = widen_block<S>(W.biases, at, lanes);
       for (int m = 0; m < M; ++m) {  // the lanes are summed at the end, so the bias term joins them
@@ -161,8 +157,10 @@ void rows_m(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int
   // What fits in the 32 vector registers. One input row takes 8 rows of W at once: the step's
   // input loads and group lanes then serve twice the rows, and each step has 8 independent dot
   // products in flight (Zen 5, one core, 4 bits: 12% less time a row with W in L2 than 4 rows).
-  // Three input rows take 2 (1.4 ns a 64-byte step an input row against 1.9 with 1).
-  constexpr int R = M == 1 ? 8 : M <= 3 ? 2 : 1;
+  // Two or three input rows take 2 (three: 1.4 ns a 64-byte step an input row against 1.9 with
+  // 1). Four run as two passes of two (rows_bits).
+  static_assert(M <= 3);
+  constexpr int R = M == 1 ? 8 : 2;
   int64_t n = n0;
   for (; n + R <= n1; n += R) rows<Bits, M, R, S>(W, in, m0, n, Y, ldy, accumulate);
   for (; n < n1; ++n) rows<Bits, M, 1, S>(W, in, m0, n, Y, ldy, accumulate);
@@ -172,20 +170,21 @@ template <int Bits>
 void rows_bits(const QuantizedMatrix& W, const Int8DecodeInput& in, int64_t m0, int64_t M,
                int64_t n0, int64_t n1, float* Y, int64_t ldy, bool accumulate) {
   auto with_scales = [&]<DType S>() {
-    if (M == 4) {
-      // As two passes of two input rows over each 16 rows of W, the second reading them from L1:
-      // four at once hold 16 registers of input and take one row of W a pass (1.9 ns a 64-byte
-      // step an input row, against 1.35 for two). Each output is the same sum either way.
-      constexpr int64_t kRows = 16;
-      for (int64_t n = n0; n < n1; n += kRows) {
-        const int64_t end = std::min(n1, n + kRows);
-        rows_m<Bits, 2, S>(W, in, m0, n, end, Y, ldy, accumulate);
-        rows_m<Bits, 2, S>(W, in, m0 + 2, n, end, Y + 2 * ldy, ldy, accumulate);
-      }
-      return;
-    }
     with_input_rows(M, [&](auto input_rows) {
-      rows_m<Bits, decltype(input_rows)::value, S>(W, in, m0, n0, n1, Y, ldy, accumulate);
+      constexpr int kM = decltype(input_rows)::value;
+      if constexpr (kM <= 3) {
+        rows_m<Bits, kM, S>(W, in, m0, n0, n1, Y, ldy, accumulate);
+      } else {
+        // Two passes of two input rows over each 16 rows of W, the second reading them from L1:
+        // four at once hold 16 registers of input and take one row of W a pass (1.9 ns a
+        // 64-byte step an input row, against 1.35 for two). Each output is the same sum.
+        constexpr int64_t kRows = 16;
+        for (int64_t n = n0; n < n1; n += kRows) {
+          const int64_t end = std::min(n1, n + kRows);
+          rows_m<Bits, 2, S>(W, in, m0, n, end, Y, ldy, accumulate);
+          rows_m<Bits, 2, S>(W, in, m0 + 2, n, end, Y + 2 * ldy, ldy, accumulate);
+        }
+      }
     });
   };
   switch (W.scale_dtype) {
