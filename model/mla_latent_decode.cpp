@@ -173,6 +173,12 @@ void softmax_rows(float* p, int64_t rows, int64_t S, Visible&& visible) {
 // ranges taken in parallel and joined in order: 256 tokens, 64 below 1,024 so that short contexts
 // still give each thread some (the cut follows S alone: the same sums on any thread count).
 int64_t decode_part_tokens(int64_t S) { return S >= 1024 ? 256 : 64; }
+// Below kEnoughParts ranges of the cache (contexts under 256 tokens), the heads are cut into
+// blocks too, so that both threads get work. A block is a multiple of 4 heads: the kernel takes
+// rows 4 at a time, so each head's sums are those of one call over all heads.
+constexpr int64_t kEnoughParts = 4;
+constexpr int64_t kHeadBlock = 8;
+static_assert(kHeadBlock % 4 == 0);
 
 void decode_latents(const float* q_lat, const float* q_rope, int64_t H, const float* cache,
                     const uint16_t* cache16, int64_t S, int64_t C, int64_t R, float scale,
@@ -194,10 +200,16 @@ void decode_latents(const float* q_lat, const float* q_rope, int64_t H, const fl
   std::vector<kernels::DecodePart> part(static_cast<size_t>(parts));
   for (int64_t i = 0; i < parts; ++i)
     part[size_t(i)] = {acc.data() + i * H * C, m.data() + i * H, l.data() + i * H};
-  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t i = p0; i < p1; ++i)
-      kernels::attention_decode_rows(q.data(), H, keys, i * part_tokens,
-                                     std::min(S, (i + 1) * part_tokens), part[size_t(i)]);
+  const int64_t head_block = parts >= kEnoughParts ? H : std::min(H, kHeadBlock);
+  const int64_t head_blocks = (H + head_block - 1) / head_block;
+  parallel_for(parts * head_blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t / head_blocks, h0 = t % head_blocks * head_block;
+      const kernels::DecodePart& whole = part[size_t(i)];
+      kernels::attention_decode_rows(q.data() + h0 * W, std::min(head_block, H - h0), keys,
+                                     i * part_tokens, std::min(S, (i + 1) * part_tokens),
+                                     {whole.acc + h0 * C, whole.m + h0, whole.l + h0});
+    }
   });
   kernels::join_decode_parts(part.data(), parts, H, C, o);
 }
@@ -227,6 +239,8 @@ Tensor latent_attention(const Tensor& q, const CachedTokens& cached, const Param
   if (T == 0) return out;
   const Weight kv = stored(kv_b);
   std::vector<Weight> w_k, w_v;  // per head: the key half [N, C] and the value half [V, C]
+  w_k.reserve(size_t(H));
+  w_v.reserve(size_t(H));
   for (int64_t h = 0; h < H; ++h) {
     w_k.push_back(row_range(kv, h * (N + V), N));
     w_v.push_back(row_range(kv, h * (N + V) + N, V));

@@ -104,6 +104,43 @@ TEST(AttentionDecodeKernel, MatchesFp64ForRowsDimsAndRanges) {
       }
 }
 
+// Latent attention cuts its heads into blocks that are multiples of 4 (mla_latent_decode.cpp) when
+// the cache is short: each row's sums must then be those of one call over all rows, bit for bit.
+std::vector<float> outputs_in_row_blocks(int64_t rows, int64_t block, int64_t S) {
+  const int64_t d = 576, dv = 512;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(size_t(rows * d)), k(size_t(S * d));
+  for (float& x : q) x = 0.05f * normal(rng);
+  for (float& x : k) x = normal(rng);
+  kernels::DecodeKeys keys;
+  keys.k = keys.v = k.data();
+  keys.stride = keys.d = d;
+  keys.dv = dv;
+  std::vector<float> acc(size_t(rows * dv)), m(static_cast<size_t>(rows)),
+      l(static_cast<size_t>(rows)), out(acc.size());
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t n = std::min(block, rows - r0);
+    kernels::attention_decode_rows(q.data() + r0 * d, n, keys, 0, S,
+                                   {acc.data() + r0 * dv, m.data() + r0, l.data() + r0});
+  }
+  const kernels::DecodePart whole{acc.data(), m.data(), l.data()};
+  kernels::join_decode_parts(&whole, 1, rows, dv, out.data());
+  return out;
+}
+
+TEST(AttentionDecodeKernel, RowsInBlocksOfFourGiveTheWholeCallsSums) {
+  if (!kernels::attention_decode_available())
+    GTEST_SKIP() << "this build has neither AVX-512 nor AVX2";
+  for (const int64_t rows : {20, 22, 31})
+    for (const int64_t S : {20, 36, 50, 70}) {  // tails of the blocks of 4, 8 and 16 keys
+      const std::vector<float> whole = outputs_in_row_blocks(rows, rows, S);
+      for (const int64_t block : {4, 8, 12})
+        EXPECT_EQ(outputs_in_row_blocks(rows, block, S), whole)
+            << rows << " rows in blocks of " << block << ", " << S << " keys";
+    }
+}
+
 TEST(AttentionDecodeKernel, JoinsNothingToZeros) {
   float m = -INFINITY, l = 0, acc[4] = {1, 2, 3, 4}, out[4] = {9, 9, 9, 9};
   const kernels::DecodePart empty{acc, &m, &l};

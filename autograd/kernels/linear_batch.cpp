@@ -2,7 +2,6 @@
 #include "autograd/kernels/linear_batch.h"
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,10 +19,34 @@ namespace {
 constexpr int64_t kBlockBytes = 64 << 10;  // weight bytes a block reads, about
 constexpr int64_t kBlockRowAlign = 16;     // rows a block holds a multiple of
 
-// One product's rows [n0, n1) of Y on the calling thread, with what its kernel prepared from X.
+// One product in its kernel's row-range form, with what the kernel prepared from X (a plain
+// struct, not a closure: a decode token sets up hundreds, each a heap allocation as a closure).
 struct RowProduct {
-  std::function<void(int64_t n0, int64_t n1)> rows;
+  enum class Kernel { kInt8, kQuant, kBf16, kSmallM } kernel = Kernel::kSmallM;
+  const LinearProduct* p = nullptr;
+  const quant_detail::Int8DecodeInput* int8 = nullptr;  // kInt8
+  const quant_detail::QuantKernels* quant = nullptr;    // kQuant
+  const void* prepared = nullptr;  // kQuant: X as prepare_x left it; kBf16: X rounded to bf16
   int64_t N = 0, block_rows = 0, blocks = 0;
+
+  // Rows [n0, n1) of Y on the calling thread.
+  void rows(int64_t n0, int64_t n1) const {
+    const Weight& W = *p->W;
+    switch (kernel) {
+      case Kernel::kInt8:
+        return quant_detail::int8_decode_rows(W.quant(), *int8, 0, p->M, n0, n1, p->Y, N, false);
+      case Kernel::kQuant:
+        return quant->forward_rows(W.quant(), static_cast<const float*>(prepared), p->M, n0, n1,
+                                   p->Y, N, false);
+      case Kernel::kBf16:
+        return kernels::bf16::avx512_small_forward(static_cast<const uint16_t*>(prepared), p->M,
+                                                   W.cols(), static_cast<const uint16_t*>(W.data()),
+                                                   N, n0, n1, p->Y, false);
+      case Kernel::kSmallM:
+        return gemm_detail::small_m_forward_rows(p->X, p->M, W.cols(), W.dtype(), W.data(), N, n0,
+                                                 n1, p->Y, false);
+    }
+  }
 };
 
 int64_t weight_row_bytes(const Weight& W) {
@@ -78,53 +101,45 @@ class Int8Inputs {
 thread_local int Int8Inputs::depth_ = 0;
 thread_local std::vector<std::unique_ptr<quant_detail::Int8DecodeInput>> Int8Inputs::pool_;
 
-// The row-range form of p's kernel, or an empty function when linear_forward runs it otherwise.
+// The row-range form of p's kernel into `out`, or false when linear_forward runs it otherwise.
 // Prepared inputs are kept in `inputs` (or `int8`) until the loop ends.
-std::function<void(int64_t, int64_t)> row_form(const LinearProduct& p, const ComputeChoice& compute,
-                                               std::vector<std::shared_ptr<void>>& inputs,
-                                               Int8Inputs& int8) {
+bool row_form(const LinearProduct& p, const ComputeChoice& compute,
+              std::vector<std::shared_ptr<void>>& inputs, Int8Inputs& int8, RowProduct& out) {
   const Weight& W = *p.W;
-  const int64_t M = p.M, K = W.cols(), N = W.rows();
-  float* Y = p.Y;
+  const int64_t M = p.M, K = W.cols();
+  out.p = &p;
+  out.N = W.rows();
   if (W.is_quantized()) {
-    if (M > quant_detail::kDecodeMaxM) return {};
-    const QuantizedMatrix* q = &W.quant();
+    if (M > quant_detail::kDecodeMaxM) return false;
+    const QuantizedMatrix& q = W.quant();
     if (gemm_detail::use_int8_quant_kernels(W, compute)) {
-      if (const quant_detail::Int8DecodeInput* in = int8.get(*q, p.X, M))
-        return [q, in, M, N, Y](int64_t n0, int64_t n1) {
-          quant_detail::int8_decode_rows(*q, *in, 0, M, n0, n1, Y, N, false);
-        };
+      out.int8 = int8.get(q, p.X, M);
+      out.kernel = RowProduct::Kernel::kInt8;
+      if (out.int8) return true;
       // a non-finite X: the fp32 decode kernels carry it, as quant_linear_forward_int8 does
     }
-    const quant_detail::QuantKernels& k = quant_detail::active();
+    out.quant = &quant_detail::active();
     auto xp = std::make_shared<std::vector<float>>(size_t(M * K));
-    k.prepare_x(q->bits, p.X, M, K, xp->data());
+    out.quant->prepare_x(q.bits, p.X, M, K, xp->data());
     inputs.push_back(xp);
-    return [&k, q, xp = xp->data(), M, N, Y](int64_t n0, int64_t n1) {
-      k.forward_rows(*q, xp, M, n0, n1, Y, N, false);
-    };
+    out.prepared = xp->data();
+    out.kernel = RowProduct::Kernel::kQuant;
+    return true;
   }
   if (gemm_detail::use_bf16_kernels(W, M, compute)) {
-    if (M > kernels::bf16::kDecodeRows) return {};
+    if (M > kernels::bf16::kDecodeRows) return false;
     using kernels::bf16::kblocks;
     using kernels::bf16::kKBlock;
     auto xb = std::make_shared<std::vector<uint16_t>>(size_t(M * kblocks(K) * kKBlock));
     kernels::bf16::round_rows_bf16(p.X, M, K, xb->data());
     inputs.push_back(xb);
-    const auto* w = static_cast<const uint16_t*>(W.data());
-    return [xb = xb->data(), w, M, K, N, Y](int64_t n0, int64_t n1) {
-      kernels::bf16::avx512_small_forward(xb, M, K, w, N, n0, n1, Y, false);
-    };
+    out.prepared = xb->data();
+    out.kernel = RowProduct::Kernel::kBf16;
+    return true;
   }
-  if ((W.dtype() == DType::F16 && gemm_detail::use_bf16_panel_kernels(M, compute)) ||
-      M > gemm_detail::kSmallMForward)
-    return {};
-  const float* X = p.X;
-  const DType dtype = W.dtype();
-  const void* w = W.data();
-  return [X, M, K, dtype, w, N, Y](int64_t n0, int64_t n1) {
-    gemm_detail::small_m_forward_rows(X, M, K, dtype, w, N, n0, n1, Y, false);
-  };
+  out.kernel = RowProduct::Kernel::kSmallM;
+  return !(W.dtype() == DType::F16 && gemm_detail::use_bf16_panel_kernels(M, compute)) &&
+         M <= gemm_detail::kSmallMForward;
 }
 }  // namespace
 
@@ -134,22 +149,23 @@ int64_t linear_forward_batch(std::span<const LinearProduct> products,
   std::vector<std::shared_ptr<void>> inputs;
   Int8Inputs int8;
   std::vector<int64_t> first_block{0};
+  batch.reserve(products.size());
+  first_block.reserve(products.size() + 1);
   for (const LinearProduct& p : products) {
     GLM4_CHECK(p.W != nullptr && p.M >= 0, "[linear_forward_batch] product without a weight");
     const int64_t N = p.W->rows();
     if (p.M == 0 || N == 0) continue;
     const ComputeChoice& c = p.compute ? *p.compute : compute;
-    auto rows = p.W->cols() == 0 ? nullptr : row_form(p, c, inputs, int8);
-    if (!rows) {
+    RowProduct r;
+    if (p.W->cols() == 0 || !row_form(p, c, inputs, int8, r)) {
       linear_forward(p.X, p.M, p.W->cols(), *p.W, p.Y, false, c);
       continue;
     }
-    RowProduct r{std::move(rows), N};
     const int64_t want = std::max<int64_t>(1, kBlockBytes / weight_row_bytes(*p.W));
     r.block_rows = (want + kBlockRowAlign - 1) / kBlockRowAlign * kBlockRowAlign;
     r.blocks = (N + r.block_rows - 1) / r.block_rows;
     first_block.push_back(first_block.back() + r.blocks);
-    batch.push_back(std::move(r));
+    batch.push_back(r);
   }
   parallel_for(first_block.back(), 1, [&](int64_t b0, int64_t b1) {
     size_t i = size_t(std::upper_bound(first_block.begin(), first_block.end(), b0) -
