@@ -8,6 +8,28 @@
 
 namespace glm4 {
 
+// The parallel loops the process has run (those started outside any other) and the wall time
+// they took, since it started: a benchmark's difference of two readings tells how much of a
+// stretch ran on one thread while the others waited between loops.
+struct LoopClock {
+  int64_t loops = 0;
+  double seconds = 0;
+};
+LoopClock loop_clock();
+
+namespace parallel_detail {
+extern thread_local bool in_loop;  // this thread is running a chunk of a parallel loop
+struct InLoop {
+  bool outer = in_loop;
+  InLoop() { in_loop = true; }
+  ~InLoop() { in_loop = outer; }
+  InLoop(const InLoop&) = delete;
+  InLoop& operator=(const InLoop&) = delete;
+};
+int64_t now_ns();
+void count_loop(int64_t ns);
+}  // namespace parallel_detail
+
 // fn(begin, end) over [0, n) in chunks of at least `grain` indices, on TBB's worker threads.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
@@ -16,8 +38,17 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain > 0 ? grain : 1),
-                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+  const tbb::blocked_range<int64_t> range(0, n, grain > 0 ? grain : 1);
+  if (parallel_detail::in_loop) {  // nested: the outer loop's time counts it
+    tbb::parallel_for(range, [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+    return;
+  }
+  const int64_t start = parallel_detail::now_ns();
+  tbb::parallel_for(range, [&](const tbb::blocked_range<int64_t>& r) {
+    const parallel_detail::InLoop chunk;
+    fn(r.begin(), r.end());
+  });
+  parallel_detail::count_loop(parallel_detail::now_ns() - start);
 }
 
 // Number of threads parallel loops may use (TBB's arena limit).

@@ -8,7 +8,9 @@
 // applies a LoRA adapter live (unmerged, as `glm4 generate --adapter` does) to a --model run;
 // --kv-cache bf16 holds the model's KV cache in bf16 (generate's --kv-cache). The probe runs
 // again after each row's decode, and a comment line under the row gives that floor too: on a
-// shared host the probe moves by a quarter from one minute to the next.
+// shared host the probe moves by a quarter from one minute to the next. Another comment line gives
+// the parallel loops a decode token runs and the share of its time spent between them (one thread
+// working, base/parallel.h's loop_clock), what keeps a MoE decode off its floor.
 // Usage: bench_generate [--config configs/mid.json] [--dtypes f32,bf16,f16,q4,q8] [--compute auto]
 //                       [--prompt 512] [--tokens 128] [--reps 2] [--threads 2] [--model DIR]
 //                       [--memory auto|huge_pages|mmap] [--adapter DIR] [--kv-cache f32|bf16]
@@ -159,26 +161,39 @@ int main(int argc, char** argv) {
       gc.kv_cache_dtype = o.kv_cache;
       Generator gen(model, gc);
       double prefill = 0, first_prefill = 0, decode = 0, prefill_cpu = 0, decode_cpu = 0;
+      double loops_a_pass = 0, serial_share = 0;  // the fastest decode's
       for (int r = 0; r < o.reps; ++r) {
         const double c0 = cpu_seconds();
         gen.start(prompt);
         const double c1 = cpu_seconds();
         int64_t steps = 0;
+        const LoopClock before = loop_clock();
         while (gen.next()) ++steps;
+        const LoopClock after = loop_clock();
         const double c2 = cpu_seconds();
         prefill_cpu = std::max(prefill_cpu, double(o.prompt) / (c1 - c0));
         if (steps > 1) decode_cpu = std::max(decode_cpu, double(steps - 1) / (c2 - c1));
         GenerationStats s = gen.stats();
         prefill = std::max(prefill, s.prefill_tokens_per_second());
         if (r == 0) first_prefill = s.prefill_tokens_per_second();
-        if (s.generated_tokens > 1 && s.decode_seconds > 0)
-          decode = std::max(decode, double(s.generated_tokens - 1) / s.decode_seconds);
+        if (s.generated_tokens > 1 && s.decode_seconds > 0) {
+          const double rate = double(s.generated_tokens - 1) / s.decode_seconds;
+          if (rate > decode) {
+            loops_a_pass = double(after.loops - before.loops) / double(s.generated_tokens - 1);
+            serial_share = std::max(0.0, 1 - (after.seconds - before.seconds) / s.decode_seconds);
+          }
+          decode = std::max(decode, rate);
+        }
       }
       const double bytes = bench::decode_weight_bytes(model), floor = bandwidth / bytes;
       std::printf("%-5s %11.1f %11.1f %11.1f %9.2f %11.1f %7.0f%% %10.0f %8.0f %12.1f %11.1f  %s\n",
                   name.c_str(), prefill, first_prefill, decode, 1e3 / decode, floor,
                   100 * decode / floor, bench::matrix_bytes(model) / 1048576.0, peak_rss_mb(),
                   prefill_cpu, decode_cpu, kernel_report(compute).describe().c_str());
+      std::printf(
+          "#   decode: %.0f parallel loops a token; %.0f%% of its time outside them, one thread "
+          "working\n",
+          loops_a_pass, 100 * serial_share);
       // The probe again once this row's decode is done (its model freed first, so that no row's
       // peak RSS holds a model and the probe together): how far the floor moved meanwhile.
       owned.reset();
