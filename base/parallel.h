@@ -38,17 +38,14 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-  const tbb::blocked_range<int64_t> range(0, n, grain > 0 ? grain : 1);
-  if (parallel_detail::in_loop) {  // nested: the outer loop's time counts it
-    tbb::parallel_for(range, [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
-    return;
-  }
-  const int64_t start = parallel_detail::now_ns();
-  tbb::parallel_for(range, [&](const tbb::blocked_range<int64_t>& r) {
-    const parallel_detail::InLoop chunk;
-    fn(r.begin(), r.end());
-  });
-  parallel_detail::count_loop(parallel_detail::now_ns() - start);
+  const bool outer = !parallel_detail::in_loop;  // a nested loop's time is its outer loop's
+  const int64_t start = outer ? parallel_detail::now_ns() : 0;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain > 0 ? grain : 1),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      const parallel_detail::InLoop chunk;
+                      fn(r.begin(), r.end());
+                    });
+  if (outer) parallel_detail::count_loop(parallel_detail::now_ns() - start);
 }
 
 // Number of threads parallel loops may use (TBB's arena limit).
